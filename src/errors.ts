@@ -1,0 +1,150 @@
+/**
+ * Every error ocs-sync raises on purpose. The CLI's one top-level handler (src/cli/main.ts) maps
+ * them to exit codes; messages here are shown to people, so they name the thing at fault and what
+ * to do, and never carry a secret (API key, key material, unsealed values).
+ */
+
+export const ExitCode = {
+  /** Everything synced. */
+  ok: 0,
+  /** Could not run: configuration, authentication, server unreachable after retries. */
+  failed: 1,
+  /** Usage error: unknown command or flag. */
+  usage: 2,
+  /** Finished, but some resources were skipped or failed (named in the output). */
+  partial: 3,
+} as const;
+export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
+
+export class OcsSyncError extends Error {
+  readonly exitCode: ExitCode = ExitCode.failed;
+  /** A next step for the person reading the message. */
+  readonly hint?: string;
+  constructor(message: string, options?: { hint?: string; cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = new.target.name;
+    this.hint = options?.hint;
+  }
+}
+
+/** Bad command-line usage. */
+export class UsageError extends OcsSyncError {
+  override readonly exitCode = ExitCode.usage;
+}
+
+/** The configuration has problems; `problems` lists every one of them. */
+export class ConfigError extends OcsSyncError {
+  constructor(readonly problems: string[]) {
+    super(
+      `Configuration has ${problems.length} problem${problems.length === 1 ? '' : 's'}:\n` +
+        problems.map((problem) => `  - ${problem}`).join('\n'),
+    );
+  }
+}
+
+/** 401/403 from the server: the run cannot go on with this key. */
+export class AuthError extends OcsSyncError {
+  constructor(
+    readonly status: number,
+    detail: string,
+  ) {
+    super(`The server refused the API key (HTTP ${status}): ${detail}`, {
+      hint:
+        status === 401
+          ? 'Check OCS_API_KEY / api_key and OCS_AUTH_SCHEME (api-key or bearer).'
+          : 'Only a team admin may export: use an API key of a team admin.',
+    });
+  }
+}
+
+/** An HTTP answer that ends the work on one resource (404, 400) or the run (other 4xx). */
+export class HttpStatusError extends OcsSyncError {
+  constructor(
+    readonly status: number,
+    readonly path: string,
+    readonly detail: string,
+    hint?: string,
+  ) {
+    super(`GET ${path} answered HTTP ${status}: ${detail}`, { hint });
+  }
+}
+
+/** The server is unreachable or kept failing after every retry. */
+export class ServerUnavailableError extends OcsSyncError {
+  constructor(
+    readonly path: string,
+    readonly attempts: number,
+    reason: string,
+  ) {
+    super(`GET ${path} failed after ${attempts} attempt${attempts === 1 ? '' : 's'}: ${reason}`, {
+      hint: 'Check base_url and that the server is up; raise http.max_attempts to wait longer.',
+    });
+  }
+}
+
+/** The server answered 200 with something that is not the export format. */
+export class ProtocolError extends OcsSyncError {}
+
+/** A name from the server that is not a safe SQL identifier. */
+export class UnsafeNameError extends OcsSyncError {
+  constructor(kind: 'resource' | 'field', name: string, where?: string) {
+    super(
+      `Refusing ${kind} name ${JSON.stringify(name.slice(0, 80))}${where ? ` in ${where}` : ''}: ` +
+        'names must match ^[a-z][a-z0-9_]{0,62}$; it was skipped and nothing was stored under it.',
+    );
+  }
+}
+
+/** A sealed value that could not be opened. Never carries the value itself. */
+export class SealedValueError extends OcsSyncError {
+  constructor(
+    readonly resource: string,
+    readonly rowId: string,
+    readonly field: string,
+    reason: string,
+  ) {
+    super(`Cannot open sealed field ${resource}.${field} of row id ${rowId}: ${reason}`, {
+      hint: 'Check that the private key matches the public key registered on the team.',
+    });
+  }
+}
+
+/** Key files or key settings that cannot be used. */
+export class KeyError extends OcsSyncError {}
+
+/** Another ocs-sync holds the warehouse's writer lock. */
+export class LockHeldError extends OcsSyncError {
+  override readonly exitCode = ExitCode.partial;
+  constructor(holder: { pid: number; host: string; since: string } | undefined, waitedMs: number) {
+    super(
+      holder
+        ? `Another ocs-sync (pid ${holder.pid} on ${holder.host}, since ${holder.since}) is writing to this warehouse; waited ${Math.round(waitedMs / 1000)} s.`
+        : `Another ocs-sync is writing to this warehouse; waited ${Math.round(waitedMs / 1000)} s.`,
+      { hint: 'Let it finish, or raise lock.wait_seconds.' },
+    );
+  }
+}
+
+/** The schema changed and the policy says stop. */
+export class SchemaChangeStoppedError extends OcsSyncError {
+  override readonly exitCode = ExitCode.partial;
+}
+
+/** The warehouse could not be opened or used. */
+export class WarehouseError extends OcsSyncError {}
+
+/** A run that was asked to stop (SIGTERM) before it finished. */
+export class InterruptedError extends OcsSyncError {}
+
+/** Message for any error, safe to print; unknown errors keep their message only. */
+export function describeError(error: unknown): string {
+  if (error instanceof OcsSyncError) {
+    return error.hint ? `${error.message}\n  hint: ${error.hint}` : error.message;
+  }
+  if (error instanceof Error) return error.message;
+  return String(error);
+}
+
+export function exitCodeOf(error: unknown): ExitCode {
+  return error instanceof OcsSyncError ? error.exitCode : ExitCode.failed;
+}

@@ -1,0 +1,216 @@
+/**
+ * Glossary
+ *
+ * - Server: an Open Chat Studio instance; we read its team-export API (`/api/export/`).
+ * - Manifest: the server's list of resources in dependency order, with each one's cursor kind and
+ *   whether some of its fields are sealed, plus a checksum of the export schema.
+ * - Resource: one exported model (`chat_messages`, `participants`, ...). One warehouse table each,
+ *   named exactly as the resource.
+ * - Page: one response of a resource: up to `limit` rows plus the cursor to ask for the next page.
+ * - Cursor: where a resource walk resumes. `pk` resources: the last id as a decimal string.
+ *   `updated_at_id` resources: base64 of `{"updated_at", "id"}` of the last row.
+ * - Warehouse: where rows land (SQLite file or PostgreSQL schema). A Dialect implements it.
+ * - Sealed field: a field the server encrypts under the team's public key; a secrets policy says
+ *   what we store for it.
+ * - Run: one `sync` pass over the manifest; recorded in `_ocs_runs`.
+ * - Full refresh: a walk from the start that also finds rows the server no longer has.
+ * - Logical column type: our database-neutral type of a column; each dialect maps it to SQL.
+ */
+
+export type CursorKind = 'pk' | 'updated_at_id';
+
+export interface ManifestEntry {
+  /** Django model label, e.g. `chat.chatmessage`. */
+  model: string;
+  /** Resource name: URL segment and table name. */
+  resource: string;
+  cursor: CursorKind;
+  /** True when some fields of every row are sealed. */
+  secret: boolean;
+  /** Names of the sealed fields (from `sealed_fields_by_model` when the server gives it). */
+  sealedFields: string[];
+}
+
+export interface Manifest {
+  schemaChecksum: string;
+  entries: ManifestEntry[];
+}
+
+/** One row as the server sent it. `id` is a number, or a bigint past 2^53. */
+export type Row = Record<string, unknown> & { id: number | bigint };
+
+export interface Page {
+  rows: Row[];
+  /** Cursor for the next page as the server gave it; null on the last page. */
+  cursor: string | null;
+  hasMore: boolean;
+  /** True when the server answered with a bare JSON array instead of `{cursor, has_more, results}`. */
+  bare: boolean;
+}
+
+/** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
+export interface ExportSource {
+  manifest(): Promise<Manifest>;
+  team(): Promise<Record<string, unknown>>;
+  /** The export OpenAPI document, or undefined when the server does not publish it. */
+  openApi(): Promise<unknown>;
+  page(resource: string, cursor: string | null, limit: number): Promise<Page>;
+  close(): Promise<void>;
+}
+
+/**
+ * Logical column types, database-neutral. Widening order (a value that does not fit moves its
+ * column up, never down): integer -> number -> json; boolean -> json; date | datetime -> text -> json.
+ */
+export type ColumnType = 'integer' | 'number' | 'boolean' | 'text' | 'datetime' | 'date' | 'json';
+
+export interface ColumnSpec {
+  name: string;
+  type: ColumnType;
+}
+
+/** A resource table's data columns (not `id`, not our `_` columns), in a stable order. */
+export interface TableSpec {
+  table: string;
+  columns: ColumnSpec[];
+}
+
+export type SchemaChangeKind = 'create_table' | 'add_column' | 'widen_column';
+
+export interface SchemaChange {
+  kind: SchemaChangeKind;
+  table: string;
+  /** Absent for create_table. */
+  column?: string;
+  /** create_table only: the new table's data columns. */
+  columns?: ColumnSpec[];
+  fromType?: ColumnType;
+  toType?: ColumnType;
+  /** Why: 'schema' (server's OpenAPI), 'rows' (seen in data), 'value' (a value that did not fit). */
+  reason: 'schema' | 'rows' | 'value';
+}
+
+export interface PageWrite {
+  runId: number;
+  resource: string;
+  /** The table's full current column list (data columns only), as stored by the warehouse. */
+  columns: ColumnSpec[];
+  rows: Row[];
+  /**
+   * The cursor to resume from after this page, saved in the same transaction as the rows.
+   * null leaves the stored cursor as it is (the `team` table; full-refresh walks).
+   */
+  cursor: string | null;
+  cursorKind: CursorKind | null;
+  /** Keep every version in `<resource>__history`. */
+  history: boolean;
+}
+
+export interface PageWriteResult {
+  rowsWritten: number;
+  /** Values changed to fit the database (PostgreSQL: `\u0000` removed). */
+  valuesAltered: number;
+  /** Rows whose content differed from the stored version (history only; else 0). */
+  versionsWritten: number;
+}
+
+export type RunKind = 'incremental' | 'full_refresh';
+export type RunStatus = 'running' | 'ok' | 'partial' | 'failed' | 'interrupted';
+
+export interface RunSummary {
+  status: RunStatus;
+  rows: number;
+  pages: number;
+  requests: number;
+  error?: string;
+}
+
+export type ResourceOutcomeStatus = 'ok' | 'skipped' | 'failed';
+
+export interface ResourceOutcome {
+  runId: number;
+  resource: string;
+  status: ResourceOutcomeStatus;
+  rows: number;
+  pages: number;
+  durationMs: number;
+  /** Safe-to-show reason (never a secret). */
+  error?: string;
+}
+
+export interface ResourceState {
+  resource: string;
+  cursor: string | null;
+  cursorKind: CursorKind | null;
+  lastRunId: number | null;
+  lastSuccessAt: string | null;
+  lastError: string | null;
+  lastErrorAt: string | null;
+  lastFullRefreshAt: string | null;
+}
+
+export interface ResourceStatus extends ResourceState {
+  rows: number;
+  rowsDeleted: number;
+  /** Newest `updated_at` stored, ISO text, when the table has that column. */
+  newestUpdatedAt: string | null;
+}
+
+export interface LockHolder {
+  pid: number;
+  host: string;
+  since: string;
+}
+
+export interface Lock {
+  release(): Promise<void>;
+}
+
+export type DeleteMode = 'mark' | 'remove';
+
+/** What the sync engine needs from a database. SQLite and PostgreSQL implement it. */
+export interface Warehouse {
+  readonly dialect: 'sqlite' | 'postgres';
+  /** A description safe for logs (no password). */
+  readonly description: string;
+  /** Apply the project's own migrations from `schema/<dialect>/`; idempotent. */
+  migrate(): Promise<void>;
+  /** Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder. */
+  acquireLock(waitMs: number): Promise<Lock>;
+
+  startRun(kind: RunKind, schemaChecksum: string | null): Promise<number>;
+  finishRun(runId: number, summary: RunSummary): Promise<void>;
+  /** Small key/value bookkeeping (`last_schema_checksum`, ...). */
+  getState(key: string): Promise<string | undefined>;
+  setState(key: string, value: string): Promise<void>;
+
+  getResourceState(resource: string): Promise<ResourceState | undefined>;
+  recordResourceOutcome(outcome: ResourceOutcome): Promise<void>;
+  /** Forget a resource's cursor so the next walk starts from the beginning. */
+  resetCursor(resource: string): Promise<void>;
+
+  /** The stored logical columns of a table, or undefined when the table does not exist. */
+  describeTable(table: string): Promise<ColumnSpec[] | undefined>;
+  /** Create tables, add columns, widen columns; records each in `_ocs_schema_changes`. */
+  applySchemaChanges(
+    changes: SchemaChange[],
+    checksums: { from: string | null; to: string | null },
+  ): Promise<void>;
+  /** Upsert rows by id and save the cursor, in one transaction. */
+  writePage(page: PageWrite): Promise<PageWriteResult>;
+  /** After a complete full refresh: rows of `table` not written by `runId` are marked or removed. */
+  markMissingAsDeleted(table: string, runId: number, mode: DeleteMode, history: boolean): Promise<number>;
+
+  /** Page through one column's values by id (for tools such as `unseal`). */
+  readColumn(
+    table: string,
+    column: string,
+    afterId: string | null,
+    limit: number,
+  ): Promise<Array<{ id: string; value: unknown }>>;
+  /** Overwrite one column's value for the given ids, in one transaction. */
+  updateColumn(table: string, column: string, values: Array<{ id: string; value: unknown }>): Promise<void>;
+
+  status(): Promise<ResourceStatus[]>;
+  close(): Promise<void>;
+}
