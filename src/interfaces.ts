@@ -54,8 +54,10 @@ export interface ExportSource {
   team(): Promise<Record<string, unknown>>;
   /** The export OpenAPI document, or undefined when the server does not publish it. */
   openApi(): Promise<unknown>;
-  page(resource: string, cursor: string | null, limit: number): Promise<Page>;
+  page(resource: string, cursor: string | null, limit: number, signal?: AbortSignal): Promise<Page>;
   close(): Promise<void>;
+  /** HTTP requests sent so far, retries included (for run records and the benchmark). */
+  readonly requestCount?: number;
 }
 
 /**

@@ -1,0 +1,244 @@
+/**
+ * Measures page upserts of chat-message-like rows into PostgreSQL, one statement per page, each
+ * page in its own transaction together with a cursor save (as the sync engine writes them).
+ *
+ *   source .ci/postgres.sh && trap stop_test_postgres EXIT
+ *   npx vite-node bench/postgres-upsert.ts            # or: npm run build && node dist/bench/postgres-upsert.js
+ *
+ * Env: OCS_TEST_POSTGRES_URL (required), BENCH_PAGES (default 40), BENCH_ROWS (default 1000).
+ *
+ * Shapes compared:
+ * - values:  named (prepared) multi-row `INSERT ... VALUES ($1..$N) ON CONFLICT (id) DO UPDATE`
+ * - unnest:  named `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ...`
+ * - json:    named `INSERT ... SELECT * FROM json_to_recordset($1::json) AS x(...) ON CONFLICT ...`
+ * COPY FROM STDIN needs the pg-copy-streams package, which is not a dependency; COPY into a temp
+ * table plus a merge measured no better than these on this kind of machine, so it is left out.
+ */
+import pg from 'pg';
+
+const url = process.env.OCS_TEST_POSTGRES_URL;
+if (!url) {
+  console.error('Set OCS_TEST_POSTGRES_URL (source .ci/postgres.sh starts a throwaway cluster).');
+  process.exit(2);
+}
+const pages = Number(process.env.BENCH_PAGES ?? 40);
+const rowsPerPage = Number(process.env.BENCH_ROWS ?? 1000);
+
+interface Column {
+  name: string;
+  sql: string;
+}
+
+const columns: Column[] = [
+  { name: 'id', sql: 'bigint' },
+  { name: 'created_at', sql: 'timestamptz' },
+  { name: 'updated_at', sql: 'timestamptz' },
+  { name: 'chat_id', sql: 'bigint' },
+  { name: 'message_type', sql: 'text' },
+  { name: 'content', sql: 'text' },
+  { name: 'summary', sql: 'text' },
+  { name: 'translations', sql: 'jsonb' },
+  { name: 'metadata', sql: 'jsonb' },
+  { name: 'is_summarized', sql: 'boolean' },
+  { name: '_run_id', sql: 'bigint' },
+];
+
+const words =
+  'the quick brown fox jumps over a lazy dog while analysts wait for fresh chat data'.split(' ');
+
+/** Deterministic text of about `length` characters. */
+function text(seed: number, length: number): string {
+  let out = '';
+  let state = seed * 2654435761;
+  while (out.length < length) {
+    state = (state * 1103515245 + 12345) % 2147483648;
+    out += (out ? ' ' : '') + words[state % words.length];
+  }
+  return out.slice(0, length);
+}
+
+type BenchRow = Record<string, unknown>;
+
+function makePage(firstId: number, version: number): BenchRow[] {
+  const rows: BenchRow[] = [];
+  for (let index = 0; index < rowsPerPage; index++) {
+    const id = firstId + index;
+    rows.push({
+      id,
+      created_at: new Date(Date.UTC(2026, 0, 1) + id * 1000).toISOString(),
+      updated_at: new Date(Date.UTC(2026, 0, 1) + id * 1000 + version).toISOString(),
+      chat_id: Math.floor(id / 20),
+      message_type: index % 2 ? 'human' : 'ai',
+      content: text(id + version, 230),
+      summary: index % 5 === 0 ? text(id * 7, 40) : null,
+      translations: {},
+      metadata: { trace_id: `t-${id}-${version}`, tags: ['a', 'b'] },
+      is_summarized: index % 3 === 0,
+    });
+  }
+  return rows;
+}
+
+const quoted = (name: string) => `"${name}"`;
+const columnList = columns.map((column) => quoted(column.name)).join(', ');
+const updateSet =
+  columns
+    .filter((column) => column.name !== 'id')
+    .map((column) => `${quoted(column.name)} = excluded.${quoted(column.name)}`)
+    .join(', ') + ', "_synced_at" = now()';
+
+/** A column's value as a parameter: JSON columns pre-serialized so every shape pays the same. */
+function parameter(row: BenchRow, column: Column, runId: number): unknown {
+  if (column.name === '_run_id') return runId;
+  const value = row[column.name];
+  if (column.sql === 'jsonb')
+    return value === null || value === undefined ? null : JSON.stringify(value);
+  return value ?? null;
+}
+
+type Shape = (table: string, rows: BenchRow[], runId: number) => pg.QueryConfig;
+
+const valuesShape: Shape = (table, rows, runId) => {
+  const values: unknown[] = [];
+  const tuples: string[] = [];
+  for (const row of rows) {
+    const slots: string[] = [];
+    for (const column of columns) {
+      values.push(parameter(row, column, runId));
+      slots.push(`$${values.length}::${column.sql}`);
+    }
+    tuples.push(`(${slots.join(', ')}, now())`);
+  }
+  return {
+    name: `${table}_${rows.length}`,
+    text:
+      `INSERT INTO ${quoted(table)} (${columnList}, "_synced_at") VALUES ${tuples.join(', ')} ` +
+      `ON CONFLICT ("id") DO UPDATE SET ${updateSet}`,
+    values,
+  };
+};
+
+const unnestShape: Shape = (table, rows, runId) => {
+  const arrays = columns.map((column) => rows.map((row) => parameter(row, column, runId)));
+  return {
+    name: table,
+    text:
+      `INSERT INTO ${quoted(table)} (${columnList}, "_synced_at") ` +
+      `SELECT *, now() FROM unnest(${columns.map((column, index) => `$${index + 1}::${column.sql}[]`).join(', ')}) ` +
+      `ON CONFLICT ("id") DO UPDATE SET ${updateSet}`,
+    values: arrays,
+  };
+};
+
+const jsonShape: Shape = (table, rows, runId) => {
+  const records = rows.map((row) => {
+    const record: BenchRow = {};
+    for (const column of columns)
+      record[column.name] = column.name === '_run_id' ? runId : (row[column.name] ?? null);
+    return record;
+  });
+  return {
+    name: table,
+    text:
+      `INSERT INTO ${quoted(table)} (${columnList}, "_synced_at") ` +
+      `SELECT ${columnList}, now() FROM json_to_recordset($1::json) AS x(${columns
+        .map((column) => `${quoted(column.name)} ${column.sql}`)
+        .join(', ')}) ` +
+      `ON CONFLICT ("id") DO UPDATE SET ${updateSet}`,
+    values: [JSON.stringify(records)],
+  };
+};
+
+async function resetTables(client: pg.Client, tables: string[]): Promise<void> {
+  for (const table of tables) {
+    await client.query(`DROP TABLE IF EXISTS ${quoted(table)}`);
+    await client.query(
+      `CREATE TABLE ${quoted(table)} (${columns
+        .map(
+          (column) =>
+            `${quoted(column.name)} ${column.sql}${column.name === 'id' ? ' PRIMARY KEY' : ''}`,
+        )
+        .join(', ')}, "_synced_at" timestamptz)`,
+    );
+  }
+  await client.query('DROP TABLE IF EXISTS "bench_cursor"');
+  await client.query('CREATE TABLE "bench_cursor" ("resource" text PRIMARY KEY, "cursor" text)');
+  for (const table of tables)
+    await client.query(`INSERT INTO "bench_cursor" VALUES ($1, NULL)`, [table]);
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)] ?? Number.NaN;
+}
+
+/** One page in one transaction with its cursor save, as the warehouse writes it; returns seconds. */
+async function writePage(
+  client: pg.Client,
+  shape: Shape,
+  table: string,
+  rows: BenchRow[],
+  runId: number,
+): Promise<number> {
+  const started = process.hrtime.bigint();
+  await client.query('BEGIN');
+  await client.query(shape(table, rows, runId));
+  await client.query({
+    name: 'bench_cursor_save',
+    text: `UPDATE "bench_cursor" SET "cursor" = $1 WHERE "resource" = $2`,
+    values: [String(rows.length), table],
+  });
+  await client.query('COMMIT');
+  return Number(process.hrtime.bigint() - started) / 1e9;
+}
+
+async function main(): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  const version = (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]
+    ?.server_version;
+  const fsync = (await client.query<{ fsync: string }>('SHOW fsync')).rows[0]?.fsync;
+  const sample = JSON.stringify(makePage(1, 0)).length / rowsPerPage;
+  console.log(
+    `PostgreSQL ${version} (fsync=${fsync}), node ${process.version}, ${pages} pages x ${rowsPerPage} rows per shape and pass, ` +
+      `~${Math.round(sample)} bytes a row as JSON`,
+  );
+  const shapes: Array<{ label: string; table: string; shape: Shape }> = [
+    { label: 'values (named multi-row VALUES)', table: 'bench_values', shape: valuesShape },
+    { label: 'unnest (named, typed arrays)', table: 'bench_unnest', shape: unnestShape },
+    { label: 'json (named, json_to_recordset)', table: 'bench_json', shape: jsonShape },
+  ];
+  await resetTables(
+    client,
+    shapes.map((entry) => entry.table),
+  );
+  // Shapes take turns page by page (in rotating order) so the machine's drift hits all alike.
+  for (const [pass, runId] of [
+    ['insert', 1],
+    ['update', 2],
+  ] as const) {
+    const seconds = shapes.map(() => [] as number[]);
+    for (let page = 0; page < pages; page++) {
+      const rows = makePage(page * rowsPerPage + 1, runId);
+      for (let turn = 0; turn < shapes.length; turn++) {
+        const index = (page + turn) % shapes.length;
+        const entry = shapes[index]!;
+        seconds[index]!.push(await writePage(client, entry.shape, entry.table, rows, runId));
+      }
+    }
+    shapes.forEach((entry, index) => {
+      const rate = Math.round(rowsPerPage / median(seconds[index]!));
+      console.log(
+        `${pass.padEnd(7)} ${entry.label.padEnd(34)} ${String(rate).padStart(7)} rows/s (median page)`,
+      );
+    });
+  }
+  for (const entry of shapes) await client.query(`DROP TABLE IF EXISTS ${quoted(entry.table)}`);
+  await client.query('DROP TABLE IF EXISTS "bench_cursor"');
+  await client.end();
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});

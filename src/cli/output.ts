@@ -1,0 +1,77 @@
+/** Plain-text output for people: aligned tables and run summaries. */
+import type { ResourceStatus } from '../interfaces.js';
+import type { SyncReport } from '../sync/engine.js';
+
+export interface Output {
+  out(line: string): void;
+  err(line: string): void;
+}
+
+export const processOutput: Output = {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+};
+
+export function formatTable(headers: string[], rows: Array<Array<string | number>>): string {
+  const cells = [headers, ...rows.map((row) => row.map(String))];
+  const widths = headers.map((_, column) =>
+    Math.max(...cells.map((row) => (row[column] ?? '').length)),
+  );
+  const numeric = headers.map((_, column) => rows.every((row) => typeof row[column] === 'number'));
+  const line = (row: string[]) =>
+    row
+      .map((cell, column) =>
+        numeric[column] ? cell.padStart(widths[column]!) : cell.padEnd(widths[column]!),
+      )
+      .join('  ')
+      .trimEnd();
+  return [line(headers), line(widths.map((width) => '-'.repeat(width))), ...cells.slice(1).map(line)].join(
+    '\n',
+  );
+}
+
+export function formatStatusTable(statuses: ResourceStatus[], now = Date.now()): string {
+  return formatTable(
+    ['resource', 'rows', 'deleted', 'lag', 'last success', 'last full refresh', 'cursor', 'last error'],
+    statuses.map((status) => [
+      status.resource,
+      status.rows,
+      status.rowsDeleted,
+      status.newestUpdatedAt ? formatAge(now - Date.parse(status.newestUpdatedAt)) : '-',
+      status.lastSuccessAt ?? 'never',
+      status.lastFullRefreshAt ?? 'never',
+      shorten(status.cursor ?? '-', 24),
+      shorten(status.lastError ?? '', 60),
+    ]),
+  );
+}
+
+export function formatSyncSummary(report: SyncReport): string {
+  const lines = [
+    `Run ${report.runId} (${report.kind}): ${report.status}, ${report.rows} rows in ${report.pages} pages, ` +
+      `${report.requests} requests, ${(report.durationMs / 1000).toFixed(1)} s`,
+  ];
+  if (report.previousSchemaChecksum && report.previousSchemaChecksum !== report.schemaChecksum) {
+    lines.push(`Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`);
+  }
+  for (const problem of report.problems) lines.push(`problem: ${problem}`);
+  for (const resource of report.resources) {
+    if (resource.status !== 'ok') lines.push(`${resource.status}: ${resource.error ?? resource.resource}`);
+    for (const warning of resource.warnings) lines.push(`warning: ${warning}`);
+  }
+  return lines.join('\n');
+}
+
+function formatAge(ms: number): string {
+  if (!Number.isFinite(ms)) return '-';
+  const seconds = Math.max(0, Math.round(ms / 1000));
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
+  if (seconds < 172_800) return `${Math.round(seconds / 3600)}h`;
+  return `${Math.round(seconds / 86_400)}d`;
+}
+
+function shorten(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, ' ');
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}

@@ -1,0 +1,22 @@
+import { ExitCode } from '../errors.js';
+import type { CommandContext } from './main.js';
+import { formatStatusTable } from './output.js';
+import { jsonReplacer } from './sync-command.js';
+import { createWarehouse } from './wiring.js';
+
+export async function runStatusCommand(
+  context: CommandContext,
+  options: { json?: boolean },
+): Promise<number> {
+  const config = context.config({ server: false });
+  const warehouse = await createWarehouse(config, context.logger(config));
+  try {
+    const statuses = await warehouse.status();
+    context.output.out(
+      options.json ? JSON.stringify(statuses, jsonReplacer, 2) : formatStatusTable(statuses),
+    );
+    return ExitCode.ok;
+  } finally {
+    await warehouse.close();
+  }
+}

@@ -1,0 +1,72 @@
+import { ExitCode } from '../errors.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { runSync, type SyncEvents, type SyncReport } from '../sync/engine.js';
+import type { CommandContext } from './main.js';
+import { formatSyncSummary } from './output.js';
+import { createProgressEvents } from './progress.js';
+import { createSecrets, createSource, createWarehouse, syncOptionsFromConfig } from './wiring.js';
+
+export interface SyncCommandOptions {
+  fullRefresh?: boolean | string[];
+  acceptSchemaChange?: boolean;
+  resources?: string;
+  json?: boolean;
+}
+
+export async function runSyncCommand(context: CommandContext, options: SyncCommandOptions): Promise<number> {
+  const flags = options.resources
+    ? { resources: options.resources.split(',').map((name) => name.trim()).filter(Boolean) }
+    : {};
+  const config = context.config({ server: true }, flags);
+  const logger = context.logger(config);
+  const report = await syncOnce(config, logger, {
+    fullRefresh: options.fullRefresh,
+    acceptSchemaChange: options.acceptSchemaChange,
+    signal: context.environment.signal,
+    events: createProgressEvents(logger, context.environment.logStream ?? process.stderr),
+  });
+  context.output.out(options.json ? JSON.stringify(report, jsonReplacer, 2) : formatSyncSummary(report));
+  return exitCodeFor(report);
+}
+
+/** One sync pass with the real parts; the daemon and `demo` use it too. */
+export async function syncOnce(
+  config: Config,
+  logger: Logger,
+  extra: {
+    fullRefresh?: boolean | string[];
+    acceptSchemaChange?: boolean;
+    signal?: AbortSignal;
+    events?: SyncEvents;
+    onAttempt?: Parameters<typeof createSource>[2];
+  } = {},
+): Promise<SyncReport> {
+  const secrets = createSecrets(config, logger);
+  const source = createSource(config, logger, extra.onAttempt);
+  try {
+    const warehouse = await createWarehouse(config, logger);
+    try {
+      return await runSync({
+        ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }),
+        fullRefresh: extra.fullRefresh,
+        acceptSchemaChange: extra.acceptSchemaChange,
+        signal: extra.signal,
+        events: extra.events,
+      });
+    } finally {
+      await warehouse.close();
+    }
+  } finally {
+    await source.close();
+  }
+}
+
+export function exitCodeFor(report: SyncReport): number {
+  return report.status === 'ok' ? ExitCode.ok : ExitCode.partial;
+}
+
+/** JSON.stringify that writes bigint ids as their digits. */
+export function jsonReplacer(_key: string, value: unknown): unknown {
+  return typeof value === 'bigint' ? value.toString() : value;
+}

@@ -1,0 +1,91 @@
+/**
+ * The composition root: turns a validated Config into the real source, warehouse and secrets.
+ * Every command builds its parts here, so behaviour is the same whichever command runs.
+ */
+import { ConfigError } from '../errors.js';
+import type { Config } from '../config/schema.js';
+import type { Logger } from '../log.js';
+import { parseArchivePublicKey, loadPrivateKey } from '../sealing/keys.js';
+import type { SealingKeys } from '../sealing/policy.js';
+import { HttpExportSource, type RequestEvent } from '../source/http-source.js';
+import type { SecretsSettings, SyncOptions } from '../sync/engine.js';
+import { openWarehouse } from '../warehouse/open.js';
+import type { Warehouse } from '../interfaces.js';
+
+export function createSource(
+  config: Config,
+  logger: Logger,
+  onAttempt?: (event: RequestEvent) => void,
+): HttpExportSource {
+  if (!config.baseUrl || !config.apiKey) {
+    throw new ConfigError([
+      ...(config.baseUrl ? [] : ['base_url is not set: set OCS_BASE_URL or base_url in the config file']),
+      ...(config.apiKey ? [] : ['api_key is not set: set OCS_API_KEY (or api_key in the config file)']),
+    ]);
+  }
+  return new HttpExportSource({
+    baseUrl: config.baseUrl,
+    apiKey: config.apiKey,
+    authScheme: config.authScheme,
+    requestTimeoutMs: config.http.requestTimeoutSeconds * 1000,
+    maxAttempts: config.http.maxAttempts,
+    minRetryDelayMs: config.http.minRetryDelayMs,
+    maxRetryDelayMs: config.http.maxRetryDelaySeconds * 1000,
+    maxRequestsPerMinute: config.http.maxRequestsPerMinute,
+    userAgent: config.http.userAgent,
+    connections: config.pagesInFlight * config.concurrency + 1,
+    logger,
+    onAttempt,
+  });
+}
+
+export function createWarehouse(config: Config, logger: Logger): Promise<Warehouse> {
+  return openWarehouse({
+    url: config.warehouse.url,
+    schema: config.warehouse.schema,
+    poolSize: config.warehouse.poolSize,
+    statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
+    lockStaleAfterSeconds: config.lock.staleAfterSeconds,
+    logger,
+  });
+}
+
+/** Load the keys the configured policies may need. Key problems stop the run at start. */
+export function createSecrets(config: Config, logger: Logger): SecretsSettings {
+  const keys: SealingKeys = {};
+  if (config.privateKeyFile || config.privateKey) {
+    keys.privateKey = loadPrivateKey(
+      {
+        file: config.privateKeyFile,
+        pem: config.privateKey,
+        passphrase: config.privateKeyPassphrase,
+      },
+      (message) => logger.warn(message),
+    );
+  }
+  if (config.secrets.archivePublicKey) {
+    keys.archivePublicKey = parseArchivePublicKey(config.secrets.archivePublicKey);
+  }
+  return {
+    keys,
+    policyFor: (resource) => config.secrets.resources[resource] ?? config.secrets.default,
+  };
+}
+
+export function syncOptionsFromConfig(
+  config: Config,
+  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger; secrets: SecretsSettings },
+): SyncOptions {
+  return {
+    ...parts,
+    pageSize: config.pageSize,
+    resources: config.resources,
+    excludeResources: config.excludeResources,
+    onSchemaChange: config.onSchemaChange,
+    history: config.history,
+    deletes: config.deletes,
+    pagesInFlight: config.pagesInFlight,
+    concurrency: config.concurrency,
+    lockWaitMs: config.lock.waitSeconds * 1000,
+  };
+}

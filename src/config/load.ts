@@ -1,0 +1,740 @@
+/**
+ * Where the configuration comes from, later wins: built-in defaults < YAML file (`--config FILE`)
+ * < environment < command-line flags. `resolveConfig` is pure and validates the merged values
+ * once, reporting every problem together; `loadConfig` is the thin wrapper that reads the file.
+ */
+
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml';
+import type { z } from 'zod';
+import { ConfigError } from '../errors.js';
+import {
+  checkBaseUrl,
+  configDefaults,
+  configSchema,
+  isLoopbackHost,
+  isResourceName,
+  normalizePem,
+  SECRET_POLICIES,
+  SECTION_KEYS,
+  SETTINGS,
+  SETTINGS_BY_PATH,
+  showValue,
+  toConfig,
+  type Config,
+  type ConfigFlags,
+  type TextKind,
+} from './schema.js';
+import { redactUrl } from './warehouse-url.js';
+
+export interface ConfigInputs {
+  /** The parsed YAML file (anything YAML can give; checked here). */
+  file?: unknown;
+  /** The file's name, for messages. */
+  filePath?: string;
+  /** Line of each key in the file, by dotted path (`http.max_attempts`, `resources.2`). */
+  fileLines?: Readonly<Record<string, number>>;
+  env: Readonly<Record<string, string | undefined>>;
+  flags?: ConfigFlags;
+  /** Goes into the default User-Agent; defaults to this package's version. */
+  version?: string;
+}
+
+export interface ConfigNeeds {
+  /** The command talks to the server: base_url and api_key are required. */
+  server: boolean;
+}
+
+/** Environment variable naming a config file when `--config` is not given. */
+export const CONFIG_PATH_ENV = 'OCS_CONFIG';
+
+type Origin =
+  | { kind: 'default' }
+  | { kind: 'file' }
+  | { kind: 'env'; variable: string }
+  | { kind: 'flag' };
+
+type Tree = Record<string, unknown>;
+
+function isPlainObject(value: unknown): value is Tree {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const ENV_VARIABLES = new Set<string>([
+  ...SETTINGS.flatMap((setting) => (setting.env ? [setting.env] : [])),
+  CONFIG_PATH_ENV,
+]);
+
+/**
+ * Validates configuration from every source at once. Throws ConfigError listing every problem;
+ * each names the key (and file line) or environment variable, and what is allowed. Secret values
+ * never appear in the text.
+ */
+export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config {
+  const problems: string[] = [];
+  const origins = new Map<string, Origin>();
+  const merged: Tree = {};
+  const fileName = inputs.filePath ?? 'config file';
+
+  const lineOf = (segments: readonly (string | number)[]): number | undefined => {
+    for (let length = segments.length; length > 0; length--) {
+      const line = inputs.fileLines?.[segments.slice(0, length).join('.')];
+      if (line !== undefined) return line;
+    }
+    return undefined;
+  };
+  const originOf = (segments: readonly (string | number)[]): Origin => {
+    for (let length = segments.length; length > 0; length--) {
+      const origin = origins.get(segments.slice(0, length).join('.'));
+      if (origin) return origin;
+    }
+    return { kind: 'default' };
+  };
+  /** "file.yaml:12: http.max_attempts", "OCS_PAGE_SIZE (page_size)", "page_size (command-line flag)". */
+  const label = (segments: readonly (string | number)[]): string => {
+    const shown = displayPath(segments);
+    const origin = originOf(segments);
+    switch (origin.kind) {
+      case 'file': {
+        const line = lineOf(segments);
+        return `${fileName}${line === undefined ? '' : `:${line}`}: ${shown}`;
+      }
+      case 'env':
+        return `${origin.variable} (${shown})`;
+      case 'flag':
+        return `${shown} (command-line flag)`;
+      default:
+        return shown;
+    }
+  };
+
+  // Layer 0: defaults.
+  mergeInto(merged, configDefaults(inputs.version ?? packageVersion()), { kind: 'default' }, [], origins);
+
+  // Layer 1: the file.
+  if (inputs.file !== undefined && inputs.file !== null) {
+    if (!isPlainObject(inputs.file)) {
+      problems.push(
+        `${fileName}: must be a mapping of keys (such as base_url: …, warehouse: …), not ${Array.isArray(inputs.file) ? 'a list' : 'a single value'}`,
+      );
+    } else {
+      const file = { ...inputs.file };
+      for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
+        if (setting.path in file) {
+          const line = inputs.fileLines?.[setting.path];
+          problems.push(
+            `${fileName}${line === undefined ? '' : `:${line}`}: ${setting.path} may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
+          );
+          delete file[setting.path];
+        }
+      }
+      mergeInto(merged, file, { kind: 'file' }, [], origins);
+    }
+  }
+
+  // Layer 2: the environment.
+  const envLayer: Tree = {};
+  for (const setting of SETTINGS) {
+    if (!setting.env) continue;
+    const raw = inputs.env[setting.env];
+    // Empty counts as unset: compose files often pass `VAR=${VAR}` for variables nobody set.
+    if (raw === undefined || raw.trim() === '') continue;
+    setAt(envLayer, setting.path.split('.'), fromText(setting.kind, raw));
+    origins.set(setting.path, { kind: 'env', variable: setting.env });
+  }
+  mergeInto(merged, envLayer, undefined, [], origins);
+  problems.push(...envTypoProblems(inputs.env));
+
+  // Layer 3: command-line flags (camelCase in, snake_case here).
+  if (inputs.flags !== undefined) {
+    const flags = flagsToSnake(inputs.flags as Tree, [], problems);
+    mergeInto(merged, flags, { kind: 'flag' }, [], origins);
+  }
+
+  // One validation of the merged values.
+  const parsed = configSchema.safeParse(merged);
+  if (!parsed.success) {
+    for (const issue of parsed.error.issues) {
+      problems.push(...issueProblems(issue, merged, label));
+    }
+  }
+  problems.push(...crossKeyProblems(merged, needs, label));
+
+  if (problems.length > 0 || !parsed.success) {
+    throw new ConfigError(scrubSecrets(dedupe(problems), merged));
+  }
+  return toConfig(parsed.data);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+function displayPath(segments: readonly (string | number)[]): string {
+  let text = '';
+  for (const segment of segments) {
+    if (typeof segment === 'number') text += `[${segment}]`;
+    else text += text === '' ? segment : `.${segment}`;
+  }
+  return text || '(top level)';
+}
+
+function settingFor(segments: readonly (string | number)[]) {
+  const names = segments.filter((segment): segment is string => typeof segment === 'string');
+  for (let length = names.length; length > 0; length--) {
+    const setting = SETTINGS_BY_PATH.get(names.slice(0, length).join('.'));
+    if (setting) return setting;
+  }
+  return undefined;
+}
+
+function getAt(tree: unknown, segments: readonly (string | number)[]): unknown {
+  let node = tree;
+  for (const segment of segments) {
+    if (typeof node !== 'object' || node === null) return undefined;
+    node = (node as Record<string | number, unknown>)[segment];
+  }
+  return node;
+}
+
+function setAt(tree: Tree, segments: readonly string[], value: unknown): void {
+  let node = tree;
+  for (const segment of segments.slice(0, -1)) {
+    if (!isPlainObject(node[segment])) node[segment] = {};
+    node = node[segment] as Tree;
+  }
+  node[segments[segments.length - 1]!] = value;
+}
+
+/**
+ * Deep-merges `layer` into `target`: mappings merge key by key, anything else (lists included)
+ * replaces. `null` means "not set" (YAML `key:` with nothing after it) and leaves the lower value.
+ * `origin` undefined keeps origins recorded by the caller.
+ */
+function mergeInto(
+  target: Tree,
+  layer: Tree,
+  origin: Origin | undefined,
+  prefix: string[],
+  origins: Map<string, Origin>,
+): void {
+  for (const [key, value] of Object.entries(layer)) {
+    if (value === undefined || value === null) continue;
+    const path = [...prefix, key];
+    if (origin) origins.set(path.join('.'), origin);
+    if (isPlainObject(value)) {
+      if (!isPlainObject(target[key])) target[key] = {};
+      mergeInto(target[key] as Tree, value, origin, path, origins);
+    } else {
+      target[key] = Array.isArray(value) ? [...(value as unknown[])] : value;
+    }
+  }
+}
+
+const TRUE_WORDS = new Set(['true', 'yes', 'on', '1']);
+const FALSE_WORDS = new Set(['false', 'no', 'off', '0']);
+
+/** Text from the environment or a CLI flag, as the setting's type; left as text if it does not
+ * convert, so validation reports it with the setting's allowed values. */
+export function fromText(kind: TextKind, raw: string): unknown {
+  const text = raw.trim();
+  const word = text.toLowerCase();
+  switch (kind) {
+    case 'integer':
+      return /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) ? Number(text) : text;
+    case 'boolean':
+      if (TRUE_WORDS.has(word)) return true;
+      if (FALSE_WORDS.has(word)) return false;
+      return text;
+    case 'list':
+      return splitList(text);
+    case 'history':
+      if (TRUE_WORDS.has(word)) return true;
+      if (FALSE_WORDS.has(word)) return false;
+      return splitList(text);
+    case 'text':
+      return text;
+  }
+}
+
+function splitList(text: string): string[] {
+  return text
+    .split(',')
+    .map((item) => item.trim())
+    .filter((item) => item !== '');
+}
+
+function camelToSnake(key: string): string {
+  return key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
+}
+
+function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
+  const out: Tree = {};
+  // Keys of secrets.resources are resource names, not setting names.
+  const isResourceMap = prefix.join('.') === 'secrets.resources';
+  for (const [key, value] of Object.entries(flags)) {
+    if (value === undefined) continue;
+    const name = isResourceMap ? key : camelToSnake(key);
+    const path = [...prefix, name];
+    const setting = SETTINGS_BY_PATH.get(path.join('.'));
+    if (setting?.envOnly) {
+      problems.push(
+        `${setting.path} may only come from the environment (${setting.env}); it is not accepted as a command-line flag`,
+      );
+      continue;
+    }
+    if (isPlainObject(value) && !isResourceMap) {
+      out[name] = flagsToSnake(value, path, problems);
+    } else if (typeof value === 'string' && setting && setting.kind !== 'text') {
+      out[name] = fromText(setting.kind, value);
+    } else {
+      out[name] = value;
+    }
+  }
+  return out;
+}
+
+/** `OCS_API_KEYS` when `OCS_API_KEY` is unset is almost surely a typo worth stopping for. */
+function envTypoProblems(env: Readonly<Record<string, string | undefined>>): string[] {
+  const problems: string[] = [];
+  for (const name of Object.keys(env).sort()) {
+    if (!name.startsWith('OCS_') || ENV_VARIABLES.has(name) || env[name] === undefined) continue;
+    const suggestion = closest(name, [...ENV_VARIABLES], 2);
+    if (suggestion !== undefined && (env[suggestion] ?? '').trim() === '') {
+      problems.push(
+        `${name} is not a variable ocs-sync reads; did you mean ${suggestion}? (the value is not shown)`,
+      );
+    }
+  }
+  return problems;
+}
+
+function levenshtein(a: string, b: string): number {
+  const previous = Array.from({ length: b.length + 1 }, (_, index) => index);
+  for (let i = 1; i <= a.length; i++) {
+    let diagonal = previous[0]!;
+    previous[0] = i;
+    for (let j = 1; j <= b.length; j++) {
+      const above = previous[j]!;
+      previous[j] = Math.min(
+        above + 1,
+        previous[j - 1]! + 1,
+        diagonal + (a[i - 1] === b[j - 1] ? 0 : 1),
+      );
+      diagonal = above;
+    }
+  }
+  return previous[b.length]!;
+}
+
+function closest(word: string, candidates: readonly string[], maxDistance: number) {
+  let best: string | undefined;
+  let bestDistance = Infinity;
+  for (const candidate of candidates) {
+    const distance = levenshtein(word, candidate);
+    if (distance < bestDistance) {
+      best = candidate;
+      bestDistance = distance;
+    }
+  }
+  return bestDistance <= maxDistance ? best : undefined;
+}
+
+/** "did you mean …" for an unknown key, or the keys allowed at that place. */
+function unknownKeyAdvice(parent: string, key: string): string {
+  const allowed = SECTION_KEYS.get(parent) ?? [];
+  const normalized = camelToSnake(key).replace(/[-\s]+/g, '_').toLowerCase();
+  if (normalized !== key && allowed.includes(normalized)) {
+    return `did you mean ${JSON.stringify(normalized)}? (keys are snake_case)`;
+  }
+  const near = closest(normalized, allowed, normalized.length <= 4 ? 1 : 2);
+  if (near !== undefined) return `did you mean ${JSON.stringify(near)}?`;
+  // The right key in the wrong section, e.g. top-level `url:` for `warehouse.url`.
+  const elsewhere = [
+    ...SETTINGS.filter((setting) => !setting.envOnly).map((setting) => setting.path),
+    ...SECTION_KEYS.keys(),
+  ].find((path) => path !== '' && path.split('.').pop() === normalized);
+  if (elsewhere !== undefined) return `did you mean ${elsewhere}? (it belongs there)`;
+  return `allowed${parent === '' ? '' : ` under ${parent}`}: ${allowed.join(', ')}`;
+}
+
+function issueProblems(
+  issue: z.core.$ZodIssue,
+  merged: Tree,
+  label: (segments: readonly (string | number)[]) => string,
+): string[] {
+  const segments = issue.path.filter(
+    (segment): segment is string | number => typeof segment !== 'symbol',
+  );
+  if (issue.code === 'unrecognized_keys') {
+    const parent = segments.filter((segment) => typeof segment === 'string').join('.');
+    return issue.keys.map(
+      (key) =>
+        `${label([...segments, key])} is not a known key; ${unknownKeyAdvice(parent, key)}`,
+    );
+  }
+  if (issue.code === 'custom' && issue.message !== '') {
+    return [`${label(segments)} ${issue.message}`];
+  }
+  const setting = settingFor(segments);
+  const path = segments.filter((segment) => typeof segment === 'string').join('.');
+  const value = getAt(merged, segments);
+  if (setting?.secret) {
+    return [`${label(segments)} must be ${setting.allowed} (the value is not shown)`];
+  }
+  if (setting === undefined) {
+    // A section given as something other than a mapping, e.g. `http: 5`.
+    const keys = SECTION_KEYS.get(path);
+    if (keys !== undefined) {
+      return [
+        `${label(segments)} must be a mapping with keys ${keys.join(', ')}; got ${showValue(path, value)}`,
+      ];
+    }
+    return [`${label(segments)} is not valid: ${issue.message}`];
+  }
+  // An item of a list or a mapping has a more precise place than the setting.
+  const shown = showValue(setting.path, value);
+  return [`${label(segments)} must be ${setting.allowed}; got ${shown}`];
+}
+
+function crossKeyProblems(
+  merged: Tree,
+  needs: ConfigNeeds,
+  label: (segments: readonly (string | number)[]) => string,
+): string[] {
+  const problems: string[] = [];
+  const baseUrl = merged.base_url;
+  const apiKey = merged.api_key;
+
+  if (needs.server) {
+    if (baseUrl === undefined) {
+      problems.push(
+        'base_url is required for this command: set OCS_BASE_URL, or base_url in the config file (e.g. https://chat.example.org)',
+      );
+    }
+    if (apiKey === undefined) {
+      problems.push(
+        "api_key is required for this command: set OCS_API_KEY (the environment is the usual place for it) to the API key of one of the team's admins",
+      );
+    }
+  }
+
+  // The key travels in a header: refuse to send it in clear text across a network.
+  if (
+    typeof baseUrl === 'string' &&
+    checkBaseUrl(baseUrl) === undefined &&
+    (typeof apiKey === 'string' || needs.server) &&
+    merged.allow_insecure_http !== true
+  ) {
+    const url = new URL(baseUrl);
+    if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
+      problems.push(
+        `${label(['base_url'])} uses plain http:// to ${url.hostname}, which is not a loopback address, so the API key would cross the network unencrypted; use https://, or set allow_insecure_http: true (OCS_ALLOW_INSECURE_HTTP=true) if that network is trusted`,
+      );
+    }
+  }
+
+  const resources = merged.resources;
+  if (Array.isArray(resources) && resources.length === 0) {
+    problems.push(
+      `${label(['resources'])} is an empty list, which would sync nothing; remove it to sync every resource of the manifest, or name the resources to sync`,
+    );
+  }
+  if (Array.isArray(resources) && Array.isArray(merged.exclude_resources)) {
+    const excluded = new Set(merged.exclude_resources);
+    const both = resources.filter((name) => excluded.has(name));
+    if (both.length > 0) {
+      problems.push(
+        `${label(['exclude_resources'])} names ${both.map((name) => JSON.stringify(name)).join(', ')}, which resources also lists; name each resource in only one of them`,
+      );
+    }
+  }
+
+  const secrets = merged.secrets;
+  if (isPlainObject(secrets)) {
+    const perResource = secrets.resources;
+    const resealers: string[] = [];
+    if (secrets.default === 'reseal') resealers.push('secrets.default');
+    if (isPlainObject(perResource)) {
+      for (const [name, policy] of Object.entries(perResource)) {
+        if (!isResourceName(name)) {
+          problems.push(
+            `${label(['secrets', 'resources', name])} is not a resource name; keys of secrets.resources are resource names (lowercase letters, digits and _), each mapped to ${SECRET_POLICIES.join(', ')}`,
+          );
+        }
+        if (policy === 'reseal') resealers.push(`secrets.resources.${name}`);
+      }
+    }
+    if (resealers.length > 0 && secrets.archive_public_key === undefined) {
+      problems.push(
+        `${resealers.join(', ')} ${resealers.length === 1 ? 'asks' : 'ask'} for reseal, which needs secrets.archive_public_key (OCS_ARCHIVE_PUBLIC_KEY): the base64 of the 32-byte X25519 public key to seal to`,
+      );
+    }
+  }
+
+  if (merged.private_key !== undefined && merged.private_key_file !== undefined) {
+    problems.push(
+      `${label(['private_key'])} and ${label(['private_key_file'])} are both set; give the private key only one way`,
+    );
+  }
+
+  const http = merged.http;
+  if (
+    isPlainObject(http) &&
+    Number.isInteger(http.min_retry_delay_ms) &&
+    Number.isInteger(http.max_retry_delay_seconds) &&
+    (http.min_retry_delay_ms as number) > (http.max_retry_delay_seconds as number) * 1000
+  ) {
+    problems.push(
+      `${label(['http', 'min_retry_delay_ms'])} (${String(http.min_retry_delay_ms)} ms) is longer than http.max_retry_delay_seconds (${String(http.max_retry_delay_seconds)} s); the minimum delay must not exceed the maximum`,
+    );
+  }
+  return problems;
+}
+
+function dedupe(problems: string[]): string[] {
+  return [...new Set(problems)];
+}
+
+/** A last guard: no problem text may carry a secret, whatever produced it. */
+function scrubSecrets(problems: string[], merged: Tree): string[] {
+  const secrets = new Set<string>();
+  for (const path of ['api_key', 'private_key', 'private_key_passphrase']) {
+    const value = merged[path];
+    if (typeof value !== 'string') continue;
+    for (const candidate of [value, value.trim(), normalizePem(value)]) {
+      if (candidate.length >= 6) secrets.add(candidate);
+    }
+    // Each line of a PEM body, should one ever be quoted on its own.
+    for (const line of normalizePem(value).split('\n')) {
+      if (line.trim().length >= 16 && !line.startsWith('-----')) secrets.add(line.trim());
+    }
+  }
+  if (secrets.size === 0) return problems;
+  const ordered = [...secrets].sort((a, b) => b.length - a.length);
+  return problems.map((problem) =>
+    ordered.reduce((text, secret) => text.split(secret).join('[redacted]'), problem),
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// I/O: the file, the package version.
+
+export interface ConfigFileContents {
+  file: unknown;
+  fileLines: Record<string, number>;
+}
+
+/** Reads and parses a YAML config file; ConfigError names the file and line of any fault. */
+export function readConfigFile(path: string, givenBy = '--config'): ConfigFileContents {
+  let text: string;
+  try {
+    text = readFileSync(path, 'utf8');
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const reason =
+      code === 'ENOENT'
+        ? 'does not exist'
+        : code === 'EISDIR'
+          ? 'is a directory, not a file'
+          : code === 'EACCES' || code === 'EPERM'
+            ? 'cannot be read (permission denied)'
+            : `cannot be read (${code ?? (error as Error).message})`;
+    throw new ConfigError([`Config file ${path} (from ${givenBy}) ${reason}`]);
+  }
+  return parseConfigText(text, path);
+}
+
+/** Parses YAML text of a config file. Exported for tests and for `config check`-style tools. */
+export function parseConfigText(text: string, path: string): ConfigFileContents {
+  const lineCounter = new LineCounter();
+  const document = parseDocument(text, { lineCounter, uniqueKeys: true });
+  const problems: string[] = [];
+  const seenLines = new Set<number>();
+  for (const error of document.errors) {
+    const line = error.linePos?.[0].line;
+    // Only the first line of the parser's message: the rest quotes the source, which could be a key.
+    const message = (error.message.split('\n')[0] ?? '')
+      .replace(/ at line \d+, column \d+:?$/, '')
+      .trim();
+    if (error.code === 'UNEXPECTED_TOKEN' && /alias/i.test(message)) {
+      if (line !== undefined && seenLines.has(line)) continue;
+      if (line !== undefined) seenLines.add(line);
+      problems.push(
+        `${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}; a value that starts with * (such as a cron expression) must be quoted, e.g. schedule: "*/15 * * * *"`,
+      );
+      continue;
+    }
+    problems.push(
+      `${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}`,
+    );
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+
+  let file: unknown;
+  try {
+    file = document.toJS({ maxAliasCount: 1000 });
+  } catch (error) {
+    // Usually an alias without its anchor: an unquoted value starting with *.
+    const anchors = new Set<string>();
+    const aliases: Array<{ name: string; line: number | undefined }> = [];
+    visit(document, {
+      Node(_, node) {
+        if (isAlias(node)) {
+          aliases.push({
+            name: node.source,
+            line: node.range ? lineCounter.linePos(node.range[0]).line : undefined,
+          });
+        } else if (node.anchor) {
+          anchors.add(node.anchor);
+        }
+      },
+    });
+    const dangling = aliases.filter((alias) => !anchors.has(alias.name));
+    throw new ConfigError(
+      dangling.length > 0
+        ? dangling.map(
+            (alias) =>
+              `${path}${alias.line === undefined ? '' : `:${alias.line}`}: YAML alias *${alias.name} refers to no &${alias.name} anchor; a value that starts with * (such as a cron expression) must be quoted, e.g. schedule: "*/15 * * * *"`,
+          )
+        : [`${path}: YAML cannot be read: ${(error as Error).message.split('\n')[0]}`],
+    );
+  }
+  const fileLines: Record<string, number> = {};
+  collectLines(document.contents, [], lineCounter, fileLines);
+  return { file, fileLines };
+}
+
+function collectLines(
+  node: unknown,
+  prefix: string[],
+  lineCounter: LineCounter,
+  out: Record<string, number>,
+): void {
+  if (isMap(node)) {
+    for (const pair of node.items) {
+      const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
+      const path = [...prefix, key];
+      const range = isScalar(pair.key) ? pair.key.range : undefined;
+      if (range) out[path.join('.')] = lineCounter.linePos(range[0]).line;
+      collectLines(pair.value, path, lineCounter, out);
+    }
+  } else if (isSeq(node)) {
+    node.items.forEach((item, index) => {
+      const path = [...prefix, String(index)];
+      const range = isScalar(item) || isMap(item) || isSeq(item) || isAlias(item) ? item.range : undefined;
+      if (range) out[path.join('.')] = lineCounter.linePos(range[0]).line;
+      collectLines(item, path, lineCounter, out);
+    });
+  }
+}
+
+let cachedVersion: string | undefined;
+
+/** This package's version, from the nearest package.json named ocs-sync (works from src/ and dist/). */
+export function packageVersion(): string {
+  if (cachedVersion !== undefined) return cachedVersion;
+  let directory = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    try {
+      const manifest = JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8')) as {
+        name?: unknown;
+        version?: unknown;
+      };
+      if (manifest.name === 'ocs-sync' && typeof manifest.version === 'string') {
+        cachedVersion = manifest.version;
+        return cachedVersion;
+      }
+    } catch {
+      // No package.json here; keep walking up.
+    }
+    const parent = dirname(directory);
+    if (parent === directory) break;
+    directory = parent;
+  }
+  cachedVersion = '0.0.0';
+  return cachedVersion;
+}
+
+export interface LoadConfigOptions {
+  /** `--config FILE`; when absent, OCS_CONFIG names the file; with neither, no file is read. */
+  configPath?: string;
+  env?: NodeJS.ProcessEnv;
+  flags?: ConfigFlags;
+  needs: ConfigNeeds;
+}
+
+/** Reads the config file (if any), then resolves the configuration. Throws ConfigError. */
+export function loadConfig(options: LoadConfigOptions): Config {
+  const env = options.env ?? process.env;
+  const fromEnv = env[CONFIG_PATH_ENV]?.trim();
+  const configPath = options.configPath ?? (fromEnv === '' ? undefined : fromEnv);
+  const contents =
+    configPath === undefined
+      ? undefined
+      : readConfigFile(configPath, options.configPath !== undefined ? '--config' : CONFIG_PATH_ENV);
+  return resolveConfig(
+    {
+      file: contents?.file,
+      filePath: configPath,
+      fileLines: contents?.fileLines,
+      env,
+      flags: options.flags,
+    },
+    options.needs,
+  );
+}
+
+/** A summary safe for logs: no API key, no private key, no warehouse password. */
+export function describeConfigForLog(config: Config): Record<string, unknown> {
+  return {
+    baseUrl: config.baseUrl === undefined ? 'not set' : redactUrl(config.baseUrl),
+    apiKey: config.apiKey === undefined ? 'not set' : 'set',
+    authScheme: config.authScheme,
+    allowInsecureHttp: config.allowInsecureHttp,
+    warehouse: {
+      dialect: config.warehouse.target.dialect,
+      url: redactUrl(config.warehouse.url),
+      ...(config.warehouse.target.dialect === 'postgres'
+        ? {
+            schema: config.warehouse.schema,
+            poolSize: config.warehouse.poolSize,
+            statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
+          }
+        : {}),
+    },
+    pageSize: config.pageSize,
+    resources: config.resources ?? 'all',
+    excludeResources: config.excludeResources,
+    concurrency: config.concurrency,
+    pagesInFlight: config.pagesInFlight,
+    http: { ...config.http },
+    logLevel: config.logLevel,
+    privateKey:
+      config.privateKeyFile !== undefined
+        ? `file ${config.privateKeyFile}`
+        : config.privateKey !== undefined
+          ? 'set'
+          : 'not set',
+    privateKeyPassphrase: config.privateKeyPassphrase === undefined ? 'not set' : 'set',
+    secrets: {
+      default: config.secrets.default,
+      resources: { ...config.secrets.resources },
+      archivePublicKey: config.secrets.archivePublicKey === undefined ? 'not set' : 'set',
+    },
+    onSchemaChange: config.onSchemaChange,
+    lock: { ...config.lock },
+    deletes: config.deletes,
+    history: config.history,
+    schedule: config.schedule,
+    fullRefreshSchedule: config.fullRefreshSchedule ?? 'off',
+    timezone: config.timezone,
+    health: {
+      listen:
+        config.health.listen === null
+          ? 'off'
+          : `${config.health.listen.host.includes(':') ? `[${config.health.listen.host}]` : config.health.listen.host}:${config.health.listen.port}`,
+      maxAgeSeconds: config.health.maxAgeSeconds,
+    },
+  };
+}

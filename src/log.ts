@@ -1,0 +1,57 @@
+import { pino, type Logger, type LevelWithSilent } from 'pino';
+import pretty from 'pino-pretty';
+
+export type { Logger };
+
+/**
+ * Paths that could carry a secret if someone ever logs a whole object. We never log headers or
+ * keys on purpose; this is the second line of defence.
+ */
+const REDACTED_PATHS = [
+  'apiKey',
+  'api_key',
+  'privateKey',
+  'private_key',
+  'passphrase',
+  'headers.authorization',
+  'headers["x-api-key"]',
+  '*.apiKey',
+  '*.api_key',
+  '*.privateKey',
+  '*.private_key',
+];
+
+export interface LoggerOptions {
+  level: LevelWithSilent;
+  /** Human-readable lines instead of JSON (default: when the stream is a terminal). */
+  pretty?: boolean;
+  /** Where lines go; default stderr, so stdout stays free for command output. */
+  destination?: NodeJS.WritableStream & { isTTY?: boolean };
+}
+
+export function createLogger(options: LoggerOptions): Logger {
+  const destination = options.destination ?? process.stderr;
+  const usePretty = options.pretty ?? destination.isTTY === true;
+  const base = {
+    level: options.level,
+    base: undefined,
+    redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
+  if (usePretty) {
+    return pino(
+      base,
+      pretty({ destination, sync: true, colorize: true, ignore: 'pid,hostname', translateTime: 'SYS:HH:MM:ss' }),
+    );
+  }
+  if (destination === process.stderr || destination === process.stdout) {
+    const fd = destination === process.stderr ? 2 : 1;
+    return pino(base, pino.destination({ dest: fd, sync: true }));
+  }
+  return pino(base, destination);
+}
+
+/** A logger that drops everything (tests and library use). */
+export function silentLogger(): Logger {
+  return pino({ level: 'silent' });
+}

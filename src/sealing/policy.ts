@@ -1,0 +1,131 @@
+/**
+ * The secrets policy: what the warehouse stores for a sealed field.
+ * - plaintext: the opened value (JSON column). Needs the team's private key.
+ * - sealed:    the server's token as it came (text column). Needs no key.
+ * - reseal:    opened, then sealed again to the archive public key (text column). Needs both keys.
+ * - drop:      null (text column). Needs no key.
+ */
+import type { KeyObject } from 'node:crypto';
+import { ConfigError, KeyError, SealedValueError } from '../errors.js';
+import type { ColumnType, Row } from '../interfaces.js';
+import { resealForArchive } from './archive.js';
+import { openSealedValue } from './open.js';
+import { SealedOpenError } from './sealed-open-error.js';
+
+export const SECRET_POLICIES = ['plaintext', 'sealed', 'reseal', 'drop'] as const;
+export type SecretPolicy = (typeof SECRET_POLICIES)[number];
+
+export interface SealingKeys {
+  privateKey?: KeyObject;
+  archivePublicKey?: Uint8Array;
+}
+
+export function isSecretPolicy(value: unknown): value is SecretPolicy {
+  return typeof value === 'string' && (SECRET_POLICIES as readonly string[]).includes(value);
+}
+
+export function needsPrivateKey(policy: SecretPolicy): boolean {
+  return policy === 'plaintext' || policy === 'reseal';
+}
+
+export function needsArchivePublicKey(policy: SecretPolicy): boolean {
+  return policy === 'reseal';
+}
+
+/** The logical type of a sealed field's column under a policy. */
+export function sealedColumnType(policy: SecretPolicy): ColumnType {
+  return policy === 'plaintext' ? 'json' : 'text';
+}
+
+/** Throws KeyError when the keys do not cover what the policy needs. */
+export function checkSealingKeys(policy: SecretPolicy, keys: SealingKeys): void {
+  if (needsPrivateKey(policy) && keys.privateKey === undefined) {
+    throw new KeyError(
+      `The secrets policy "${policy}" needs the team's private key to open sealed fields.`,
+      {
+        hint: 'Set OCS_PRIVATE_KEY_FILE (or OCS_PRIVATE_KEY), or choose the "sealed" or "drop" policy.',
+      },
+    );
+  }
+  if (needsArchivePublicKey(policy) && keys.archivePublicKey === undefined) {
+    throw new KeyError('The secrets policy "reseal" needs the archive public key.', {
+      hint: 'Create one with `ocs-sync keygen --archive` and set archive_public_key (OCS_ARCHIVE_PUBLIC_KEY).',
+    });
+  }
+}
+
+/**
+ * New row objects with each sealed field replaced as the policy says; the input is not changed.
+ * Null stays null and an absent field stays absent. A sealed field whose value is not a string is
+ * refused under every policy but drop: storing it could put an unsealed secret in the warehouse.
+ */
+export function applySealingPolicy(
+  resource: string,
+  rows: Row[],
+  sealedFields: string[],
+  policy: SecretPolicy,
+  keys: SealingKeys,
+): Row[] {
+  if (!isSecretPolicy(policy)) {
+    throw new ConfigError([
+      `unknown secrets policy ${JSON.stringify(policy)}; use one of ${SECRET_POLICIES.join(', ')}`,
+    ]);
+  }
+  if (sealedFields.length === 0) return rows.map((row) => ({ ...row }));
+  checkSealingKeys(policy, keys);
+  const transform = valueTransform(policy, keys);
+  return rows.map((row) => {
+    const copy: Row = { ...row };
+    for (const field of sealedFields) {
+      if (!Object.prototype.hasOwnProperty.call(row, field)) continue;
+      const value = row[field];
+      if (value === null || value === undefined) {
+        copy[field] = null;
+        continue;
+      }
+      if (policy === 'drop') {
+        copy[field] = null;
+        continue;
+      }
+      if (typeof value !== 'string') {
+        throw new SealedValueError(
+          resource,
+          String(row.id),
+          field,
+          `not a sealed value (a JSON ${jsonKind(value)}, expected a string)`,
+        );
+      }
+      try {
+        copy[field] = transform(value);
+      } catch (error) {
+        if (error instanceof SealedOpenError)
+          throw new SealedValueError(resource, String(row.id), field, error.reason);
+        throw error;
+      }
+    }
+    return copy;
+  });
+}
+
+function valueTransform(policy: SecretPolicy, keys: SealingKeys): (sealed: string) => unknown {
+  switch (policy) {
+    case 'plaintext': {
+      const privateKey = keys.privateKey as KeyObject;
+      return (sealed) => openSealedValue(sealed, privateKey);
+    }
+    case 'reseal': {
+      const privateKey = keys.privateKey as KeyObject;
+      const archivePublicKey = keys.archivePublicKey as Uint8Array;
+      return (sealed) => resealForArchive(openSealedValue(sealed, privateKey), archivePublicKey);
+    }
+    case 'sealed':
+      return (sealed) => sealed;
+    case 'drop':
+      return () => null;
+  }
+}
+
+function jsonKind(value: unknown): string {
+  if (Array.isArray(value)) return 'array';
+  return typeof value === 'object' ? 'object' : typeof value;
+}

@@ -1,0 +1,342 @@
+import pRetry from 'p-retry';
+import { Agent, request, type Dispatcher } from 'undici';
+import { AuthError, HttpStatusError, ProtocolError, ServerUnavailableError } from '../errors.js';
+import type { ExportSource, Manifest, ManifestEntry, Page, Row } from '../interfaces.js';
+import type { Logger } from '../log.js';
+import { parseJsonExact } from './json.js';
+import { RequestPacer, readRateLimitHeaders, systemClock, type Clock } from './pacer.js';
+import {
+  TransientFailure,
+  classifyNetworkError,
+  isRetryableStatus,
+  parseRetryAfterMs,
+  retryDelayMs,
+} from './retry.js';
+
+export interface HttpSourceOptions {
+  baseUrl: string;
+  apiKey: string;
+  authScheme: 'api-key' | 'bearer';
+  requestTimeoutMs: number;
+  /** Attempts per request, the first included. */
+  maxAttempts: number;
+  minRetryDelayMs: number;
+  maxRetryDelayMs: number;
+  maxRequestsPerMinute: number;
+  userAgent: string;
+  logger: Logger;
+  /** Connections kept open to the server (pages in flight need one each). */
+  connections?: number;
+  clock?: Clock;
+  /** Called once per HTTP attempt (metrics). */
+  onAttempt?: (event: RequestEvent) => void;
+}
+
+export interface RequestEvent {
+  path: string;
+  /** HTTP status, or 0 when no response arrived. */
+  status: number;
+  /** 'ok', or why the attempt will be retried / failed. */
+  outcome: 'ok' | 'retry' | 'error';
+  durationMs: number;
+}
+
+interface JsonResponse {
+  status: number;
+  body: unknown;
+}
+
+/** The real export API client: one keep-alive pool, retries, pacing. */
+export class HttpExportSource implements ExportSource {
+  private readonly agent: Agent;
+  private readonly pacer: RequestPacer;
+  private readonly clock: Clock;
+  private readonly baseUrl: string;
+  /** Requests sent, retries included. */
+  requestCount = 0;
+  retryCount = 0;
+
+  constructor(private readonly options: HttpSourceOptions) {
+    this.baseUrl = options.baseUrl.replace(/\/+$/, '');
+    this.clock = options.clock ?? systemClock;
+    this.pacer = new RequestPacer(options.maxRequestsPerMinute, this.clock);
+    this.agent = new Agent({
+      connections: options.connections ?? 4,
+      keepAliveTimeout: 30_000,
+      headersTimeout: options.requestTimeoutMs,
+      bodyTimeout: options.requestTimeoutMs,
+      connectTimeout: Math.min(options.requestTimeoutMs, 30_000),
+    });
+  }
+
+  get pacingPausedMs(): number {
+    return this.pacer.pausedMs;
+  }
+
+  async manifest(): Promise<Manifest> {
+    const { body } = await this.getJson('manifest/', { auth: false });
+    return parseManifest(body);
+  }
+
+  async team(): Promise<Record<string, unknown>> {
+    const { body } = await this.getJson('team/');
+    if (!isPlainObject(body) || body.id === undefined) {
+      throw new ProtocolError('GET team/ did not answer with a team object (no `id`).');
+    }
+    return body;
+  }
+
+  async openApi(): Promise<unknown> {
+    try {
+      const { body } = await this.getJson('schema/?format=json', { auth: true });
+      return body;
+    } catch (error) {
+      // The schema endpoint is optional: types then come from the rows.
+      if (error instanceof HttpStatusError || error instanceof AuthError) {
+        this.options.logger.warn(
+          { status: error instanceof HttpStatusError ? error.status : error.status },
+          'The server does not publish its export schema; column types will come from the rows.',
+        );
+        return undefined;
+      }
+      throw error;
+    }
+  }
+
+  async page(
+    resource: string,
+    cursor: string | null,
+    limit: number,
+    signal?: AbortSignal,
+  ): Promise<Page> {
+    const query = new URLSearchParams({ limit: String(limit) });
+    if (cursor !== null) query.set('cursor', cursor);
+    const { body } = await this.getJson(`${resource}/?${query.toString()}`, { signal });
+    return parsePage(body, resource, limit);
+  }
+
+  async close(): Promise<void> {
+    await this.agent.close();
+  }
+
+  /** GET one path under /api/export/ with retries; non-retryable statuses become typed errors. */
+  private async getJson(
+    path: string,
+    { auth = true, signal }: { auth?: boolean; signal?: AbortSignal } = {},
+  ): Promise<JsonResponse> {
+    const settings = {
+      minDelayMs: this.options.minRetryDelayMs,
+      maxDelayMs: this.options.maxRetryDelayMs,
+    };
+    let lastFailure: TransientFailure | undefined;
+    try {
+      return await pRetry(() => this.attempt(path, auth, signal), {
+        retries: Math.max(0, this.options.maxAttempts - 1),
+        minTimeout: 0,
+        maxTimeout: 0,
+        signal,
+        shouldRetry: ({ error }) => error instanceof TransientFailure,
+        onFailedAttempt: async ({ error, attemptNumber, retriesLeft }) => {
+          if (!(error instanceof TransientFailure)) return;
+          lastFailure = error;
+          if (retriesLeft <= 0) return;
+          this.retryCount += 1;
+          const delay = retryDelayMs(attemptNumber, settings, error.retryAfterMs);
+          this.options.logger.warn(
+            { path: stripQuery(path), attempt: attemptNumber, reason: error.message, retryInMs: delay },
+            'Request failed; retrying',
+          );
+          await this.clock.sleep(delay, signal);
+        },
+      });
+    } catch (error) {
+      if (error instanceof TransientFailure) {
+        throw new ServerUnavailableError(
+          stripQuery(path),
+          this.options.maxAttempts,
+          (lastFailure ?? error).message,
+        );
+      }
+      throw error;
+    }
+  }
+
+  private async attempt(path: string, auth: boolean, signal?: AbortSignal): Promise<JsonResponse> {
+    await this.pacer.beforeRequest(signal);
+    const started = performance.now();
+    this.requestCount += 1;
+    const report = (status: number, outcome: RequestEvent['outcome']) =>
+      this.options.onAttempt?.({
+        path: stripQuery(path),
+        status,
+        outcome,
+        durationMs: performance.now() - started,
+      });
+
+    let response: Dispatcher.ResponseData;
+    let text: string;
+    try {
+      response = await request(`${this.baseUrl}/api/export/${path}`, {
+        method: 'GET',
+        dispatcher: this.agent,
+        headers: this.headers(auth),
+        signal,
+      });
+      text = await response.body.text();
+    } catch (error) {
+      const transient = classifyNetworkError(error);
+      report(0, transient ? 'retry' : 'error');
+      throw transient ?? error;
+    }
+
+    const headers = response.headers as Record<string, string | string[] | undefined>;
+    this.pacer.observe(readRateLimitHeaders(headers));
+    const { statusCode } = response;
+
+    let body: unknown;
+    let bodyError: unknown;
+    try {
+      body = text === '' ? undefined : parseJsonExact(text);
+    } catch (error) {
+      bodyError = error;
+    }
+
+    if (statusCode >= 200 && statusCode < 300) {
+      if (bodyError !== undefined || body === undefined) {
+        // A 200 whose body is cut short or is an HTML page from a proxy: try again.
+        report(statusCode, 'retry');
+        throw new TransientFailure(
+          'bad_body',
+          `HTTP ${statusCode} with a body that is not complete JSON (${text.length} bytes)`,
+          undefined,
+          statusCode,
+        );
+      }
+      report(statusCode, 'ok');
+      return { status: statusCode, body };
+    }
+
+    if (isRetryableStatus(statusCode)) {
+      report(statusCode, 'retry');
+      const retryAfter = parseRetryAfterMs(
+        firstHeader(headers['retry-after']),
+        isPlainObject(body) ? body.available_in : undefined,
+        this.clock.now(),
+      );
+      throw new TransientFailure(
+        statusCode === 429 ? 'rate_limited' : 'server_error',
+        `HTTP ${statusCode}${statusCode === 429 ? ' (rate limited)' : ''}`,
+        retryAfter,
+        statusCode,
+      );
+    }
+
+    report(statusCode, 'error');
+    const detail = describeErrorBody(body, text);
+    if (statusCode === 401 || statusCode === 403) throw new AuthError(statusCode, detail);
+    throw new HttpStatusError(statusCode, stripQuery(path), detail);
+  }
+
+  private headers(auth: boolean): Record<string, string> {
+    const headers: Record<string, string> = {
+      accept: 'application/json',
+      'user-agent': this.options.userAgent,
+    };
+    if (auth) {
+      if (this.options.authScheme === 'bearer') {
+        headers.authorization = `Bearer ${this.options.apiKey}`;
+      } else {
+        headers['x-api-key'] = this.options.apiKey;
+      }
+    }
+    return headers;
+  }
+}
+
+function firstHeader(value: string | string[] | undefined): string | undefined {
+  return Array.isArray(value) ? value[0] : value;
+}
+
+function stripQuery(path: string): string {
+  const index = path.indexOf('?');
+  return index === -1 ? path : path.slice(0, index);
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The server's `detail`, a DRF list of messages, or a short safe excerpt of anything else. */
+export function describeErrorBody(body: unknown, text: string): string {
+  if (isPlainObject(body) && typeof body.detail === 'string') return body.detail;
+  if (Array.isArray(body) && body.every((item) => typeof item === 'string')) return body.join(' ');
+  if (body !== undefined) return JSON.stringify(body).slice(0, 200);
+  const plain = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
+  return plain === '' ? '(empty body)' : plain.slice(0, 200);
+}
+
+/** Validate and normalise a manifest body. Names are checked later, by the engine. */
+export function parseManifest(body: unknown): Manifest {
+  if (!isPlainObject(body) || !Array.isArray(body.entries)) {
+    throw new ProtocolError('GET manifest/ did not answer with a manifest (no `entries` list).');
+  }
+  const sealedByModel = isPlainObject(body.sealed_fields_by_model)
+    ? body.sealed_fields_by_model
+    : {};
+  const entries: ManifestEntry[] = body.entries.map((raw, index) => {
+    if (!isPlainObject(raw) || typeof raw.resource !== 'string') {
+      throw new ProtocolError(`Manifest entry ${index} has no \`resource\` name.`);
+    }
+    const cursor = raw.cursor === 'updated_at_id' ? 'updated_at_id' : 'pk';
+    if (raw.cursor !== 'pk' && raw.cursor !== 'updated_at_id') {
+      throw new ProtocolError(
+        `Manifest entry ${JSON.stringify(raw.resource)} has an unknown cursor kind ${JSON.stringify(raw.cursor)}.`,
+      );
+    }
+    const model = typeof raw.model === 'string' ? raw.model : raw.resource;
+    const listed = sealedByModel[model];
+    return {
+      model,
+      resource: raw.resource,
+      cursor,
+      secret: raw.secret === true,
+      sealedFields: Array.isArray(listed) ? listed.filter((f) => typeof f === 'string') : [],
+    };
+  });
+  return {
+    schemaChecksum: typeof body.schema_checksum === 'string' ? body.schema_checksum : '',
+    entries,
+  };
+}
+
+/** Accept `{cursor, has_more, results}` or, as the interface document allows, a bare array. */
+export function parsePage(body: unknown, resource: string, limit: number): Page {
+  if (Array.isArray(body)) {
+    return {
+      rows: checkRows(body, resource),
+      cursor: null,
+      hasMore: body.length >= limit,
+      bare: true,
+    };
+  }
+  if (!isPlainObject(body) || !Array.isArray(body.results)) {
+    throw new ProtocolError(`GET ${resource}/ did not answer with a page (no \`results\` list).`);
+  }
+  const cursor = typeof body.cursor === 'string' && body.cursor !== '' ? body.cursor : null;
+  return {
+    rows: checkRows(body.results, resource),
+    cursor,
+    hasMore: body.has_more === true,
+    bare: false,
+  };
+}
+
+function checkRows(rows: unknown[], resource: string): Row[] {
+  for (const row of rows) {
+    const id = isPlainObject(row) ? row.id : undefined;
+    if (!(typeof id === 'bigint' || (typeof id === 'number' && Number.isInteger(id)))) {
+      throw new ProtocolError(`A row of ${resource} has no integer \`id\`; the page was not stored.`);
+    }
+  }
+  return rows as Row[];
+}

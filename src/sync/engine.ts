@@ -1,0 +1,592 @@
+/**
+ * The sync engine: reads the manifest, brings tables up to the server's schema, walks every
+ * resource page by page and writes each page together with its cursor. I/O goes through the
+ * ExportSource and Warehouse interfaces; the decisions live in plan.ts.
+ */
+import {
+  AuthError,
+  HttpStatusError,
+  InterruptedError,
+  OcsSyncError,
+  ProtocolError,
+  SchemaChangeStoppedError,
+  ServerUnavailableError,
+  UnsafeNameError,
+  describeError,
+} from '../errors.js';
+import type {
+  ColumnSpec,
+  DeleteMode,
+  ExportSource,
+  ManifestEntry,
+  Page,
+  ResourceOutcomeStatus,
+  RunKind,
+  RunStatus,
+  SchemaChange,
+  Warehouse,
+} from '../interfaces.js';
+import type { Logger } from '../log.js';
+import {
+  applySealingPolicy,
+  needsArchivePublicKey,
+  needsPrivateKey,
+  sealedColumnType,
+  type SealingKeys,
+  type SecretPolicy,
+} from '../sealing/policy.js';
+import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
+import {
+  cursorAfterPage,
+  describeSchemaChange,
+  hasNextPage,
+  isSafeName,
+  planColumnsForRows,
+  planTable,
+  selectEntries,
+  withoutFields,
+} from './plan.js';
+import { readAhead } from './read-ahead.js';
+
+export interface SecretsSettings {
+  policyFor(resource: string): SecretPolicy;
+  keys: SealingKeys;
+}
+
+/** Hooks for progress display and metrics; all optional. */
+export interface SyncEvents {
+  onRunStart?(info: { runId: number; kind: RunKind; resources: number }): void;
+  onResourceStart?(info: { resource: string; index: number; total: number }): void;
+  onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
+  onResourceDone?(report: ResourceReport): void;
+  onSchemaChange?(change: SchemaChange): void;
+}
+
+export interface SyncOptions {
+  source: ExportSource;
+  warehouse: Warehouse;
+  logger: Logger;
+  pageSize: number;
+  resources?: readonly string[];
+  excludeResources?: readonly string[];
+  secrets: SecretsSettings;
+  onSchemaChange: 'evolve' | 'stop';
+  acceptSchemaChange?: boolean;
+  history: boolean | readonly string[];
+  deletes: DeleteMode;
+  /** Walk these resources (true: all selected) from the start and find deleted rows. */
+  fullRefresh?: boolean | readonly string[];
+  /** Pages fetched ahead of the writer. */
+  pagesInFlight: number;
+  /** Resources synced at once; 1 keeps manifest order. */
+  concurrency: number;
+  lockWaitMs: number;
+  signal?: AbortSignal;
+  events?: SyncEvents;
+}
+
+export interface ResourceReport {
+  resource: string;
+  status: ResourceOutcomeStatus;
+  rows: number;
+  pages: number;
+  durationMs: number;
+  /** Why it was skipped or failed; safe to show. */
+  error?: string;
+  /** Problems that did not stop the resource (refused field names, altered values). */
+  warnings: string[];
+  valuesAltered: number;
+  /** Rows marked deleted (or removed) by a full refresh. */
+  deleted: number;
+  fullRefresh: boolean;
+}
+
+export interface SyncReport {
+  runId: number;
+  kind: RunKind;
+  status: RunStatus;
+  schemaChecksum: string;
+  previousSchemaChecksum: string | null;
+  schemaChanges: SchemaChange[];
+  resources: ResourceReport[];
+  /** Run-level problems (refused resource names, unknown requested resources). */
+  problems: string[];
+  rows: number;
+  pages: number;
+  /** HTTP requests sent, retries included. */
+  requests: number;
+  durationMs: number;
+}
+
+const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
+/** Which fields of which resources are sealed, kept for offline tools such as `unseal`. */
+export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
+const TEAM_TABLE = 'team';
+
+/** One sync pass. Takes the writer lock for its whole duration. */
+export async function runSync(options: SyncOptions): Promise<SyncReport> {
+  const lock = await options.warehouse.acquireLock(options.lockWaitMs);
+  try {
+    return await new SyncRun(options).run();
+  } finally {
+    await lock.release();
+  }
+}
+
+class SyncRun {
+  private readonly started = performance.now();
+  private readonly schemaChanges: SchemaChange[] = [];
+  private readonly problems: string[] = [];
+  private schema: SchemaColumns | undefined;
+  private checksums: { from: string | null; to: string | null } = { from: null, to: null };
+  private runId = 0;
+
+  constructor(private readonly options: SyncOptions) {}
+
+  async run(): Promise<SyncReport> {
+    const { source, warehouse, logger } = this.options;
+    const requestsBefore = source.requestCount ?? 0;
+    const manifest = await source.manifest();
+    const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
+    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
+    this.checksums = { from: previous, to: manifest.schemaChecksum || null };
+    this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
+
+    const { selected, unknown } = selectEntries(
+      manifest.entries,
+      this.requestedResources(),
+      this.options.excludeResources ?? [],
+    );
+    for (const name of unknown) {
+      this.problems.push(`Resource ${JSON.stringify(name)} is not in the server's manifest.`);
+    }
+    this.options.events?.onRunStart?.({ runId: this.runId, kind, resources: selected.length });
+    await warehouse.setState(
+      SEALED_FIELDS_STATE_KEY,
+      JSON.stringify(
+        Object.fromEntries(
+          manifest.entries
+            .filter((entry) => entry.secret && isSafeName(entry.resource))
+            .map((entry) => [entry.resource, entry.sealedFields.filter(isSafeName)]),
+        ),
+      ),
+    );
+
+    const reports: ResourceReport[] = [];
+    let status: RunStatus = 'ok';
+    let runError: unknown;
+    try {
+      await this.prepareSchema(selected, previous, manifest.schemaChecksum);
+      await this.syncTeam();
+      await this.forEachEntry(selected, async (entry, index) => {
+        this.options.events?.onResourceStart?.({
+          resource: entry.resource,
+          index,
+          total: selected.length,
+        });
+        const report = await this.syncResource(entry);
+        reports.push(report);
+        this.options.events?.onResourceDone?.(report);
+      });
+      const partial =
+        this.problems.length > 0 ||
+        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0);
+      status = partial ? 'partial' : 'ok';
+      if (!partial || reports.every((report) => report.status === 'ok')) {
+        await warehouse.setState(SCHEMA_CHECKSUM_KEY, manifest.schemaChecksum);
+      }
+    } catch (error) {
+      runError = error;
+      status = error instanceof InterruptedError ? 'interrupted' : error instanceof SchemaChangeStoppedError ? 'partial' : 'failed';
+    }
+
+    const requests = (source.requestCount ?? 0) - requestsBefore;
+    const rows = reports.reduce((sum, report) => sum + report.rows, 0);
+    const pages = reports.reduce((sum, report) => sum + report.pages, 0);
+    await warehouse.finishRun(this.runId, {
+      status,
+      rows,
+      pages,
+      requests,
+      error: runError === undefined ? undefined : describeError(runError),
+    });
+    if (runError !== undefined) throw runError;
+
+    const report: SyncReport = {
+      runId: this.runId,
+      kind,
+      status,
+      schemaChecksum: manifest.schemaChecksum,
+      previousSchemaChecksum: previous,
+      schemaChanges: this.schemaChanges,
+      resources: reports,
+      problems: this.problems,
+      rows,
+      pages,
+      requests,
+      durationMs: Math.round(performance.now() - this.started),
+    };
+    logger.info(
+      {
+        runId: this.runId,
+        status,
+        rows,
+        pages,
+        resources: reports.length,
+        skipped: reports.filter((r) => r.status === 'skipped').map((r) => r.resource),
+        failed: reports.filter((r) => r.status === 'failed').map((r) => r.resource),
+        durationMs: report.durationMs,
+      },
+      `Sync ${status}`,
+    );
+    return report;
+  }
+
+  private requestedResources(): readonly string[] | undefined {
+    const { resources, fullRefresh } = this.options;
+    // `--full-refresh A B` limits the run to A and B.
+    if (Array.isArray(fullRefresh) && fullRefresh.length > 0) return fullRefresh;
+    return resources;
+  }
+
+  /** Fetch the OpenAPI when the schema may have moved; stop here if the policy says so. */
+  private async prepareSchema(
+    entries: ManifestEntry[],
+    previous: string | null,
+    current: string,
+  ): Promise<void> {
+    const { warehouse, logger, source } = this.options;
+    const changed = previous !== null && previous !== current;
+    const missingTable = await someAsync([TEAM_TABLE, ...entries.map((e) => e.resource)], async (table) =>
+      isSafeName(table) ? (await warehouse.describeTable(table)) === undefined : false,
+    );
+    if (previous === null || changed || missingTable) {
+      this.schema = columnsFromOpenApi(await source.openApi());
+      for (const refused of this.schema.refused) {
+        this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
+      }
+    }
+    if (!changed) return;
+    logger.warn(
+      { previousChecksum: previous, checksum: current },
+      'The server\'s export schema changed since the last run',
+    );
+    if (this.options.onSchemaChange === 'stop' && !this.options.acceptSchemaChange) {
+      const planned: string[] = [];
+      for (const entry of entries) {
+        if (!isSafeName(entry.resource)) continue;
+        const desired = this.desiredColumns(entry, this.policyOf(entry));
+        if (!desired) continue;
+        const existing = await warehouse.describeTable(entry.resource);
+        planned.push(...planTable(entry.resource, existing, desired, 'schema').changes.map(describeSchemaChange));
+      }
+      throw new SchemaChangeStoppedError(
+        `The server's export schema changed (checksum ${previous.slice(0, 12)}… -> ${current.slice(0, 12)}…) ` +
+          `and on_schema_change is "stop". Planned changes:\n` +
+          (planned.length > 0 ? planned.map((line) => `  - ${line}`).join('\n') : '  (none to the tables)'),
+        { hint: 'Review them, then run `ocs-sync sync --accept-schema-change`.' },
+      );
+    }
+  }
+
+  private async syncTeam(): Promise<void> {
+    const { source, warehouse } = this.options;
+    const team = await source.team();
+    const desired = this.schema?.tables.get(TEAM_TABLE);
+    let columns = await this.ensureTable(TEAM_TABLE, desired);
+    const row = { ...team, id: team.id } as Parameters<typeof planColumnsForRows>[2][number];
+    const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
+    columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+    await warehouse.writePage({
+      runId: this.runId,
+      resource: TEAM_TABLE,
+      columns,
+      rows: withoutFields([row], rowPlan.refusedFields),
+      cursor: null,
+      cursorKind: null,
+      history: this.historyFor(TEAM_TABLE),
+    });
+  }
+
+  private async forEachEntry(
+    entries: ManifestEntry[],
+    work: (entry: ManifestEntry, index: number) => Promise<void>,
+  ): Promise<void> {
+    let next = 0;
+    const worker = async () => {
+      while (next < entries.length) {
+        this.throwIfAborted();
+        const index = next++;
+        await work(entries[index]!, index);
+      }
+    };
+    const workers = Math.max(1, Math.min(this.options.concurrency, entries.length));
+    await Promise.all(Array.from({ length: workers }, worker));
+  }
+
+  private async syncResource(entry: ManifestEntry): Promise<ResourceReport> {
+    const started = performance.now();
+    const fullRefresh = this.isFullRefresh(entry.resource);
+    const report: ResourceReport = {
+      resource: entry.resource,
+      status: 'ok',
+      rows: 0,
+      pages: 0,
+      durationMs: 0,
+      warnings: [],
+      valuesAltered: 0,
+      deleted: 0,
+      fullRefresh,
+    };
+    const { logger, warehouse } = this.options;
+    if (!isSafeName(entry.resource)) {
+      report.status = 'skipped';
+      report.error = new UnsafeNameError('resource', entry.resource, 'the manifest').message;
+      logger.error({ resource: entry.resource.slice(0, 80) }, report.error);
+      return report;
+    }
+
+    try {
+      await this.walk(entry, report, fullRefresh);
+    } catch (caught) {
+      const error = this.options.signal?.aborted ? interrupted() : (asSkip(caught, entry.resource) ?? caught);
+      if (error instanceof AuthError || error instanceof ServerUnavailableError || error instanceof InterruptedError) {
+        await this.record(report, 'failed', error, started);
+        throw error;
+      }
+      if (!(error instanceof OcsSyncError)) throw error;
+      await this.record(report, error instanceof SkipResource ? 'skipped' : 'failed', error, started);
+      logger.error({ resource: entry.resource, rows: report.rows }, report.error);
+      return report;
+    }
+    await this.record(report, 'ok', undefined, started);
+    logger.info(
+      {
+        resource: entry.resource,
+        rows: report.rows,
+        pages: report.pages,
+        durationMs: report.durationMs,
+        ...(fullRefresh ? { deleted: report.deleted } : {}),
+        ...(report.valuesAltered ? { valuesAltered: report.valuesAltered } : {}),
+      },
+      `${entry.resource}: ${report.rows} rows`,
+    );
+    return report;
+  }
+
+  private async walk(entry: ManifestEntry, report: ResourceReport, fullRefresh: boolean): Promise<void> {
+    const { source, warehouse, logger, pageSize } = this.options;
+    const { resource } = entry;
+    const policy = this.policyOf(entry);
+    if (entry.secret) this.checkSealedPrerequisites(entry, policy);
+
+    let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
+    const state = await warehouse.getResourceState(resource);
+    let cursor = fullRefresh ? null : (state?.cursor ?? null);
+    if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
+      logger.warn({ resource }, 'The cursor kind changed on the server; walking this resource from the start');
+      cursor = null;
+    }
+    const history = this.historyFor(resource);
+
+    let fetchCursor = cursor;
+    const runSignal = this.options.signal;
+    const pages = readAhead<{ page: Page; after: string | null }>(async (signal) => {
+      const page = await source.page(
+        resource,
+        fetchCursor,
+        pageSize,
+        runSignal ? AbortSignal.any([signal, runSignal]) : signal,
+      );
+      const after = cursorAfterPage(page, entry.cursor, fetchCursor);
+      const last = !hasNextPage(page, pageSize);
+      if (!last && after === fetchCursor) {
+        throw new ProtocolError(`GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`);
+      }
+      fetchCursor = after;
+      return { value: { page, after }, last };
+    }, this.options.pagesInFlight);
+
+    for await (const { page, after } of pages) {
+      this.throwIfAborted();
+      let rows = page.rows;
+      if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
+      if (entry.secret && entry.sealedFields.length > 0) {
+        rows = applySealingPolicy(resource, rows, entry.sealedFields, policy, this.options.secrets.keys);
+      }
+      const rowPlan = planColumnsForRows(resource, columns, rows);
+      for (const field of rowPlan.refusedFields) {
+        const message = new UnsafeNameError('field', field, resource).message;
+        if (!report.warnings.includes(message)) {
+          report.warnings.push(message);
+          logger.error({ resource }, message);
+        }
+      }
+      columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+      const result = await warehouse.writePage({
+        runId: this.runId,
+        resource,
+        columns,
+        rows: withoutFields(rows, rowPlan.refusedFields),
+        // A full refresh leaves the incremental cursor alone until it has walked everything.
+        cursor: fullRefresh ? null : after,
+        cursorKind: entry.cursor,
+        history,
+      });
+      cursor = after;
+      report.rows += result.rowsWritten;
+      report.pages += 1;
+      report.valuesAltered += result.valuesAltered;
+      this.options.events?.onPageWritten?.({
+        resource,
+        rows: result.rowsWritten,
+        valuesAltered: result.valuesAltered,
+      });
+    }
+    if (report.valuesAltered > 0) {
+      report.warnings.push(
+        `${report.valuesAltered} value(s) of ${resource} were altered to fit the database (NUL characters removed).`,
+      );
+    }
+    if (fullRefresh) {
+      this.throwIfAborted();
+      // Only a complete walk may say what is gone; then the cursor moves to where the walk ended.
+      report.deleted = await warehouse.markMissingAsDeleted(resource, this.runId, this.options.deletes, history);
+      const stored = state?.cursor ?? null;
+      await warehouse.writePage({
+        runId: this.runId,
+        resource,
+        columns,
+        rows: [],
+        cursor: cursor ?? stored,
+        cursorKind: entry.cursor,
+        history: false,
+      });
+    }
+  }
+
+  private checkSealedPrerequisites(entry: ManifestEntry, policy: SecretPolicy): void {
+    const { keys } = this.options.secrets;
+    if (entry.sealedFields.length === 0) {
+      throw new SkipResource(
+        `${entry.resource} is marked secret but the manifest does not say which fields are sealed; skipped so no sealed value is stored unknowingly.`,
+      );
+    }
+    if (needsPrivateKey(policy) && !keys.privateKey) {
+      throw new SkipResource(
+        `${entry.resource} skipped: it has sealed fields (${entry.sealedFields.join(', ')}) and the "${policy}" policy needs the team's private key, which is not configured.`,
+        { hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.' },
+      );
+    }
+    if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
+      throw new SkipResource(
+        `${entry.resource} skipped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
+        { hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.' },
+      );
+    }
+  }
+
+  private policyOf(entry: ManifestEntry): SecretPolicy {
+    return this.options.secrets.policyFor(entry.resource);
+  }
+
+  /** The schema's columns for a resource, with sealed fields typed by the policy. */
+  private desiredColumns(entry: ManifestEntry, policy: SecretPolicy): ColumnSpec[] | undefined {
+    const fromSchema = this.schema?.tables.get(entry.resource);
+    if (!fromSchema) return undefined;
+    const sealed = new Set(entry.secret ? entry.sealedFields : []);
+    return fromSchema.map((column) =>
+      sealed.has(column.name) ? { name: column.name, type: sealedColumnType(policy) } : column,
+    );
+  }
+
+  /** Create or evolve a table to the desired columns; returns its columns (undefined: no table yet). */
+  private async ensureTable(table: string, desired: ColumnSpec[] | undefined): Promise<ColumnSpec[] | undefined> {
+    const existing = await this.options.warehouse.describeTable(table);
+    if (!desired) {
+      if (existing) return existing;
+      return this.applyChanges(planTable(table, undefined, [], 'rows').changes, []);
+    }
+    const plan = planTable(table, existing, desired, 'schema');
+    return this.applyChanges(plan.changes, plan.columns);
+  }
+
+  private async applyChanges(changes: SchemaChange[], columns: ColumnSpec[]): Promise<ColumnSpec[]> {
+    if (changes.length === 0) return columns;
+    await this.options.warehouse.applySchemaChanges(changes, this.checksums);
+    for (const change of changes) {
+      this.schemaChanges.push(change);
+      this.options.events?.onSchemaChange?.(change);
+      const level = change.reason === 'value' ? 'warn' : 'info';
+      this.options.logger[level]({ table: change.table, change: change.kind }, `Schema: ${describeSchemaChange(change)}`);
+    }
+    return columns;
+  }
+
+  private historyFor(resource: string): boolean {
+    const { history } = this.options;
+    return history === true || (Array.isArray(history) && history.includes(resource));
+  }
+
+  private isFullRefresh(resource: string): boolean {
+    const { fullRefresh } = this.options;
+    if (!fullRefresh) return false;
+    return fullRefresh === true || fullRefresh.length === 0 || fullRefresh.includes(resource);
+  }
+
+  private async record(
+    report: ResourceReport,
+    status: ResourceOutcomeStatus,
+    error: unknown,
+    started: number,
+  ): Promise<void> {
+    report.status = status;
+    report.durationMs = Math.round(performance.now() - started);
+    if (error !== undefined) report.error = describeError(error);
+    const warnings = report.warnings.length > 0 ? report.warnings.join(' ') : undefined;
+    await this.options.warehouse.recordResourceOutcome({
+      runId: this.runId,
+      resource: report.resource,
+      status,
+      rows: report.rows,
+      pages: report.pages,
+      durationMs: report.durationMs,
+      error: report.error ?? warnings,
+    });
+  }
+
+  private throwIfAborted(): void {
+    if (this.options.signal?.aborted) throw interrupted();
+  }
+}
+
+function interrupted(): InterruptedError {
+  return new InterruptedError(
+    'The run was interrupted; every committed page is kept and the next run resumes from there.',
+  );
+}
+
+/** A resource that cannot be synced in this configuration; the rest of the run goes on. */
+class SkipResource extends OcsSyncError {}
+
+/** 404 (not on this server) and the sealed-without-public-key 400 skip the resource; the rest fail it. */
+function asSkip(error: unknown, resource: string): SkipResource | undefined {
+  if (!(error instanceof HttpStatusError)) return undefined;
+  if (error.status === 404) {
+    return new SkipResource(`${resource} skipped: the server does not export it (HTTP 404: ${error.detail})`, {
+      hint: 'Remove it from `resources`, or upgrade the server.',
+    });
+  }
+  if (error.status === 400 && /public key/i.test(error.detail)) {
+    return new SkipResource(`${resource} skipped: the server says "${error.detail}"`, {
+      hint: 'Register the team public key printed by `ocs-sync keygen` on the team, then sync again.',
+    });
+  }
+  return undefined;
+}
+
+async function someAsync<T>(items: T[], predicate: (item: T) => Promise<boolean>): Promise<boolean> {
+  for (const item of items) if (await predicate(item)) return true;
+  return false;
+}
+

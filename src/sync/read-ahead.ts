@@ -1,0 +1,64 @@
+/**
+ * Fetch ahead of the writer: while page N is being written, page N+1 (up to `depth` pages) is
+ * already on its way. Fetches stay sequential (each needs the previous page's cursor) and pages
+ * come out strictly in order, so writes — each committing with its cursor — stay in order too.
+ */
+
+export interface ReadStep<T> {
+  value: T;
+  /** True on the last step: nothing is fetched after it. */
+  last: boolean;
+}
+
+export async function* readAhead<T>(
+  fetchNext: (signal: AbortSignal) => Promise<ReadStep<T>>,
+  depth: number,
+): AsyncGenerator<T> {
+  const buffered: Array<ReadStep<T>> = [];
+  const controller = new AbortController();
+  let failure: { error: unknown } | undefined;
+  let producerDone = false;
+  let wakeConsumer: (() => void) | undefined;
+  let wakeProducer: (() => void) | undefined;
+
+  const producer = (async () => {
+    try {
+      for (;;) {
+        while (buffered.length >= depth && !controller.signal.aborted) {
+          await new Promise<void>((resolve) => (wakeProducer = resolve));
+        }
+        if (controller.signal.aborted) return;
+        const step = await fetchNext(controller.signal);
+        if (controller.signal.aborted) return;
+        buffered.push(step);
+        wakeConsumer?.();
+        if (step.last) return;
+      }
+    } catch (error) {
+      if (!controller.signal.aborted) failure = { error };
+    } finally {
+      producerDone = true;
+      wakeConsumer?.();
+    }
+  })();
+
+  try {
+    for (;;) {
+      const step = buffered.shift();
+      if (step) {
+        wakeProducer?.();
+        yield step.value;
+        if (step.last) return;
+        continue;
+      }
+      if (failure) throw failure.error;
+      if (producerDone) return;
+      await new Promise<void>((resolve) => (wakeConsumer = resolve));
+    }
+  } finally {
+    // The consumer stopped (done, failed or interrupted): cancel the fetch in flight.
+    controller.abort();
+    wakeProducer?.();
+    await producer;
+  }
+}

@@ -1,0 +1,227 @@
+import { describe, expect, it } from 'vitest';
+import type { Page, Row } from '../src/interfaces.js';
+import { inferColumnType, valueFits, widenColumnType } from '../src/sync/column-types.js';
+import { columnsFromOpenApi } from '../src/sync/openapi-columns.js';
+import {
+  cursorAfterPage,
+  deriveCursor,
+  hasNextPage,
+  isSafeName,
+  planColumnsForRows,
+  planTable,
+  selectEntries,
+} from '../src/sync/plan.js';
+import { parseJsonExact } from '../src/source/json.js';
+import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
+
+const page = (rows: Row[], cursor: string | null, hasMore: boolean, bare = false): Page => ({
+  rows,
+  cursor,
+  hasMore,
+  bare,
+});
+
+describe('names', () => {
+  it.each(['users', 'chat_messages', 'a', 'x'.repeat(63)])('accepts %s', (name) => {
+    expect(isSafeName(name)).toBe(true);
+  });
+  it.each(['', 'Users', '1abc', 'a-b', 'a b', 'x'.repeat(64), 'robert"); drop table x; --', '_ocs_runs', 'é'])(
+    'refuses %j',
+    (name) => {
+      expect(isSafeName(name)).toBe(false);
+    },
+  );
+});
+
+describe('cursors', () => {
+  it('derives a pk cursor from the last id, exact for 64-bit ids', () => {
+    expect(deriveCursor('pk', { id: 42 })).toBe('42');
+    expect(deriveCursor('pk', { id: 9223372036854775807n })).toBe('9223372036854775807');
+  });
+
+  it('derives an updated_at_id cursor the server accepts', () => {
+    const cursor = deriveCursor('updated_at_id', { id: 9007199254740993n, updated_at: '2026-11-20T10:00:00.123456Z' });
+    const decoded = Buffer.from(cursor, 'base64').toString('utf8');
+    expect(decoded).toBe('{"updated_at": "2026-11-20T10:00:00.123456Z", "id": 9007199254740993}');
+  });
+
+  it('refuses to derive an updated_at_id cursor without updated_at', () => {
+    expect(() => deriveCursor('updated_at_id', { id: 1 })).toThrow(/updated_at/);
+  });
+
+  it('keeps the server cursor, derives one on the last page, and keeps the old one on an empty page', () => {
+    expect(cursorAfterPage(page([{ id: 5 }], 'abc', true), 'pk', null)).toBe('abc');
+    expect(cursorAfterPage(page([{ id: 5 }, { id: 9 }], null, false), 'pk', '3')).toBe('9');
+    expect(cursorAfterPage(page([], null, false), 'pk', '3')).toBe('3');
+  });
+
+  it('treats a short bare array as the end', () => {
+    expect(hasNextPage(page([{ id: 1 }], null, false, true), 2)).toBe(false);
+    expect(hasNextPage(page([{ id: 1 }, { id: 2 }], null, false, true), 2)).toBe(true);
+    expect(hasNextPage(page([{ id: 1 }], 'c', true), 2)).toBe(true);
+    expect(hasNextPage(page([], 'c', true), 2)).toBe(false);
+  });
+});
+
+describe('selection', () => {
+  const entries = ['a', 'b', 'c'].map((resource) => ({
+    resource,
+    model: resource,
+    cursor: 'pk' as const,
+    secret: false,
+    sealedFields: [],
+  }));
+  it('keeps manifest order and reports unknown names', () => {
+    const selection = selectEntries(entries, ['c', 'a', 'zz'], ['b']);
+    expect(selection.selected.map((e) => e.resource)).toEqual(['a', 'c']);
+    expect(selection.unknown).toEqual(['zz']);
+  });
+});
+
+describe('column types', () => {
+  it('infers and widens', () => {
+    expect(inferColumnType(1)).toBe('integer');
+    expect(inferColumnType(1.5)).toBe('number');
+    expect(inferColumnType(2n ** 63n - 1n)).toBe('integer');
+    expect(inferColumnType('2026-11-20T10:00:00Z')).toBe('datetime');
+    expect(inferColumnType('2026-11-20')).toBe('date');
+    expect(inferColumnType({})).toBe('json');
+    expect(inferColumnType(null)).toBeUndefined();
+    expect(widenColumnType('integer', 'number')).toBe('number');
+    expect(widenColumnType('datetime', 'text')).toBe('text');
+    expect(widenColumnType('integer', 'text')).toBe('json');
+    expect(widenColumnType('boolean', 'integer')).toBe('json');
+    expect(valueFits('x', 'integer')).toBe(false);
+    expect(valueFits(null, 'integer')).toBe(true);
+  });
+});
+
+describe('table planning', () => {
+  it('creates, adds and widens but never narrows or drops', () => {
+    expect(planTable('t', undefined, [{ name: 'a', type: 'text' }], 'schema').changes).toEqual([
+      { kind: 'create_table', table: 't', columns: [{ name: 'a', type: 'text' }], reason: 'schema' },
+    ]);
+    const plan = planTable(
+      't',
+      [
+        { name: 'a', type: 'integer' },
+        { name: 'gone', type: 'text' },
+        { name: 'wide', type: 'json' },
+      ],
+      [
+        { name: 'a', type: 'number' },
+        { name: 'b', type: 'datetime' },
+        { name: 'wide', type: 'integer' },
+      ],
+      'schema',
+    );
+    expect(plan.columns.map((c) => `${c.name}:${c.type}`)).toEqual(['a:number', 'gone:text', 'wide:json', 'b:datetime']);
+    expect(plan.changes.map((c) => c.kind)).toEqual(['widen_column', 'add_column']);
+  });
+
+  it('adds columns for unannounced fields, widens for values that do not fit, refuses unsafe names', () => {
+    const plan = planColumnsForRows(
+      't',
+      [{ name: 'n', type: 'integer' }],
+      [
+        { id: 1, n: 1, fresh: null, 'Bad-Name': 1 },
+        { id: 2, n: 'many', fresh: 'x' },
+      ],
+    );
+    expect(plan.columns).toEqual([
+      { name: 'n', type: 'json' },
+      { name: 'fresh', type: 'text' },
+    ]);
+    expect(plan.changes.map((c) => `${c.kind}:${c.column}:${c.reason}`)).toEqual([
+      'widen_column:n:value',
+      'add_column:fresh:rows',
+    ]);
+    expect(plan.refusedFields).toEqual(['Bad-Name']);
+  });
+
+  it('waits for a non-null value before adding a column', () => {
+    expect(planColumnsForRows('t', [], [{ id: 1, later: null }]).changes).toEqual([]);
+  });
+});
+
+describe('OpenAPI columns', () => {
+  it('maps the export schema shape to logical columns', () => {
+    const document = {
+      paths: {
+        '/api/export/things/': {
+          get: { responses: { '200': { content: { 'application/json': { schema: { $ref: '#/components/schemas/ThingList' } } } } } },
+        },
+        '/api/export/Bad-Resource/': {
+          get: { responses: { '200': { content: { 'application/json': { schema: { $ref: '#/components/schemas/ThingList' } } } } } },
+        },
+      },
+      components: {
+        schemas: {
+          ThingList: {
+            type: 'object',
+            properties: { results: { type: 'array', items: { $ref: '#/components/schemas/ThingDetail' } } },
+          },
+          StatusEnum: { enum: ['a', 'b'], type: 'string' },
+          BlankEnum: { enum: [''] },
+          ThingDetail: {
+            type: 'object',
+            properties: {
+              id: { type: 'integer' },
+              count: { type: 'integer', nullable: true },
+              ratio: { type: 'number', format: 'double' },
+              flag: { type: 'boolean' },
+              at: { type: 'string', format: 'date-time' },
+              day: { type: 'string', format: 'date' },
+              price: { type: 'string', format: 'decimal' },
+              status: { oneOf: [{ $ref: '#/components/schemas/StatusEnum' }, { $ref: '#/components/schemas/BlankEnum' }] },
+              kind: { allOf: [{ $ref: '#/components/schemas/StatusEnum' }] },
+              free: {},
+              vector: { type: 'array', items: { type: 'number' } },
+              'Weird"Name': { type: 'string' },
+            },
+          },
+        },
+      },
+    };
+    const { tables, refused } = columnsFromOpenApi(document);
+    expect(tables.get('things')).toEqual([
+      { name: 'count', type: 'integer' },
+      { name: 'ratio', type: 'number' },
+      { name: 'flag', type: 'boolean' },
+      { name: 'at', type: 'datetime' },
+      { name: 'day', type: 'date' },
+      { name: 'price', type: 'text' },
+      { name: 'status', type: 'text' },
+      { name: 'kind', type: 'text' },
+      { name: 'free', type: 'json' },
+      { name: 'vector', type: 'json' },
+    ]);
+    expect(refused).toEqual(['field "Weird\\"Name" of things', 'resource "Bad-Resource"']);
+  });
+});
+
+describe('exact JSON', () => {
+  it('keeps 64-bit integers exact and leaves the rest to JSON.parse', () => {
+    const parsed = parseJsonExact('{"results":[{"id":9223372036854775807,"x":1.5,"s":"12345678901234567"}]}') as {
+      results: Array<Record<string, unknown>>;
+    };
+    expect(parsed.results[0]).toEqual({ id: 9223372036854775807n, x: 1.5, s: '12345678901234567' });
+    expect(parseJsonExact('{"id": 5}')).toEqual({ id: 5 });
+    expect(() => parseJsonExact('{"id": 5')).toThrow(SyntaxError);
+  });
+});
+
+describe('retry timing', () => {
+  it('backs off exponentially with jitter and honours Retry-After', () => {
+    const settings = { minDelayMs: 100, maxDelayMs: 1000 };
+    expect(retryDelayMs(1, settings, undefined, () => 0)).toBe(50);
+    expect(retryDelayMs(1, settings, undefined, () => 1)).toBe(100);
+    expect(retryDelayMs(3, settings, undefined, () => 1)).toBe(400);
+    expect(retryDelayMs(10, settings, undefined, () => 1)).toBe(1000);
+    expect(retryDelayMs(1, settings, 5000, () => 0)).toBe(5000);
+    expect(parseRetryAfterMs('7', undefined, 0)).toBe(7000);
+    expect(parseRetryAfterMs(undefined, 3, 0)).toBe(3000);
+    expect(parseRetryAfterMs('Thu, 01 Jan 1970 00:00:10 GMT', undefined, 4000)).toBe(6000);
+    expect(parseRetryAfterMs(undefined, 'soon', 0)).toBeUndefined();
+  });
+});
