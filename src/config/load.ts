@@ -51,10 +51,7 @@ export interface ConfigNeeds {
 export const CONFIG_PATH_ENV = 'OCS_CONFIG';
 
 type Origin =
-  | { kind: 'default' }
-  | { kind: 'file' }
-  | { kind: 'env'; variable: string }
-  | { kind: 'flag' };
+  { kind: 'default' } | { kind: 'file' } | { kind: 'env'; variable: string } | { kind: 'flag' };
 
 type Tree = Record<string, unknown>;
 
@@ -111,7 +108,13 @@ export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config 
   };
 
   // Layer 0: defaults.
-  mergeInto(merged, configDefaults(inputs.version ?? packageVersion()), { kind: 'default' }, [], origins);
+  mergeInto(
+    merged,
+    configDefaults(inputs.version ?? packageVersion()),
+    { kind: 'default' },
+    [],
+    origins,
+  );
 
   // Layer 1: the file.
   if (inputs.file !== undefined && inputs.file !== null) {
@@ -163,7 +166,7 @@ export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config 
   problems.push(...crossKeyProblems(merged, needs, label));
 
   if (problems.length > 0 || !parsed.success) {
-    throw new ConfigError(scrubSecrets(dedupe(problems), merged));
+    throw new ConfigError(scrubSecrets(inFileOrder(dedupe(problems), fileName), merged));
   }
   return toConfig(parsed.data);
 }
@@ -343,7 +346,9 @@ function closest(word: string, candidates: readonly string[], maxDistance: numbe
 /** "did you mean …" for an unknown key, or the keys allowed at that place. */
 function unknownKeyAdvice(parent: string, key: string): string {
   const allowed = SECTION_KEYS.get(parent) ?? [];
-  const normalized = camelToSnake(key).replace(/[-\s]+/g, '_').toLowerCase();
+  const normalized = camelToSnake(key)
+    .replace(/[-\s]+/g, '_')
+    .toLowerCase();
   if (normalized !== key && allowed.includes(normalized)) {
     return `did you mean ${JSON.stringify(normalized)}? (keys are snake_case)`;
   }
@@ -369,11 +374,10 @@ function issueProblems(
   if (issue.code === 'unrecognized_keys') {
     const parent = segments.filter((segment) => typeof segment === 'string').join('.');
     return issue.keys.map(
-      (key) =>
-        `${label([...segments, key])} is not a known key; ${unknownKeyAdvice(parent, key)}`,
+      (key) => `${label([...segments, key])} is not a known key; ${unknownKeyAdvice(parent, key)}`,
     );
   }
-  if (issue.code === 'custom' && issue.message !== '') {
+  if (issue.code === 'custom' && issue.params?.wrongType !== true) {
     return [`${label(segments)} ${issue.message}`];
   }
   const setting = settingFor(segments);
@@ -492,6 +496,24 @@ function crossKeyProblems(
   return problems;
 }
 
+/** Problems located in the file first, by line (as someone fixing them reads it), then the rest. */
+function inFileOrder(problems: string[], fileName: string): string[] {
+  const lineOf = (problem: string): number | undefined => {
+    if (!problem.startsWith(`${fileName}:`)) return undefined;
+    const match = /^:(\d+):/.exec(problem.slice(fileName.length));
+    return match ? Number(match[1]) : 0;
+  };
+  return problems
+    .map((problem, index) => ({ problem, index, line: lineOf(problem) }))
+    .sort(
+      (a, b) =>
+        Number(a.line === undefined) - Number(b.line === undefined) ||
+        (a.line ?? 0) - (b.line ?? 0) ||
+        a.index - b.index,
+    )
+    .map((entry) => entry.problem);
+}
+
 function dedupe(problems: string[]): string[] {
   return [...new Set(problems)];
 }
@@ -565,9 +587,7 @@ export function parseConfigText(text: string, path: string): ConfigFileContents 
       );
       continue;
     }
-    problems.push(
-      `${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}`,
-    );
+    problems.push(`${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}`);
   }
   if (problems.length > 0) throw new ConfigError(problems);
 
@@ -622,7 +642,8 @@ function collectLines(
   } else if (isSeq(node)) {
     node.items.forEach((item, index) => {
       const path = [...prefix, String(index)];
-      const range = isScalar(item) || isMap(item) || isSeq(item) || isAlias(item) ? item.range : undefined;
+      const range =
+        isScalar(item) || isMap(item) || isSeq(item) || isAlias(item) ? item.range : undefined;
       if (range) out[path.join('.')] = lineCounter.linePos(range[0]).line;
       collectLines(item, path, lineCounter, out);
     });

@@ -195,7 +195,10 @@ export function configDefaults(version: string) {
       user_agent: `ocs-sync/${version}`,
     },
     log_level: 'info' as LogLevel,
-    secrets: { default: 'plaintext' as SecretPolicy, resources: {} as Record<string, SecretPolicy> },
+    secrets: {
+      default: 'plaintext' as SecretPolicy,
+      resources: {} as Record<string, SecretPolicy>,
+    },
     on_schema_change: 'evolve' as SchemaChangePolicy,
     lock: { wait_seconds: 60, stale_after_seconds: 600 },
     deletes: 'mark' as DeleteMode,
@@ -232,7 +235,8 @@ export const SETTINGS: readonly SettingInfo[] = [
     path: 'base_url',
     env: 'OCS_BASE_URL',
     kind: 'text',
-    allowed: 'the http:// or https:// URL of the Open Chat Studio server, e.g. https://chat.example.org',
+    allowed:
+      'the http:// or https:// URL of the Open Chat Studio server, e.g. https://chat.example.org',
   },
   {
     path: 'api_key',
@@ -271,10 +275,25 @@ export const SETTINGS: readonly SettingInfo[] = [
     kind: 'integer',
     allowed: 'an integer from 0 (no timeout) to 2147483',
   },
-  { path: 'page_size', env: 'OCS_PAGE_SIZE', kind: 'integer', allowed: 'an integer from 1 to 1000' },
+  {
+    path: 'page_size',
+    env: 'OCS_PAGE_SIZE',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 1000',
+  },
   { path: 'resources', env: 'OCS_RESOURCES', kind: 'list', allowed: RESOURCE_NAMES },
-  { path: 'exclude_resources', env: 'OCS_EXCLUDE_RESOURCES', kind: 'list', allowed: RESOURCE_NAMES },
-  { path: 'concurrency', env: 'OCS_CONCURRENCY', kind: 'integer', allowed: 'an integer from 1 to 8' },
+  {
+    path: 'exclude_resources',
+    env: 'OCS_EXCLUDE_RESOURCES',
+    kind: 'list',
+    allowed: RESOURCE_NAMES,
+  },
+  {
+    path: 'concurrency',
+    env: 'OCS_CONCURRENCY',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 8',
+  },
   { path: 'pages_in_flight', kind: 'integer', allowed: 'an integer from 1 to 8' },
   {
     path: 'http.request_timeout_seconds',
@@ -456,7 +475,8 @@ export function checkTimezone(value: string): string | undefined {
 }
 
 export function parseListenAddress(value: string): ListenAddress | { problem: string } {
-  const match = /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(value) ?? /^([^\s:[\]]+):(\d{1,5})$/.exec(value);
+  const match =
+    /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(value) ?? /^([^\s:[\]]+):(\d{1,5})$/.exec(value);
   if (!match) {
     return {
       problem: 'must be HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464), or off',
@@ -492,7 +512,9 @@ function checkPrivateKey(value: string): string | undefined {
   if (/-----BEGIN [A-Z0-9 ]*PUBLIC KEY-----/.test(pem) && !/PRIVATE KEY-----/.test(pem)) {
     return 'holds a public key; give the private key (the public key is the one registered on the team); the value is not shown';
   }
-  if (!/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]+-----END [A-Z0-9 ]*PRIVATE KEY-----/.test(pem)) {
+  if (
+    !/-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]+-----END [A-Z0-9 ]*PRIVATE KEY-----/.test(pem)
+  ) {
     return 'must be a PEM private key (-----BEGIN … PRIVATE KEY----- … -----END … PRIVATE KEY-----); the value is not shown';
   }
   return undefined;
@@ -509,7 +531,10 @@ function checkUserAgent(value: string): string | undefined {
 // The schema of the merged values (defaults < file < environment < flags), snake_case.
 
 /** A leaf with its own specific problem text; the issue is `custom` so the text is kept. */
-function checked<T>(isType: (value: unknown) => value is T, check: (value: T) => string | undefined) {
+function checked<T>(
+  isType: (value: unknown) => value is T,
+  check: (value: T) => string | undefined,
+) {
   return z.custom<T>().superRefine((value, context) => {
     if (!isType(value)) {
       // No message: the setting's `allowed` text describes it.

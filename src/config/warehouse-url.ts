@@ -12,8 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { ConfigError } from '../errors.js';
 
 export type WarehouseTarget =
-  | { dialect: 'sqlite'; path: string }
-  | { dialect: 'postgres'; connectionString: string };
+  { dialect: 'sqlite'; path: string } | { dialect: 'postgres'; connectionString: string };
 
 const SUPPORTED =
   'use a file path or sqlite:PATH for SQLite, or postgres://USER:PASSWORD@HOST:PORT/DATABASE for PostgreSQL';
@@ -57,7 +56,9 @@ export function checkWarehouseUrl(url: string): { target: WarehouseTarget } | { 
     try {
       return { target: { dialect: 'sqlite', path: fileURLToPath(text) } };
     } catch {
-      return { problem: `is not a usable file: URL; write file:///absolute/path.db, or ${SUPPORTED}` };
+      return {
+        problem: `is not a usable file: URL; write file:///absolute/path.db, or ${SUPPORTED}`,
+      };
     }
   }
 

@@ -38,7 +38,10 @@ export interface DatasetResource {
   cursor: CursorKind;
   /** Rows carry `updated_at`, set by the clock on insert and edit. Always true for `updated_at_id`. */
   tracksUpdatedAt?: boolean;
-  /** Fills a row's fields (everything but `id`; `updated_at` is overwritten by the clock). */
+  /**
+   * Fills a row's fields (`updated_at` is overwritten by the clock). A result that already holds
+   * the row's `id` (put it first: key order is the server's) is kept as the row itself.
+   */
   generateRow?: (context: RowGeneratorContext) => Record<string, unknown>;
   /** The changes an `edit` without explicit changes makes. */
   editRow?: (row: Row, context: RowGeneratorContext) => Record<string, unknown>;
@@ -288,7 +291,11 @@ export class FakeDataset {
         dataset: this,
       });
       table.generated += 1;
-      const row = { id, ...generated, ...values } as Row;
+      const row = (
+        generated && !values && generated.id === id
+          ? generated
+          : { id, ...generated, ...values }
+      ) as Row;
       row.id = id;
       let micros = Number.NaN;
       if (table.tracksUpdatedAt) {

@@ -50,6 +50,8 @@ export type JsonShape =
 export interface FieldSpec {
   kind: FieldKind;
   nullable?: boolean;
+  /** How often a nullable field is null (default 0.2). */
+  nullChance?: number;
   /** integer: the resource whose ids this field holds (foreign keys are plain ids). */
   references?: string;
   /** enum: the allowed values. */
@@ -121,22 +123,41 @@ const awkwardTexts = [
 ];
 const nulTexts = ['before\u0000after', '\u0000', 'trailing nul\u0000'];
 
+const textPools = new Map<TextStyle, string[]>();
+
+/** 2048 texts of a style, built once from a fixed seed so they never depend on call order. */
+function textPool(style: 'title' | 'sentence' | 'paragraph' | 'message'): string[] {
+  let pool = textPools.get(style);
+  if (!pool) {
+    const random = new SeededRandom(deriveSeed(7, `text:${style}`));
+    const sentence = (minWords: number, maxWords: number): string => {
+      const count = random.int(minWords, maxWords);
+      const picked: string[] = [];
+      for (let index = 0; index < count; index += 1) picked.push(random.pick(words));
+      const text = picked.join(' ');
+      return text.charAt(0).toUpperCase() + text.slice(1) + '.';
+    };
+    pool = [];
+    for (let index = 0; index < 2048; index += 1) {
+      if (style === 'title') pool.push(sentence(2, 5).slice(0, -1));
+      else if (style === 'sentence') pool.push(sentence(6, 14));
+      else if (style === 'paragraph') pool.push([sentence(6, 14), sentence(6, 14), sentence(6, 14)].join(' '));
+      else pool.push([sentence(6, 14), sentence(6, 14), sentence(3, 8)].join(' '));
+    }
+    textPools.set(style, pool);
+  }
+  return pool;
+}
+
+function hexCode(random: SeededRandom): string {
+  return random.uuid().replace(/-/g, '');
+}
+
 export class ValueGenerator {
   constructor(
     readonly random: SeededRandom,
     private readonly options: ValueOptions = {},
   ) {}
-
-  words(count: number): string {
-    let text = this.random.pick(words);
-    for (let index = 1; index < count; index += 1) text += ' ' + this.random.pick(words);
-    return text;
-  }
-
-  sentence(minWords = 6, maxWords = 14): string {
-    const text = this.words(this.random.int(minWords, maxWords));
-    return text.charAt(0).toUpperCase() + text.slice(1) + '.';
-  }
 
   /** Usually plain words; sometimes the awkward characters real data has. */
   text(style: TextStyle = 'sentence'): string {
@@ -150,13 +171,11 @@ export class ValueGenerator {
       case 'name':
         return `${this.random.pick(firstNames)} ${this.random.pick(lastNames)}`;
       case 'title':
-        return this.sentence(2, 5).slice(0, -1);
       case 'sentence':
-        return this.sentence();
       case 'paragraph':
-        return [this.sentence(), this.sentence(), this.sentence()].join(' ');
       case 'message':
-        return `${this.sentence(8, 16)} ${this.sentence(8, 16)} ${this.sentence(4, 10)}`;
+        // Picked from a pool of ready texts: a million fresh strings would cost seconds and GBs.
+        return this.random.pick(textPool(style));
       case 'email':
         return `${this.random.pick(words)}.${this.random.int(1, 9999)}@example.org`;
       case 'url':
@@ -164,7 +183,7 @@ export class ValueGenerator {
       case 'slug':
         return `${this.random.pick(words)}-${this.random.pick(words)}-${this.random.int(1, 999)}`;
       case 'code':
-        return this.random.uuid().replace(/-/g, '');
+        return hexCode(this.random);
     }
   }
 
@@ -249,7 +268,7 @@ export class ValueGenerator {
   }
 
   value(field: string, spec: FieldSpec, context: RowGeneratorContext): unknown {
-    if (spec.nullable && this.random.chance(0.2)) return null;
+    if (spec.nullable && this.random.chance(spec.nullChance ?? 0.2)) return null;
     switch (spec.kind) {
       case 'integer': {
         if (spec.references) {
@@ -321,9 +340,14 @@ export function rowGeneratorFor(
   const values = new ValueGenerator(new SeededRandom(deriveSeed(seed, resource.resource)), options);
   const entries = Object.entries(resource.fields);
   const editable = editableFields(resource);
+  // Cloning a template with every key gives each row its final shape at once (no reshaping).
+  const template: Record<string, unknown> = { id: 0 };
+  for (const [name] of entries) template[name] = null;
   return {
     generateRow: (context) => {
-      const row: Record<string, unknown> = {};
+      // `id` first: the dataset then keeps this object as the row, in the server's key order.
+      const row: Record<string, unknown> = { ...template };
+      row.id = context.id;
       for (const [name, spec] of entries) row[name] = values.value(name, spec, context);
       return row;
     },

@@ -330,7 +330,7 @@ export function sampleFixture(): FixtureResource[] {
       created_at: datetime(),
       message_type: choice(['human', 'ai', 'system']),
       content: string('message'),
-      summary: string('paragraph', true),
+      summary: { ...string('paragraph', true), nullChance: 0.9 },
       translations: json('translations'),
       metadata: json('message_metadata'),
       chat: ref('chats'),

@@ -37,6 +37,13 @@ export const systemClock: Clock = {
 /** Below this share of the window's budget left, pacing spreads the rest over the window. */
 const PACE_BELOW_SHARE = 0.5;
 
+/**
+ * X-RateLimit-Reset has whole-second resolution and a server may round it down, so the window
+ * can end up to a second later than the header says; waiting for the reset adds this much so the
+ * first request of the new window does not land in the old one (and earn a 429).
+ */
+export const RESET_MARGIN_MS = 1_000;
+
 /** Pure: how long to wait before the next request, given what we know. */
 export function pacingDelayMs(input: {
   now: number;
@@ -50,7 +57,7 @@ export function pacingDelayMs(input: {
     earliest = Math.max(earliest, lastRequestAt + 60_000 / maxRequestsPerMinute);
   }
   if (reading?.remaining !== undefined && reading.resetSeconds !== undefined) {
-    const windowEndsAt = reading.at + reading.resetSeconds * 1000;
+    const windowEndsAt = reading.at + reading.resetSeconds * 1000 + RESET_MARGIN_MS;
     const msLeftInWindow = Math.max(0, windowEndsAt - now);
     if (reading.remaining <= 0) {
       earliest = Math.max(earliest, windowEndsAt);

@@ -23,12 +23,13 @@ import type {
   ResourceOutcome,
   ResourceState,
   ResourceStatus,
+  Row,
   RunKind,
   RunSummary,
   SchemaChange,
   Warehouse,
 } from '../interfaces.js';
-import { LockHeldError, WarehouseError } from '../errors.js';
+import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { isWidening } from '../sync/column-types.js';
 import { Bookkeeping, nowIso, type BookkeepingTables } from './bookkeeping.js';
 import { planHistoryVersions } from './history.js';
@@ -45,7 +46,7 @@ import {
   fromJsonText,
   narrowInteger,
   parseIdText,
-  rowContentHash,
+  rowContentHasher,
   toJsonText,
 } from './values.js';
 
@@ -124,6 +125,7 @@ interface PageStatements {
   columns: ColumnSpec[];
   upsert: Database.Statement;
   history?: {
+    hash: (row: Row) => string;
     openHashes: Database.Statement;
     close: Database.Statement;
     insert: Database.Statement;
@@ -174,10 +176,18 @@ export class SqliteWarehouse implements Warehouse {
 
   // ---------------------------------------------------------------- plumbing
 
-  private exclusive<T>(work: () => T | Promise<T>): Promise<T> {
-    const next = this.queue.then(() => {
+  /** Runs `work` after every earlier operation; database errors become WarehouseErrors. */
+  private exclusive<T>(work: () => T | Promise<T>, what?: string): Promise<T> {
+    const next = this.queue.then(async () => {
       if (this.closed) throw new WarehouseError(`The warehouse ${this.description} is closed.`);
-      return work();
+      try {
+        return await work();
+      } catch (error) {
+        if (error instanceof OcsSyncError || what === undefined) throw error;
+        throw new WarehouseError(`${what} failed in ${this.description}: ${messageOf(error)}`, {
+          cause: error,
+        });
+      }
     });
     this.queue = next.catch(() => undefined);
     return next;
@@ -255,7 +265,7 @@ export class SqliteWarehouse implements Warehouse {
           });
         },
       });
-    });
+    }, 'Migrating the warehouse');
   }
 
   /** Prepared on first use: _ocs_resources exists only after migrate(). */
@@ -271,31 +281,43 @@ export class SqliteWarehouse implements Warehouse {
   // ---------------------------------------------------------------- bookkeeping
 
   startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
-    return this.exclusive(() => this.bookkeeping.startRun(kind, schemaChecksum));
+    return this.exclusive(
+      () => this.bookkeeping.startRun(kind, schemaChecksum),
+      'Recording the start of a run',
+    );
   }
 
   finishRun(runId: number, summary: RunSummary): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.finishRun(runId, summary));
+    return this.exclusive(
+      () => this.bookkeeping.finishRun(runId, summary),
+      'Recording the end of a run',
+    );
   }
 
   getState(key: string): Promise<string | undefined> {
-    return this.exclusive(() => this.bookkeeping.getState(key));
+    return this.exclusive(() => this.bookkeeping.getState(key), 'Reading bookkeeping state');
   }
 
   setState(key: string, value: string): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.setState(key, value));
+    return this.exclusive(() => this.bookkeeping.setState(key, value), 'Saving bookkeeping state');
   }
 
   getResourceState(resource: string): Promise<ResourceState | undefined> {
-    return this.exclusive(() => this.bookkeeping.getResourceState(resource));
+    return this.exclusive(
+      () => this.bookkeeping.getResourceState(resource),
+      'Reading a resource state',
+    );
   }
 
   recordResourceOutcome(outcome: ResourceOutcome): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.recordResourceOutcome(outcome));
+    return this.exclusive(
+      () => this.bookkeeping.recordResourceOutcome(outcome),
+      'Recording a resource outcome',
+    );
   }
 
   resetCursor(resource: string): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.resetCursor(resource));
+    return this.exclusive(() => this.bookkeeping.resetCursor(resource), 'Resetting a cursor');
   }
 
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
@@ -304,25 +326,27 @@ export class SqliteWarehouse implements Warehouse {
       const columns = this.storedColumnsNow(table);
       if (columns.length > 0) return columns;
       return this.tableExistsNow(table) ? [] : undefined;
-    });
+    }, 'Reading a table description');
   }
 
   status(): Promise<ResourceStatus[]> {
-    return this.exclusive(() =>
-      this.bookkeeping.status({
-        tableExists: async (table) => this.tableExistsNow(table),
-        newestUpdatedAt: async (table) => {
-          // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
-          // strftime normalises it (to milliseconds, and offsets to UTC).
-          const row = this.db
-            .prepare(
-              `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
+    return this.exclusive(
+      () =>
+        this.bookkeeping.status({
+          tableExists: async (table) => this.tableExistsNow(table),
+          newestUpdatedAt: async (table) => {
+            // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
+            // strftime normalises it (to milliseconds, and offsets to UTC).
+            const row = this.db
+              .prepare(
+                `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
                ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
-            )
-            .get() as { value: unknown } | undefined;
-          return typeof row?.value === 'string' ? row.value : null;
-        },
-      }),
+              )
+              .get() as { value: unknown } | undefined;
+            return typeof row?.value === 'string' ? row.value : null;
+          },
+        }),
+      'Reading the status',
     );
   }
 
@@ -351,7 +375,7 @@ export class SqliteWarehouse implements Warehouse {
         // Statements prepared against the old shape must not be reused.
         this.pageStatements.clear();
       }
-    });
+    }, 'Applying schema changes');
   }
 
   /** Applies one change inside the caller's transaction; false when it was already in place. */
@@ -511,7 +535,7 @@ export class SqliteWarehouse implements Warehouse {
         }
       });
       return { rowsWritten: page.rows.length, valuesAltered: 0, versionsWritten };
-    });
+    }, `Writing a page of ${page.resource}`);
   }
 
   private writeVersions(
@@ -522,7 +546,7 @@ export class SqliteWarehouse implements Warehouse {
   ): number {
     const history = statements.history!;
     const keys = encodedRows.map((values) => String(values[0]));
-    const hashes = page.rows.map((row) => rowContentHash(row, statements.columns));
+    const hashes = page.rows.map(history.hash);
     // One query for every open version of the page's ids.
     const open = history.openHashes.all(
       toJsonText(encodedRows.map((values) => values[0])),
@@ -583,6 +607,7 @@ export class SqliteWarehouse implements Warehouse {
     if (withHistory) {
       const historyTable = this.ensureHistoryTable(table, columns);
       statements.history = {
+        hash: rowContentHasher(columns),
         openHashes: this.db
           .prepare(
             `SELECT "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
@@ -662,7 +687,7 @@ export class SqliteWarehouse implements Warehouse {
                 .run(now, runId);
         return result.changes;
       });
-    });
+    }, `Marking missing rows of ${table} as deleted`);
   }
 
   // ---------------------------------------------------------------- column tools
@@ -690,7 +715,7 @@ export class SqliteWarehouse implements Warehouse {
               .all(parseIdText(afterId, table), limit)
       ) as Array<{ id: bigint; value: unknown }>;
       return rows.map((row) => ({ id: row.id.toString(), value: decodeValue(type, row.value) }));
-    });
+    }, `Reading ${table}.${column}`);
   }
 
   updateColumn(
@@ -710,7 +735,7 @@ export class SqliteWarehouse implements Warehouse {
       this.writeTransaction(() => {
         for (const [value, id] of encoded) update.run(value, id);
       });
-    });
+    }, `Updating ${table}.${column}`);
   }
 
   // ---------------------------------------------------------------- lock

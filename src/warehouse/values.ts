@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 import {
   isInteger,
   isSafeNumber,
@@ -66,18 +66,39 @@ export function canonicalJson(value: unknown): string {
   }
 }
 
+/** One-shot sha256 (crypto.hash, Node >= 20.12) is about twice as fast as createHash per row. */
+const sha256Hex: (text: string) => string =
+  typeof (crypto as { hash?: unknown }).hash === 'function'
+    ? (text) =>
+        (crypto as unknown as { hash(algorithm: string, data: string): string }).hash(
+          'sha256',
+          text,
+        )
+    : (text) => crypto.createHash('sha256').update(text).digest('hex');
+
 /**
- * sha256 (hex) of a row's data fields, for history. Null and missing fields are left out, so
- * adding a column (old rows read null) or widening one (same JSON value) does not make every row
- * look edited.
+ * A function giving the sha256 (hex) of a row's data fields, for history: the canonical JSON of
+ * the non-null fields, keys sorted. Null and missing fields are left out, so adding a column (old
+ * rows read null) or widening one (same JSON value) does not make every row look edited. Built
+ * once per column list: the top-level keys are sorted and quoted once, not per row.
  */
+export function rowContentHasher(columns: readonly ColumnSpec[]): (row: Row) => string {
+  const names = columns.map((column) => column.name).sort();
+  const prefixes = names.map((name) => `${JSON.stringify(name)}:`);
+  return (row) => {
+    let text = '{';
+    for (let index = 0; index < names.length; index += 1) {
+      const value = row[names[index]!];
+      if (value === null || value === undefined) continue;
+      if (text.length > 1) text += ',';
+      text += prefixes[index]! + canonicalJson(value);
+    }
+    return sha256Hex(`${text}}`);
+  };
+}
+
 export function rowContentHash(row: Row, columns: readonly ColumnSpec[]): string {
-  const content: Record<string, unknown> = {};
-  for (const column of columns) {
-    const value = row[column.name];
-    if (value !== null && value !== undefined) content[column.name] = value;
-  }
-  return createHash('sha256').update(canonicalJson(content)).digest('hex');
+  return rowContentHasher(columns)(row);
 }
 
 /** A row id checked to be a 64-bit integer; bigint past 2^53, number otherwise. */

@@ -1,0 +1,257 @@
+/**
+ * Prometheus metrics of the daemon, on a registry of their own (never prom-client's global one,
+ * so tests and embedders can hold several). Fed by the engine's SyncEvents, the HTTP source's
+ * per-attempt events, the scheduler, and the warehouse's status after each run.
+ */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { ResourceStatus, RunKind, RunStatus } from '../interfaces.js';
+import type { RequestEvent } from '../source/http-source.js';
+import type { ResourceReport, SyncEvents } from '../sync/engine.js';
+import type { SchedulerClock, SkipReason } from './scheduler.js';
+
+export const METRIC_PREFIX = 'ocs_sync_';
+
+export interface SyncMetricsOptions {
+  clock?: SchedulerClock;
+  /** Also export prom-client's default process metrics (CPU, memory, event loop). */
+  processMetrics?: boolean;
+}
+
+export class SyncMetrics {
+  readonly registry = new Registry();
+  private readonly clock: SchedulerClock;
+  /** Newest stored `updated_at` per resource, epoch ms; lag is computed at scrape time. */
+  private readonly newestUpdatedAt = new Map<string, number>();
+
+  private readonly rowsSynced: Counter<'resource'>;
+  private readonly pages: Counter<'resource'>;
+  private readonly httpRequests: Counter<'status' | 'outcome'>;
+  private readonly httpRequestDuration: Histogram<'outcome'>;
+  private readonly httpRetries: Counter;
+  private readonly runs: Counter<'kind' | 'status'>;
+  private readonly runDuration: Histogram<'kind' | 'status'>;
+  private readonly lastRunDuration: Gauge;
+  private readonly lastSuccess: Gauge;
+  private readonly consecutiveFailures: Gauge;
+  private readonly runInProgress: Gauge;
+  private readonly skippedTicks: Counter<'reason'>;
+  private readonly rowsReconciled: Counter<'resource'>;
+  private readonly rowsDeleted: Counter<'resource'>;
+  private readonly resourceProblems: Counter<'resource' | 'status'>;
+  private readonly schemaChanges: Counter<'kind' | 'reason'>;
+  private readonly storedRows: Gauge<'resource'>;
+
+  constructor(options: SyncMetricsOptions = {}) {
+    this.clock = options.clock ?? { now: () => Date.now() };
+    const registers = [this.registry];
+    const name = (suffix: string) => `${METRIC_PREFIX}${suffix}`;
+
+    this.rowsSynced = new Counter({
+      name: name('rows_synced_total'),
+      help: 'Rows written to the warehouse (upserts), by resource.',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.pages = new Counter({
+      name: name('pages_total'),
+      help: 'Pages committed to the warehouse, by resource.',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.httpRequests = new Counter({
+      name: name('http_requests_total'),
+      help: 'HTTP attempts to the export API, by status (0 = no response) and outcome (ok, retry, error).',
+      labelNames: ['status', 'outcome'],
+      registers,
+    });
+    this.httpRequestDuration = new Histogram({
+      name: name('http_request_duration_seconds'),
+      help: 'Time of one HTTP attempt to the export API, by outcome.',
+      labelNames: ['outcome'],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+      registers,
+    });
+    this.httpRetries = new Counter({
+      name: name('http_retries_total'),
+      help: 'HTTP attempts that failed transiently (timeout, connection, 5xx, 429) and were retried, or ended the request when attempts ran out.',
+      registers,
+    });
+    this.runs = new Counter({
+      name: name('runs_total'),
+      help: 'Finished sync runs, by kind (incremental, full_refresh) and status (ok, partial, failed, interrupted).',
+      labelNames: ['kind', 'status'],
+      registers,
+    });
+    this.runDuration = new Histogram({
+      name: name('run_duration_seconds'),
+      help: 'Duration of sync runs, by kind and status.',
+      labelNames: ['kind', 'status'],
+      buckets: [1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400],
+      registers,
+    });
+    this.lastRunDuration = new Gauge({
+      name: name('last_run_duration_seconds'),
+      help: 'Duration of the last finished sync run.',
+      registers,
+    });
+    this.lastSuccess = new Gauge({
+      name: name('last_success_timestamp_seconds'),
+      help: 'Unix time of the end of the last successful (ok or partial) run; 0 before the first.',
+      registers,
+    });
+    this.consecutiveFailures = new Gauge({
+      name: name('consecutive_failures'),
+      help: 'Failed runs in a row since the last success; scheduled ticks are skipped to back off.',
+      registers,
+    });
+    this.runInProgress = new Gauge({
+      name: name('run_in_progress'),
+      help: '1 while a sync run is in progress, else 0.',
+      registers,
+    });
+    this.skippedTicks = new Counter({
+      name: name('skipped_ticks_total'),
+      help: 'Scheduled ticks that did not start a run: overlap (a run was in progress) or backoff (after failures).',
+      labelNames: ['reason'],
+      registers,
+    });
+    this.rowsReconciled = new Counter({
+      name: name('rows_reconciled_total'),
+      help: 'Rows re-read and compared by full refreshes, by resource.',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.rowsDeleted = new Counter({
+      name: name('rows_deleted_total'),
+      help: 'Rows found deleted on the server by full refreshes (marked or removed), by resource.',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.resourceProblems = new Counter({
+      name: name('resource_problems_total'),
+      help: 'Resources that a run skipped or failed, by resource and status.',
+      labelNames: ['resource', 'status'],
+      registers,
+    });
+    this.schemaChanges = new Counter({
+      name: name('schema_changes_total'),
+      help: 'Warehouse schema changes applied (create_table, add_column, widen_column), by kind and reason.',
+      labelNames: ['kind', 'reason'],
+      registers,
+    });
+    this.storedRows = new Gauge({
+      name: name('resource_rows'),
+      help: 'Rows stored per resource table (deleted-marked rows included), as of the last run.',
+      labelNames: ['resource'],
+      registers,
+    });
+    const metrics = this;
+    new Gauge({
+      name: name('resource_lag_seconds'),
+      help: 'Now minus the newest updated_at stored, per resource that has updated_at (as of the last run).',
+      labelNames: ['resource'],
+      registers,
+      collect() {
+        this.reset();
+        const now = metrics.clock.now();
+        for (const [resource, newest] of metrics.newestUpdatedAt) {
+          this.set({ resource }, Math.max(0, (now - newest) / 1000));
+        }
+      },
+    });
+
+    this.lastSuccess.set(0);
+    this.consecutiveFailures.set(0);
+    this.runInProgress.set(0);
+    for (const reason of ['overlap', 'backoff'] satisfies SkipReason[]) this.skippedTicks.inc({ reason }, 0);
+    this.httpRetries.inc(0);
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+  }
+
+  /** SyncEvents for one run; combine with others via `combineEvents`. */
+  syncEvents(): SyncEvents {
+    return {
+      onPageWritten: ({ resource, rows }) => {
+        this.rowsSynced.inc({ resource }, rows);
+        this.pages.inc({ resource });
+      },
+      onResourceDone: (report: ResourceReport) => {
+        if (report.fullRefresh && report.status === 'ok') {
+          this.rowsReconciled.inc({ resource: report.resource }, report.rows);
+          this.rowsDeleted.inc({ resource: report.resource }, report.deleted);
+        }
+        if (report.status !== 'ok') this.resourceProblems.inc({ resource: report.resource, status: report.status });
+      },
+      onSchemaChange: (change) => {
+        this.schemaChanges.inc({ kind: change.kind, reason: change.reason });
+      },
+    };
+  }
+
+  /** For the HTTP source's `onAttempt`. */
+  readonly onAttempt = (event: RequestEvent): void => {
+    this.httpRequests.inc({ status: String(event.status), outcome: event.outcome });
+    this.httpRequestDuration.observe({ outcome: event.outcome }, event.durationMs / 1000);
+    if (event.outcome === 'retry') this.httpRetries.inc();
+  };
+
+  runStarted(): void {
+    this.runInProgress.set(1);
+  }
+
+  runFinished(info: {
+    kind: RunKind;
+    status: Exclude<RunStatus, 'running'>;
+    durationMs: number;
+    finishedAt: number;
+    consecutiveFailures: number;
+  }): void {
+    this.runInProgress.set(0);
+    this.runs.inc({ kind: info.kind, status: info.status });
+    this.runDuration.observe({ kind: info.kind, status: info.status }, info.durationMs / 1000);
+    this.lastRunDuration.set(info.durationMs / 1000);
+    if (info.status === 'ok' || info.status === 'partial') this.lastSuccess.set(info.finishedAt / 1000);
+    this.consecutiveFailures.set(info.consecutiveFailures);
+  }
+
+  tickSkipped(reason: SkipReason): void {
+    this.skippedTicks.inc({ reason });
+  }
+
+  /** Rows and freshness per resource, from `warehouse.status()` after a run. */
+  warehouseStatus(statuses: readonly ResourceStatus[]): void {
+    this.storedRows.reset();
+    this.newestUpdatedAt.clear();
+    for (const status of statuses) {
+      this.storedRows.set({ resource: status.resource }, status.rows);
+      if (status.newestUpdatedAt !== null) {
+        const at = Date.parse(status.newestUpdatedAt);
+        if (Number.isFinite(at)) this.newestUpdatedAt.set(status.resource, at);
+      }
+    }
+  }
+
+  /** The Prometheus text exposition. */
+  async render(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+/** Several SyncEvents as one: each hook calls every listener that has it. */
+export function combineEvents(...listeners: Array<SyncEvents | undefined>): SyncEvents {
+  const present = listeners.filter((listener): listener is SyncEvents => listener !== undefined);
+  const hook =
+    <K extends keyof SyncEvents>(key: K) =>
+    (info: Parameters<NonNullable<SyncEvents[K]>>[0]) => {
+      for (const listener of present) {
+        (listener[key] as ((value: typeof info) => void) | undefined)?.(info);
+      }
+    };
+  return {
+    onRunStart: hook('onRunStart'),
+    onResourceStart: hook('onResourceStart'),
+    onPageWritten: hook('onPageWritten'),
+    onResourceDone: hook('onResourceDone'),
+    onSchemaChange: hook('onSchemaChange'),
+  };
+}

@@ -1,0 +1,510 @@
+/**
+ * The daemon: scheduling decisions, backoff, health and shutdown with an injected cron function
+ * and clock (ticks are fired by hand, nothing sleeps), then the whole `ocs-sync daemon` against
+ * the fake export server with a real SQLite warehouse.
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import type { RunKind } from '../src/interfaces.js';
+import { silentLogger } from '../src/log.js';
+import { CleanupStack } from '../src/daemon/cleanup-stack.js';
+import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
+import { evaluateHealth, type HealthInput } from '../src/daemon/health.js';
+import {
+  DEFAULT_BACKOFF,
+  Scheduler,
+  decideTick,
+  ticksToSkipAfter,
+  type RunOutcome,
+  type ScheduleFunction,
+} from '../src/daemon/scheduler.js';
+import type { ResourceReport, SyncReport } from '../src/sync/engine.js';
+
+// ---------------------------------------------------------------------------------------------
+// Test doubles.
+
+class ManualClock {
+  constructor(public time = Date.parse('2026-01-05T10:00:00Z')) {}
+  now(): number {
+    return this.time;
+  }
+  advance(ms: number): void {
+    this.time += ms;
+  }
+}
+
+interface FakeJob {
+  cronExpression: string;
+  timezone: string;
+  name: string;
+  fire(): void;
+  stopped: boolean;
+}
+
+/** A cron function whose jobs fire only when the test says so. */
+function manualCron(): { schedule: ScheduleFunction; jobs: FakeJob[]; job(name: RegExp): FakeJob } {
+  const jobs: FakeJob[] = [];
+  const schedule: ScheduleFunction = (cronExpression, timezone, callback, name) => {
+    const job: FakeJob = {
+      cronExpression,
+      timezone,
+      name,
+      stopped: false,
+      fire: () => {
+        if (!job.stopped) callback();
+      },
+    };
+    jobs.push(job);
+    return {
+      stop: () => {
+        job.stopped = true;
+      },
+      nextRuns: (count) => Array.from({ length: count }, (_, index) => new Date(Date.UTC(2026, 0, 5, 10, 15 * (index + 1)))),
+    };
+  };
+  const job = (name: RegExp) => {
+    const found = jobs.find((candidate) => name.test(candidate.name));
+    if (!found) throw new Error(`no job ${name}`);
+    return found;
+  };
+  return { schedule, jobs, job };
+}
+
+interface PendingRun<T> {
+  argument: T;
+  succeed(value: RunOutcome | SyncReport): void;
+  fail(error: unknown): void;
+}
+
+/** A run function whose calls stay open until the test settles them. */
+function pendingRuns<T, R>() {
+  const calls: Array<PendingRun<T>> = [];
+  const run = (argument: T) =>
+    new Promise<R>((resolve, reject) => {
+      calls.push({ argument, succeed: (value) => resolve(value as R), fail: reject });
+    });
+  return { calls, run, last: () => calls.at(-1)! };
+}
+
+function resourceReport(overrides: Partial<ResourceReport> = {}): ResourceReport {
+  return {
+    resource: 'chat_messages',
+    status: 'ok',
+    rows: 10,
+    pages: 1,
+    durationMs: 5,
+    warnings: [],
+    valuesAltered: 0,
+    deleted: 0,
+    fullRefresh: false,
+    ...overrides,
+  };
+}
+
+function syncReport(overrides: Partial<SyncReport> = {}): SyncReport {
+  const resources = overrides.resources ?? [resourceReport()];
+  return {
+    runId: 1,
+    kind: 'incremental',
+    status: 'ok',
+    schemaChecksum: 'abc',
+    previousSchemaChecksum: 'abc',
+    schemaChanges: [],
+    resources,
+    problems: [],
+    rows: resources.reduce((sum, resource) => sum + resource.rows, 0),
+    pages: resources.reduce((sum, resource) => sum + resource.pages, 0),
+    requests: 3,
+    durationMs: 10,
+    ...overrides,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+describe('backoff and tick decisions (pure)', () => {
+  it('skips 2^n - 1 ticks after n failures, up to the cap', () => {
+    const policy = { ...DEFAULT_BACKOFF, maxSkippedTicks: 15 };
+    expect([0, 1, 2, 3, 4, 5, 40].map((failures) => ticksToSkipAfter(failures, policy))).toEqual([
+      0, 1, 3, 7, 15, 15, 15,
+    ]);
+    expect(ticksToSkipAfter(3, { ...policy, maxSkippedTicks: 2 })).toBe(2);
+  });
+
+  it('skips for overlap first, then for backoff, and stops backing off after maxBackoffMs', () => {
+    const policy = { maxSkippedTicks: 15, maxBackoffMs: 60_000 };
+    expect(decideTick({ running: true, ticksToSkip: 0, lastFailureAt: null }, 0, policy)).toEqual({
+      action: 'skip',
+      reason: 'overlap',
+    });
+    expect(decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 1_000, policy)).toEqual({
+      action: 'skip',
+      reason: 'backoff',
+    });
+    expect(decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 60_000, policy)).toEqual({
+      action: 'run',
+    });
+    expect(decideTick({ running: false, ticksToSkip: 0, lastFailureAt: 0 }, 1, policy)).toEqual({ action: 'run' });
+  });
+});
+
+describe('Scheduler', () => {
+  const setup = (options: { fullRefreshSchedule?: string | null; backoff?: { maxSkippedTicks?: number; maxBackoffMs?: number } } = {}) => {
+    const clock = new ManualClock();
+    const cron = manualCron();
+    const runs = pendingRuns<RunKind, RunOutcome>();
+    const skipped: string[] = [];
+    const scheduler = new Scheduler({
+      schedule: '*/15 * * * *',
+      fullRefreshSchedule: options.fullRefreshSchedule === undefined ? '0 3 * * 0' : options.fullRefreshSchedule,
+      timezone: 'Europe/Berlin',
+      clock,
+      scheduleFunction: cron.schedule,
+      run: runs.run,
+      logger: silentLogger(),
+      backoff: options.backoff,
+      onTickSkipped: (reason, kind) => skipped.push(`${reason}:${kind}`),
+    });
+    return { clock, cron, runs, scheduler, skipped };
+  };
+
+  it('runs at start, schedules both cron jobs in the time zone, and never overlaps runs', async () => {
+    const { cron, runs, scheduler, skipped } = setup();
+    scheduler.start();
+    expect(cron.jobs.map((job) => [job.cronExpression, job.timezone])).toEqual([
+      ['*/15 * * * *', 'Europe/Berlin'],
+      ['0 3 * * 0', 'Europe/Berlin'],
+    ]);
+    expect(runs.calls.map((call) => call.argument)).toEqual(['incremental']);
+
+    cron.job(/incremental/).fire();
+    cron.job(/incremental/).fire();
+    expect(runs.calls).toHaveLength(1);
+    expect(skipped).toEqual(['overlap:incremental', 'overlap:incremental']);
+    expect(scheduler.status().skippedTicks).toEqual({ overlap: 2, backoff: 0 });
+
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+    cron.job(/incremental/).fire();
+    expect(runs.calls.map((call) => call.argument)).toEqual(['incremental', 'incremental']);
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+  });
+
+  it('does not lose a full refresh whose tick fell during a run', async () => {
+    const { cron, runs, scheduler, skipped } = setup();
+    scheduler.start();
+    cron.job(/full refresh/).fire();
+    expect(skipped).toEqual(['overlap:full_refresh']);
+    expect(scheduler.status().fullRefreshPending).toBe(true);
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+
+    cron.job(/incremental/).fire();
+    expect(runs.last().argument).toBe('full_refresh');
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+    expect(scheduler.status().fullRefreshPending).toBe(false);
+    cron.job(/incremental/).fire();
+    expect(runs.last().argument).toBe('incremental');
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+  });
+
+  it('survives failed and throwing runs, backs off 1, 3, 7 ticks, and resets on success', async () => {
+    const { cron, runs, scheduler, skipped, clock } = setup({ fullRefreshSchedule: null });
+    const tick = () => cron.job(/incremental/).fire();
+    /** Fire ticks until one starts a run; returns how many were skipped. */
+    const ticksUntilRun = () => {
+      const before = runs.calls.length;
+      let skippedTicks = 0;
+      for (;;) {
+        clock.advance(60_000);
+        tick();
+        if (runs.calls.length > before) return skippedTicks;
+        skippedTicks += 1;
+        if (skippedTicks > 100) throw new Error('never ran');
+      }
+    };
+
+    scheduler.start();
+    runs.last().fail(new Error('server down'));
+    await scheduler.whenIdle();
+    expect(scheduler.status()).toMatchObject({
+      consecutiveFailures: 1,
+      ticksToSkip: 1,
+      lastRun: { status: 'failed', error: 'server down' },
+      lastSuccessAt: null,
+    });
+
+    expect(ticksUntilRun()).toBe(1);
+    runs.last().succeed({ status: 'failed', error: 'still down' });
+    await scheduler.whenIdle();
+    expect(ticksUntilRun()).toBe(3);
+    runs.last().fail(new Error('down'));
+    await scheduler.whenIdle();
+    expect(ticksUntilRun()).toBe(7);
+    expect(skipped.filter((entry) => entry.startsWith('backoff'))).toHaveLength(11);
+
+    runs.last().succeed({ status: 'partial', error: 'users skipped' });
+    await scheduler.whenIdle();
+    expect(scheduler.status()).toMatchObject({ consecutiveFailures: 0, ticksToSkip: 0, lastSuccessAt: clock.now() });
+    expect(ticksUntilRun()).toBe(0);
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+  });
+
+  it('stops backing off once maxBackoffMs has passed since the failure', async () => {
+    const { cron, runs, scheduler, clock } = setup({ fullRefreshSchedule: null, backoff: { maxBackoffMs: 10 * 60_000 } });
+    scheduler.start();
+    runs.last().fail(new Error('1'));
+    await scheduler.whenIdle();
+    for (let failure = 2; failure <= 5; failure += 1) {
+      clock.advance(10 * 60_000);
+      cron.job(/incremental/).fire();
+      expect(runs.calls).toHaveLength(failure);
+      runs.last().fail(new Error(String(failure)));
+      await scheduler.whenIdle();
+    }
+    expect(scheduler.status().consecutiveFailures).toBe(5);
+  });
+
+  it('starts nothing after stop, and stops its cron jobs', async () => {
+    const { cron, runs, scheduler } = setup();
+    scheduler.start();
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+    await scheduler.stop();
+    expect(cron.jobs.every((job) => job.stopped)).toBe(true);
+    scheduler.tick('incremental', 'schedule');
+    expect(runs.calls).toHaveLength(1);
+  });
+});
+
+describe('evaluateHealth (pure)', () => {
+  const base: HealthInput = {
+    now: 1_000_000,
+    maxAgeSeconds: 600,
+    running: false,
+    lastProgressAt: null,
+    lastSuccessAt: 900_000,
+    lastRunStatus: 'ok',
+    lastError: null,
+    consecutiveFailures: 0,
+  };
+
+  it('is healthy after a recent success, and says so', () => {
+    const report = evaluateHealth(base);
+    expect(report).toMatchObject({
+      status: 'ok',
+      httpStatus: 200,
+      lastSuccessAt: new Date(900_000).toISOString(),
+      lastRunStatus: 'ok',
+      consecutiveFailures: 0,
+    });
+    expect(report.reason).toMatch(/last run succeeded; the last success was 100 s ago/);
+  });
+
+  it('is unhealthy after a failure, naming the error', () => {
+    const report = evaluateHealth({ ...base, lastRunStatus: 'failed', lastError: 'HTTP 401', consecutiveFailures: 2 });
+    expect(report).toMatchObject({ status: 'unhealthy', httpStatus: 503, consecutiveFailures: 2 });
+    expect(report.reason).toMatch(/failed: HTTP 401 \(2 failures in a row\)/);
+  });
+
+  it('is unhealthy when the last success is older than the max age', () => {
+    const report = evaluateHealth({ ...base, now: 900_000 + 601_000 });
+    expect(report.httpStatus).toBe(503);
+    expect(report.reason).toMatch(/601 s ago, longer than max age 600 s/);
+  });
+
+  it('while a run is in progress: healthy with a fresh success or recent progress, else not', () => {
+    expect(evaluateHealth({ ...base, running: true, lastRunStatus: 'failed' }).httpStatus).toBe(200);
+    const firstRun = { ...base, running: true, lastSuccessAt: null, lastRunStatus: null };
+    expect(evaluateHealth({ ...firstRun, lastProgressAt: 999_000 })).toMatchObject({ httpStatus: 200 });
+    const stuck = evaluateHealth({ ...firstRun, lastProgressAt: 1_000_000 - 700_000 });
+    expect(stuck).toMatchObject({ httpStatus: 503, status: 'unhealthy' });
+    expect(stuck.reason).toMatch(/committed nothing for 700 s/);
+  });
+});
+
+describe('startDaemon with an injected sync', () => {
+  let daemon: Daemon | undefined;
+  let controller: AbortController;
+  afterEach(async () => {
+    controller?.abort();
+    await daemon?.stopped;
+    daemon = undefined;
+  });
+
+  const start = async (options: { listen?: boolean; maxAgeSeconds?: number } = {}) => {
+    controller = new AbortController();
+    const clock = new ManualClock();
+    const cron = manualCron();
+    const runs = pendingRuns<DaemonSyncRequest, SyncReport>();
+    const cleanup = new CleanupStack();
+    const cleaned: string[] = [];
+    cleanup.add('caller part', () => void cleaned.push('caller part'));
+    daemon = await startDaemon({
+      schedule: '*/15 * * * *',
+      fullRefreshSchedule: '0 3 * * 0',
+      timezone: 'UTC',
+      health: {
+        listen: options.listen === false ? null : { host: '127.0.0.1', port: 0 },
+        maxAgeSeconds: options.maxAgeSeconds ?? 3600,
+      },
+      logger: silentLogger(),
+      signal: controller.signal,
+      sync: runs.run,
+      readStatus: async () => [
+        {
+          resource: 'chat_messages',
+          cursor: '10',
+          cursorKind: 'pk',
+          lastRunId: 1,
+          lastSuccessAt: null,
+          lastError: null,
+          lastErrorAt: null,
+          lastFullRefreshAt: null,
+          rows: 10,
+          rowsDeleted: 0,
+          newestUpdatedAt: new Date(clock.now() - 90_000).toISOString(),
+        },
+      ],
+      scheduleFunction: cron.schedule,
+      clock,
+      cleanup,
+    });
+    const get = async (path: string) => {
+      const response = await fetch(`${daemon!.healthServer!.url}${path}`);
+      return { status: response.status, text: await response.text(), type: response.headers.get('content-type') };
+    };
+    return { clock, cron, runs, get, cleaned, daemon };
+  };
+
+  it('serves /healthz 200 during the first run and after success, 503 after a failure', async () => {
+    const { runs, get, cron, clock } = await start();
+    expect(runs.calls).toHaveLength(1);
+    let health = await get('/healthz');
+    expect(health.status).toBe(200);
+    expect(JSON.parse(health.text)).toMatchObject({
+      status: 'ok',
+      lastSuccessAt: null,
+      lastRunStatus: null,
+      consecutiveFailures: 0,
+      running: true,
+    });
+
+    runs.last().succeed(syncReport());
+    await daemon!.scheduler.whenIdle();
+    health = await get('/healthz');
+    expect(health.status).toBe(200);
+    expect(health.type).toMatch(/application\/json/);
+    expect(JSON.parse(health.text)).toMatchObject({
+      status: 'ok',
+      lastSuccessAt: new Date(clock.now()).toISOString(),
+      lastRunStatus: 'ok',
+      consecutiveFailures: 0,
+    });
+
+    clock.advance(15 * 60_000);
+    cron.job(/incremental/).fire();
+    runs.last().fail(new Error('GET manifest/ failed after 6 attempts: ECONNREFUSED'));
+    await daemon!.scheduler.whenIdle();
+    health = await get('/healthz');
+    expect(health.status).toBe(503);
+    const body = JSON.parse(health.text);
+    expect(body).toMatchObject({ status: 'unhealthy', lastRunStatus: 'failed', consecutiveFailures: 1 });
+    expect(body.reason).toMatch(/ECONNREFUSED/);
+    expect(Object.keys(body)).toEqual(
+      expect.arrayContaining(['status', 'lastSuccessAt', 'lastRunStatus', 'consecutiveFailures', 'reason']),
+    );
+
+    expect((await get('/nope')).status).toBe(404);
+  });
+
+  it('counts runs, skipped ticks, failures and lag in /metrics', async () => {
+    const { runs, get, cron, clock } = await start();
+    const first = runs.last().argument;
+    first.events.onPageWritten?.({ resource: 'chat_messages', rows: 7, valuesAltered: 0 });
+    first.onAttempt({ path: 'chat_messages/', status: 200, outcome: 'ok', durationMs: 12 });
+    first.onAttempt({ path: 'chat_messages/', status: 503, outcome: 'retry', durationMs: 3 });
+    cron.job(/incremental/).fire();
+    clock.advance(42_000);
+    runs.last().succeed(syncReport());
+    await daemon!.scheduler.whenIdle();
+
+    cron.job(/incremental/).fire();
+    runs.last().fail(new Error('boom'));
+    await daemon!.scheduler.whenIdle();
+
+    const metrics = await get('/metrics');
+    expect(metrics.status).toBe(200);
+    expect(metrics.type).toMatch(/text\/plain/);
+    const text = metrics.text;
+    expect(text).toContain('ocs_sync_rows_synced_total{resource="chat_messages"} 7');
+    expect(text).toContain('ocs_sync_pages_total{resource="chat_messages"} 1');
+    expect(text).toContain('ocs_sync_http_requests_total{status="200",outcome="ok"} 1');
+    expect(text).toContain('ocs_sync_http_requests_total{status="503",outcome="retry"} 1');
+    expect(text).toContain('ocs_sync_http_retries_total 1');
+    expect(text).toContain('ocs_sync_runs_total{kind="incremental",status="ok"} 1');
+    expect(text).toContain('ocs_sync_runs_total{kind="incremental",status="failed"} 1');
+    expect(text).toContain('ocs_sync_skipped_ticks_total{reason="overlap"} 1');
+    expect(text).toContain('ocs_sync_consecutive_failures 1');
+    expect(text).toContain('ocs_sync_run_duration_seconds_sum{kind="incremental",status="ok"} 42');
+    // Lag is computed at scrape time from the newest updated_at that readStatus reported.
+    expect(text).toMatch(/ocs_sync_resource_lag_seconds\{resource="chat_messages"\} 90\n/);
+    expect(text).toContain('ocs_sync_resource_rows{resource="chat_messages"} 10');
+    expect(text).toMatch(/ocs_sync_last_success_timestamp_seconds \d{10}/);
+    expect(text).toContain('ocs_sync_process_resident_memory_bytes');
+  });
+
+  it('stops on the signal: cron jobs stopped, run aborted, server closed, cleanups in reverse', async () => {
+    const { runs, cron, cleaned } = await start();
+    const url = daemon!.healthServer!.url;
+    const run = runs.last();
+    expect(run.argument.signal.aborted).toBe(false);
+    run.argument.signal.addEventListener('abort', () => run.fail(new Error('interrupted')));
+    controller.abort();
+    await expect(daemon!.stopped).resolves.toEqual({ abandonedRun: false });
+    expect(run.argument.signal.aborted).toBe(true);
+    expect(cron.jobs.every((job) => job.stopped)).toBe(true);
+    expect(cleaned).toEqual(['caller part']);
+    expect(daemon!.scheduler.status().lastRun?.status).toBe('interrupted');
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+  });
+
+  it('gives up on a run that does not stop within the grace time', async () => {
+    controller = new AbortController();
+    const runs = pendingRuns<DaemonSyncRequest, SyncReport>();
+    daemon = await startDaemon({
+      schedule: '*/15 * * * *',
+      fullRefreshSchedule: null,
+      timezone: 'UTC',
+      health: { listen: null, maxAgeSeconds: 60 },
+      logger: silentLogger(),
+      signal: controller.signal,
+      sync: runs.run,
+      scheduleFunction: manualCron().schedule,
+      shutdownGraceMs: 20,
+    });
+    controller.abort();
+    await expect(daemon.stopped).resolves.toEqual({ abandonedRun: true });
+  });
+
+  it('refuses a health address already in use, with a clear error', async () => {
+    const { daemon: first } = await start();
+    const { port } = first.healthServer!.address;
+    const other = new AbortController();
+    await expect(
+      startDaemon({
+        schedule: '*/15 * * * *',
+        fullRefreshSchedule: null,
+        timezone: 'UTC',
+        health: { listen: { host: '127.0.0.1', port }, maxAgeSeconds: 60 },
+        logger: silentLogger(),
+        signal: other.signal,
+        sync: () => Promise.reject(new Error('must not run')),
+        scheduleFunction: manualCron().schedule,
+      }),
+    ).rejects.toThrow(/health.listen 127.0.0.1:\d+ cannot be opened: the address is already in use/);
+  });
+});

@@ -1,0 +1,273 @@
+/**
+ * End-to-end sync against the fake export server, through the CLI (`main`) and the engine's
+ * public API, into a real SQLite warehouse.
+ */
+import Database from 'better-sqlite3';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { datasetFromOpenApi } from '../src/fake-server/openapi.js';
+import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import {
+  ADMIN_KEY,
+  MEMBER_KEY,
+  SHARED_EXPORT_DIR,
+  expectWarehouseEqualsSource,
+  hasSharedExport,
+  readTable,
+  runCli,
+  syncEnv,
+  teamKeys,
+  temporaryDirectory,
+} from './support.js';
+
+const SMALL_PAGES = { OCS_PAGE_SIZE: '7' };
+/** Quick retries so fault tests do not wait long. */
+const FAST_RETRIES_YAML = 'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
+
+describe('sync against the fake export server', () => {
+  let server: FakeServer;
+  let dataset: FakeDataset;
+  let directory: ReturnType<typeof temporaryDirectory>;
+  let database: string;
+  let configFile: string;
+
+  const start = async (options: Partial<Parameters<typeof startFakeServer>[0]> = {}) => {
+    dataset = options.dataset ?? createSampleDataset({ rowsPerResource: 20, seed: 7 });
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey, ...options });
+  };
+  const sync = (extraArgs: string[] = [], env: Record<string, string> = {}) =>
+    runCli(['--config', configFile, 'sync', ...extraArgs], syncEnv(server.url, database, { ...SMALL_PAGES, ...env }));
+  const pageRequests = () => server.requests.filter((request) => request.resource !== undefined);
+
+  beforeEach(() => {
+    directory = temporaryDirectory();
+    database = join(directory.path, 'warehouse.db');
+    configFile = join(directory.path, 'config.yaml');
+    writeFileSync(configFile, FAST_RETRIES_YAML);
+  });
+  afterEach(async () => {
+    await server?.close();
+    directory.remove();
+  });
+
+  it('copies every resource exactly, then an unchanged rerun costs one page request per resource', async () => {
+    await start();
+    const first = await sync();
+    expect(first.stderr).toBe('');
+    expect(first.code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+
+    const resources = dataset.resources().length;
+    server.requests.length = 0;
+    const second = await sync();
+    expect(second.code).toBe(0);
+    expect(pageRequests()).toHaveLength(resources);
+    expect(new Set(pageRequests().map((request) => request.resource)).size).toBe(resources);
+    expectWarehouseEqualsSource(database, dataset);
+  });
+
+  it('picks up inserts and edits incrementally', async () => {
+    await start();
+    expect((await sync()).code).toBe(0);
+    dataset.insert('chat_messages', 15);
+    dataset.insert('users', 3);
+    const [firstMessage] = dataset.ids('chat_messages');
+    dataset.edit('chat_messages', [firstMessage!], { content: 'edited after the first sync' });
+    const [firstParticipant] = dataset.ids('participants');
+    dataset.edit('participants', [firstParticipant!]);
+
+    server.requests.length = 0;
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+    // Only the new pages were asked for: far fewer requests than a full walk.
+    expect(pageRequests().filter((r) => r.resource === 'chat_messages').length).toBeLessThanOrEqual(4);
+  });
+
+  it('keeps the latest version of rows edited while paging', async () => {
+    await start();
+    let edited = false;
+    server.options.onPageServed = ({ resource, pageIndex }) => {
+      if (resource === 'chat_messages' && pageIndex === 0 && !edited) {
+        edited = true;
+        const ids = dataset.ids('chat_messages').slice(0, 3);
+        dataset.edit('chat_messages', ids, { content: 'edited while paging' });
+      }
+    };
+    expect((await sync()).code).toBe(0);
+    expect(edited).toBe(true);
+    expectWarehouseEqualsSource(database, dataset);
+    const contents = readTable(database, 'chat_messages').map((row) => row.content);
+    expect(contents.filter((content) => content === 'edited while paging')).toHaveLength(3);
+  });
+
+  it('resumes after a crash at any page with the exact source and no duplicates', async () => {
+    await start({ dataset: createSampleDataset({ rowsPerResource: 12, seed: 3 }) });
+    // Fail every page request after the Nth, for N across the whole walk: each run dies at a
+    // different page, the next run resumes from the last committed one.
+    let crashes = 0;
+    for (let allowed = 1; allowed < 200; allowed += 9) {
+      let served = 0;
+      server.options.onPageServed = () => {
+        served += 1;
+        if (served === allowed) server.faults.failNext(1000, { kind: 'status', status: 400, body: ['simulated crash'] });
+      };
+      const result = await sync();
+      server.faults.clear();
+      server.options.onPageServed = undefined;
+      if (result.code === 0) break;
+      crashes += 1;
+      dataset.insert('chat_messages', 2);
+    }
+    expect(crashes).toBeGreaterThan(3);
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+  });
+
+  it('waits out 429 with Retry-After and retries 5xx, dropped connections, truncated JSON and HTML pages', async () => {
+    await start();
+    server.faults.failNext(1, { kind: 'rate_limit', retryAfterSeconds: 1 }, { resource: 'users' });
+    server.faults.failNext(1, { kind: 'status', status: 502, html: true }, { resource: 'chats' });
+    server.faults.failNext(1, { kind: 'status', status: 500 }, { resource: 'chats' });
+    server.faults.failNext(1, { kind: 'drop' }, { resource: 'sessions' });
+    server.faults.failNext(1, { kind: 'truncate' }, { resource: 'chat_messages' });
+    const result = await sync();
+    expect(result.code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+    const statuses = server.requests.map((request) => request.status);
+    expect(statuses).toContain(429);
+    expect(statuses).toContain(502);
+    expect(statuses).toContain(500);
+    expect(result.logs).toMatch(/retrying/);
+  });
+
+  it('gives up after the configured attempts and exits 1', async () => {
+    await start();
+    server.faults.failNext(100, { kind: 'status', status: 503 }, { resource: 'users' });
+    const result = await sync();
+    expect(result.code).toBe(1);
+    expect(result.stderr).toMatch(/users\/ failed after 4 attempts: HTTP 503/);
+  });
+
+  it('stops on 401 and 403 with the server detail and a hint', async () => {
+    await start();
+    const wrongKey = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: 'not-a-key' }));
+    expect(wrongKey.code).toBe(1);
+    expect(wrongKey.stderr).toMatch(/HTTP 401: Invalid token\./);
+    expect(wrongKey.stderr).toMatch(/hint: Check OCS_API_KEY/);
+    expect(wrongKey.stderr + wrongKey.logs).not.toContain('not-a-key');
+
+    const member = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: MEMBER_KEY }));
+    expect(member.code).toBe(1);
+    expect(member.stderr).toMatch(/HTTP 403: You do not have permission/);
+    expect(member.stderr).toMatch(/team admin/);
+  });
+
+  it('skips a resource the server does not know (404) and one it refuses (400), and exits 3', async () => {
+    await start();
+    server.faults.failNext(1, { kind: 'status', status: 404, body: { detail: 'Unknown resource.' } }, { resource: 'tags' });
+    server.faults.failNext(1, { kind: 'status', status: 400, body: ['`limit` must be an integer.'] }, { resource: 'traces' });
+    const result = await sync();
+    expect(result.code).toBe(3);
+    expect(result.stdout).toMatch(/skipped: tags skipped: the server does not export it \(HTTP 404: Unknown resource\.\)/);
+    expect(result.stdout).toMatch(/failed: GET traces\/ answered HTTP 400: `limit` must be an integer\./);
+    expectWarehouseEqualsSource(database, dataset, { skip: ['tags', 'traces'] });
+    const status = await runCli(['status', '--json'], { OCS_WAREHOUSE_URL: database });
+    const tags = (JSON.parse(status.stdout) as Array<{ resource: string; lastError: string | null }>).find(
+      (row) => row.resource === 'tags',
+    );
+    expect(tags?.lastError).toMatch(/404/);
+    // The next run picks them up.
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+  });
+
+  it('accepts bare JSON array pages and derives the cursor from the last row', async () => {
+    await start({ bareArrayPages: true });
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+    dataset.insert('chat_messages', 4);
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+  });
+
+  it('types columns from rows when the server does not publish its schema', async () => {
+    await start({ serveOpenApi: false });
+    expect((await sync()).code).toBe(0);
+    expectWarehouseEqualsSource(database, dataset);
+  });
+
+  it('never logs the API key or key material', async () => {
+    await start();
+    const result = await sync([], { OCS_LOG_LEVEL: 'trace' });
+    expect(result.code).toBe(0);
+    const everything = result.stdout + result.stderr + result.logs;
+    expect(everything).not.toContain(ADMIN_KEY);
+    expect(everything).not.toContain('PRIVATE KEY');
+    expect(everything).not.toMatch(/MII[A-Za-z0-9+/]{20}/);
+    expect(result.logs).toMatch(/"msg":"chat_messages: \d+ rows"/);
+    expect(result.logs).toMatch(/"msg":"Sync ok"/);
+  });
+
+  it('records the schema checksum and reports when it changes', async () => {
+    await start();
+    expect((await sync()).code).toBe(0);
+    const db = new Database(database, { readonly: true });
+    const stored = db.prepare("SELECT value FROM _ocs_state WHERE key = 'schema_checksum'").get() as { value: string };
+    db.close();
+    expect(stored.value).toMatch(/^[0-9a-f]{64}$/);
+  });
+});
+
+describe('hostile names from the server', () => {
+  it('refuses unsafe resource and field names and never puts them into SQL', async () => {
+    const directory = temporaryDirectory();
+    const dataset = createSampleDataset({ rowsPerResource: 5, seed: 11 });
+    const server = await startFakeServer({
+      dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      transformManifest: (manifest) => ({
+        ...manifest,
+        entries: [...manifest.entries, { model: 'x.y', resource: 'bad"; DROP TABLE users; --', cursor: 'pk', secret: false }],
+      }),
+      transformRow: (resource, row) => (resource === 'users' ? { ...row, 'Robert"); --': 'x' } : row),
+    });
+    try {
+      const database = join(directory.path, 'w.db');
+      const result = await runCli(['sync'], syncEnv(server.url, database));
+      expect(result.code).toBe(3);
+      expect(result.stdout).toMatch(/Refusing resource name "bad\\"; DROP TABLE users; --"/);
+      expect(result.stdout).toMatch(/Refusing field name "Robert\\"\); --"/);
+      expectWarehouseEqualsSource(database, dataset);
+    } finally {
+      await server.close();
+      directory.remove();
+    }
+  });
+});
+
+describe.skipIf(!hasSharedExport)('conformance with the real manifest and OpenAPI (../shared/ocs-export)', () => {
+  it('syncs every resource of the real export surface', async () => {
+    const directory = temporaryDirectory();
+    const openApi = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8')) as unknown;
+    const manifest = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8')) as unknown;
+    const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 6, seed: 5 });
+    const server = await startFakeServer({ dataset, openApi, manifest, teamPublicKeyPem: teamKeys().publicKey });
+    try {
+      const database = join(directory.path, 'w.db');
+      const result = await runCli(['sync'], syncEnv(server.url, database, { OCS_PAGE_SIZE: '4' }));
+      expect(result.stdout).not.toMatch(/skipped|failed/);
+      expect(result.code).toBe(0);
+      expect(dataset.resources()).toHaveLength(61);
+      expectWarehouseEqualsSource(database, dataset);
+    } finally {
+      await server.close();
+      directory.remove();
+    }
+  });
+});
+if (!hasSharedExport) {
+  console.warn(`Skipping the conformance test: ${SHARED_EXPORT_DIR} is absent.`);
+}

@@ -1,0 +1,1420 @@
+/**
+ * One warehouse suite, run against every dialect (kysely-style). SQLite always runs; PostgreSQL
+ * runs when OCS_TEST_POSTGRES_URL is set, and FAILS in CI when it is not. OCS_TEST_DIALECTS
+ * (comma list) narrows the dialects.
+ */
+import Database from 'better-sqlite3';
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { hostname, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
+import { LockHeldError, UnsafeNameError, WarehouseError } from '../src/errors.js';
+import { openWarehouse, parseWarehouseUrl } from '../src/warehouse/open.js';
+import { planHistoryVersions } from '../src/warehouse/history.js';
+import { loadMigrations, pendingMigrations, projectRoot } from '../src/warehouse/migrations.js';
+import {
+  canonicalJson,
+  fromJsonText,
+  rowContentHash,
+  toJsonText,
+} from '../src/warehouse/values.js';
+
+type DialectName = 'sqlite' | 'postgres';
+type QueryRow = Record<string, unknown>;
+
+interface WarehouseLoggerSpy {
+  warn: ReturnType<typeof vi.fn>;
+}
+
+/** One fresh database for one test: open any number of warehouses on it, look inside with SQL. */
+interface TestDatabase {
+  open(options?: {
+    lockStaleAfterSeconds?: number;
+    logger?: WarehouseLoggerSpy;
+  }): Promise<Warehouse>;
+  /**
+   * Raw SQL with `?` placeholders; integers come back as numbers (decimal strings past 2^53),
+   * times as ISO text, so assertions read the same on every dialect.
+   */
+  query(sqlText: string, params?: unknown[]): Promise<QueryRow[]>;
+  /** Makes the database itself reject inserting row `id` into `table` (a mid-page failure). */
+  injectFailure(table: string, id: number): Promise<void>;
+  dispose(): Promise<void>;
+}
+
+interface DialectHarness {
+  name: DialectName;
+  create(): Promise<TestDatabase>;
+}
+
+function normaliseValue(value: unknown): unknown {
+  if (typeof value === 'bigint') {
+    return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER)
+      ? Number(value)
+      : value.toString();
+  }
+  if (value instanceof Date) return value.toISOString();
+  return value;
+}
+
+function normaliseRows(rows: QueryRow[]): QueryRow[] {
+  return rows.map((row) =>
+    Object.fromEntries(Object.entries(row).map(([k, v]) => [k, normaliseValue(v)])),
+  );
+}
+
+const sqliteHarness: DialectHarness = {
+  name: 'sqlite',
+  async create() {
+    const directory = mkdtempSync(join(tmpdir(), 'ocs-warehouse-test-'));
+    const path = join(directory, 'nested', 'warehouse.db');
+    const opened: Warehouse[] = [];
+    let raw: Database.Database | undefined;
+    const connection = () => {
+      raw ??= new Database(path);
+      raw.defaultSafeIntegers(true);
+      raw.pragma('busy_timeout = 10000');
+      return raw;
+    };
+    return {
+      async open(options) {
+        const warehouse = await openWarehouse({ url: path, ...options });
+        opened.push(warehouse);
+        return warehouse;
+      },
+      async query(sqlText, params = []) {
+        const statement = connection().prepare(sqlText);
+        if (statement.reader) return normaliseRows(statement.all(...params) as QueryRow[]);
+        statement.run(...params);
+        return [];
+      },
+      async injectFailure(table, id) {
+        connection().exec(
+          `CREATE TRIGGER ocs_test_fail BEFORE INSERT ON "${table}" WHEN NEW.id = ${id}
+           BEGIN SELECT RAISE(ABORT, 'injected failure'); END`,
+        );
+      },
+      async dispose() {
+        for (const warehouse of opened) await warehouse.close();
+        raw?.close();
+        rmSync(directory, { recursive: true, force: true });
+      },
+    };
+  },
+};
+
+const postgresHarness: DialectHarness = {
+  name: 'postgres',
+  async create() {
+    const url = process.env.OCS_TEST_POSTGRES_URL!;
+    const schema = `ocs_test_${randomBytes(6).toString('hex')}`;
+    const client = new pg.Client({ connectionString: url });
+    await client.connect();
+    await client.query(`CREATE SCHEMA "${schema}"`);
+    await client.query(`SET search_path TO "${schema}"`);
+    // int8 arrives as text from pg: give it the same shape as the SQLite harness.
+    client.setTypeParser(20, (text: string) => normaliseValue(BigInt(text)));
+    const opened: Warehouse[] = [];
+    return {
+      async open(options) {
+        const warehouse = await openWarehouse({ url, schema, ...options });
+        opened.push(warehouse);
+        return warehouse;
+      },
+      async query(sqlText, params = []) {
+        let index = 0;
+        const text = sqlText.replace(/\?/g, () => `$${++index}`);
+        const result = await client.query(
+          text,
+          params.map((p) => (typeof p === 'bigint' ? p.toString() : p)),
+        );
+        return normaliseRows(result.rows as QueryRow[]);
+      },
+      async injectFailure(table, id) {
+        await client.query(`CREATE FUNCTION ocs_test_fail() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN RAISE EXCEPTION 'injected failure'; END $$`);
+        await client.query(`CREATE TRIGGER ocs_test_fail BEFORE INSERT ON "${table}"
+          FOR EACH ROW WHEN (NEW.id = ${id}) EXECUTE FUNCTION ocs_test_fail()`);
+      },
+      async dispose() {
+        for (const warehouse of opened) await warehouse.close();
+        await client.query(`DROP SCHEMA "${schema}" CASCADE`);
+        await client.end();
+      },
+    };
+  },
+};
+
+const requested = process.env.OCS_TEST_DIALECTS?.split(',')
+  .map((name) => name.trim())
+  .filter(Boolean);
+const dialects = [sqliteHarness, postgresHarness].filter(
+  (harness) => !requested || requested.includes(harness.name),
+);
+
+// --------------------------------------------------------------------------- helpers
+
+const CHECKSUMS = { from: null, to: 'checksum-1' };
+
+const MESSAGE_COLUMNS: ColumnSpec[] = [
+  { name: 'content', type: 'text' },
+  { name: 'is_active', type: 'boolean' },
+  { name: 'created_at', type: 'datetime' },
+  { name: 'score', type: 'number' },
+  { name: 'participant_id', type: 'integer' },
+  { name: 'metadata', type: 'json' },
+];
+
+async function createTable(
+  warehouse: Warehouse,
+  table: string,
+  columns: ColumnSpec[],
+): Promise<void> {
+  await warehouse.applySchemaChanges(
+    [{ kind: 'create_table', table, columns, reason: 'schema' }],
+    CHECKSUMS,
+  );
+}
+
+function page(overrides: Partial<PageWrite> & Pick<PageWrite, 'runId' | 'rows'>): PageWrite {
+  return {
+    resource: 'messages',
+    columns: MESSAGE_COLUMNS,
+    cursor: null,
+    cursorKind: 'pk',
+    history: false,
+    ...overrides,
+  };
+}
+
+function rowsWithIds(ids: number[], extra: Partial<Row> = {}): Row[] {
+  return ids.map((id) => ({ id, content: `message ${id}`, is_active: true, ...extra }));
+}
+
+async function readAll(
+  warehouse: Warehouse,
+  table: string,
+  column: string,
+): Promise<Map<string, unknown>> {
+  const values = new Map<string, unknown>();
+  let after: string | null = null;
+  for (;;) {
+    const batch = await warehouse.readColumn(table, column, after, 3);
+    for (const entry of batch) values.set(entry.id, entry.value);
+    if (batch.length < 3) return values;
+    after = batch[batch.length - 1]!.id;
+  }
+}
+
+async function count(db: TestDatabase, sqlText: string, params: unknown[] = []): Promise<number> {
+  const rows = await db.query(sqlText, params);
+  return Number(Object.values(rows[0]!)[0]);
+}
+
+/** A pid that certainly belonged to a process that has exited. */
+async function deadPid(): Promise<number> {
+  const child = spawn(process.execPath, ['-e', '']);
+  const pid = child.pid!;
+  await new Promise((resolve) => child.on('exit', resolve));
+  return pid;
+}
+
+// --------------------------------------------------------------------------- the suite
+
+for (const harness of dialects) {
+  if (harness.name === 'postgres' && !process.env.OCS_TEST_POSTGRES_URL) {
+    if (process.env.CI) {
+      describe('warehouse (postgres)', () => {
+        it('runs in CI', () => {
+          throw new Error(
+            'CI is set but OCS_TEST_POSTGRES_URL is not: the PostgreSQL warehouse would go untested. ' +
+              'Set OCS_TEST_POSTGRES_URL=postgres://user:pass@host/db (or OCS_TEST_DIALECTS=sqlite on purpose).',
+          );
+        });
+      });
+    } else {
+      console.warn('warehouse (postgres) skipped: set OCS_TEST_POSTGRES_URL to run it.');
+      describe.skip('warehouse (postgres): skipped because OCS_TEST_POSTGRES_URL is not set', () => {
+        it('needs a PostgreSQL server', () => undefined);
+      });
+    }
+    continue;
+  }
+
+  describe(`warehouse (${harness.name})`, () => {
+    let db: TestDatabase;
+    let warehouse: Warehouse;
+
+    beforeEach(async () => {
+      db = await harness.create();
+      warehouse = await db.open();
+    });
+
+    afterEach(async () => {
+      await db.dispose();
+    });
+
+    describe('migrations', () => {
+      it('are applied once and are idempotent across runs and instances', async () => {
+        await warehouse.migrate();
+        await warehouse.migrate();
+        const second = await db.open();
+        await second.migrate();
+        const applied = await db.query(
+          'SELECT version, name FROM _ocs_migrations ORDER BY version',
+        );
+        expect(applied).toEqual(
+          loadMigrations(harness.name).map((migration) => ({
+            version: migration.version,
+            name: migration.name,
+          })),
+        );
+        for (const table of [
+          '_ocs_runs',
+          '_ocs_resources',
+          '_ocs_resource_runs',
+          '_ocs_columns',
+          '_ocs_schema_changes',
+          '_ocs_state',
+          '_ocs_lock',
+        ]) {
+          expect(await count(db, `SELECT count(*) AS n FROM ${table}`)).toBe(0);
+        }
+      });
+
+      it('refuses a warehouse migrated by a newer ocs-sync', async () => {
+        await db.query('INSERT INTO _ocs_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
+          999,
+          'from_the_future',
+          new Date().toISOString(),
+        ]);
+        await expect(db.open()).rejects.toThrow(/migration 999 that this ocs-sync does not know/);
+      });
+    });
+
+    describe('schema changes', () => {
+      it('creates tables with id, data columns in order and our own columns', async () => {
+        expect(await warehouse.describeTable('messages')).toBeUndefined();
+        await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+        expect(await warehouse.describeTable('messages')).toEqual(MESSAGE_COLUMNS);
+        await createTable(warehouse, 'empty_table', []);
+        expect(await warehouse.describeTable('empty_table')).toEqual([]);
+        const changes = await db.query(
+          'SELECT table_name, column_name, change, to_checksum, reason FROM _ocs_schema_changes ORDER BY id',
+        );
+        expect(changes).toEqual([
+          {
+            table_name: 'messages',
+            column_name: null,
+            change: 'create_table',
+            to_checksum: 'checksum-1',
+            reason: 'schema',
+          },
+          {
+            table_name: 'empty_table',
+            column_name: null,
+            change: 'create_table',
+            to_checksum: 'checksum-1',
+            reason: 'schema',
+          },
+        ]);
+        await expect(createTable(warehouse, 'messages', [])).rejects.toThrow(WarehouseError);
+      });
+
+      it('adds columns (old rows read null) and widens them keeping every value', async () => {
+        const columns: ColumnSpec[] = [
+          { name: 'count', type: 'integer' },
+          { name: 'flag', type: 'boolean' },
+          { name: 'label', type: 'text' },
+          { name: 'day', type: 'date' },
+          { name: 'seen_at', type: 'datetime' },
+        ];
+        await createTable(warehouse, 'things', columns);
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage({
+          runId,
+          resource: 'things',
+          columns,
+          rows: [
+            {
+              id: 1,
+              count: 5,
+              flag: true,
+              label: 'say "hi"\n',
+              day: '2026-01-02',
+              seen_at: '2026-11-20T10:00:00.123456Z',
+            },
+            {
+              id: 2,
+              count: 9007199254740993n,
+              flag: false,
+              label: 'plain',
+              day: null,
+              seen_at: null,
+            },
+          ],
+          cursor: null,
+          cursorKind: null,
+          history: true,
+        });
+        await warehouse.applySchemaChanges(
+          [
+            {
+              kind: 'add_column',
+              table: 'things',
+              column: 'extra',
+              toType: 'json',
+              reason: 'rows',
+            },
+          ],
+          { from: 'checksum-1', to: 'checksum-2' },
+        );
+        expect(await readAll(warehouse, 'things', 'extra')).toEqual(
+          new Map([
+            ['1', null],
+            ['2', null],
+          ]),
+        );
+
+        await warehouse.applySchemaChanges(
+          [
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'count',
+              fromType: 'integer',
+              toType: 'number',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'count',
+              fromType: 'number',
+              toType: 'json',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'flag',
+              fromType: 'boolean',
+              toType: 'json',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'label',
+              fromType: 'text',
+              toType: 'json',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'day',
+              fromType: 'date',
+              toType: 'text',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'things',
+              column: 'seen_at',
+              fromType: 'datetime',
+              toType: 'json',
+              reason: 'value',
+            },
+          ],
+          { from: 'checksum-2', to: 'checksum-3' },
+        );
+        expect(await warehouse.describeTable('things')).toEqual([
+          { name: 'count', type: 'json' },
+          { name: 'flag', type: 'json' },
+          { name: 'label', type: 'json' },
+          { name: 'day', type: 'text' },
+          { name: 'seen_at', type: 'json' },
+          { name: 'extra', type: 'json' },
+        ]);
+        expect(await readAll(warehouse, 'things', 'count')).toEqual(
+          new Map<string, unknown>([
+            ['1', 5],
+            ['2', 9007199254740993n],
+          ]),
+        );
+        expect(await readAll(warehouse, 'things', 'flag')).toEqual(
+          new Map([
+            ['1', true],
+            ['2', false],
+          ]),
+        );
+        expect(await readAll(warehouse, 'things', 'label')).toEqual(
+          new Map([
+            ['1', 'say "hi"\n'],
+            ['2', 'plain'],
+          ]),
+        );
+        expect(await readAll(warehouse, 'things', 'day')).toEqual(
+          new Map([
+            ['1', '2026-01-02'],
+            ['2', null],
+          ]),
+        );
+        expect(await readAll(warehouse, 'things', 'seen_at')).toEqual(
+          new Map([
+            ['1', '2026-11-20T10:00:00.123456Z'],
+            ['2', null],
+          ]),
+        );
+        if (harness.name === 'sqlite') {
+          // A string in a json column is stored as JSON text.
+          expect(await db.query('SELECT label, count FROM things WHERE id = 1')).toEqual([
+            { label: '"say \\"hi\\"\\n"', count: '5' },
+          ]);
+          expect(await db.query('SELECT count, flag FROM things__history ORDER BY id')).toEqual([
+            { count: '5', flag: 'true' },
+            { count: '9007199254740993', flag: 'false' },
+          ]);
+        }
+
+        // Widening changes no content: the same rows again write no new version.
+        const widened = await warehouse.describeTable('things');
+        const again = await warehouse.writePage({
+          runId,
+          resource: 'things',
+          columns: widened!,
+          rows: [
+            {
+              id: 1,
+              count: 5,
+              flag: true,
+              label: 'say "hi"\n',
+              day: '2026-01-02',
+              seen_at: '2026-11-20T10:00:00.123456Z',
+            },
+            {
+              id: 2,
+              count: 9007199254740993n,
+              flag: false,
+              label: 'plain',
+              day: null,
+              seen_at: null,
+            },
+          ],
+          cursor: null,
+          cursorKind: null,
+          history: true,
+        });
+        expect(again.versionsWritten).toBe(0);
+
+        const recorded = await db.query(
+          `SELECT column_name, change, from_type, to_type, from_checksum, to_checksum, reason
+           FROM _ocs_schema_changes WHERE change <> 'create_table' ORDER BY id`,
+        );
+        expect(recorded[0]).toEqual({
+          column_name: 'extra',
+          change: 'add_column',
+          from_type: null,
+          to_type: 'json',
+          from_checksum: 'checksum-1',
+          to_checksum: 'checksum-2',
+          reason: 'rows',
+        });
+        expect(
+          recorded.slice(1).map((row) => `${row.column_name}:${row.from_type}->${row.to_type}`),
+        ).toEqual([
+          'count:integer->number',
+          'count:number->json',
+          'flag:boolean->json',
+          'label:text->json',
+          'day:date->text',
+          'seen_at:datetime->json',
+        ]);
+      });
+
+      it('refuses narrowing, duplicates, reserved and unsafe names, and changes nothing then', async () => {
+        await createTable(warehouse, 'things', [{ name: 'label', type: 'text' }]);
+        await expect(
+          warehouse.applySchemaChanges(
+            [
+              {
+                kind: 'add_column',
+                table: 'things',
+                column: 'other',
+                toType: 'integer',
+                reason: 'rows',
+              },
+              {
+                kind: 'widen_column',
+                table: 'things',
+                column: 'label',
+                fromType: 'text',
+                toType: 'integer',
+                reason: 'value',
+              },
+            ],
+            CHECKSUMS,
+          ),
+        ).rejects.toThrow(/only widen/);
+        // The whole batch rolled back: the first change is not there either.
+        expect(await warehouse.describeTable('things')).toEqual([{ name: 'label', type: 'text' }]);
+        await expect(
+          warehouse.applySchemaChanges(
+            [
+              {
+                kind: 'add_column',
+                table: 'things',
+                column: 'label',
+                toType: 'text',
+                reason: 'rows',
+              },
+            ],
+            CHECKSUMS,
+          ),
+        ).rejects.toThrow(/already exists/);
+        await expect(
+          createTable(warehouse, 'bad', [{ name: '_synced_at', type: 'text' }]),
+        ).rejects.toThrow(UnsafeNameError);
+        await expect(createTable(warehouse, 'bad', [{ name: 'id', type: 'text' }])).rejects.toThrow(
+          /reserved/,
+        );
+        await expect(createTable(warehouse, 'Robert"); DROP TABLE x; --', [])).rejects.toThrow(
+          UnsafeNameError,
+        );
+        await expect(warehouse.describeTable('x"y')).rejects.toThrow(UnsafeNameError);
+        expect(await count(db, 'SELECT count(*) AS n FROM _ocs_schema_changes')).toBe(1);
+      });
+    });
+
+    describe('writePage', () => {
+      beforeEach(async () => {
+        await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+      });
+
+      it('upserts idempotently and keeps every value exact', async () => {
+        const runId = await warehouse.startRun('incremental', 'checksum-1');
+        const rows: Row[] = [
+          {
+            id: 9007199254740993n,
+            content: 'quotes \' " and\nnewlines\r\n\ttabs, emoji 🎉👩‍👩‍👧, backslash \\',
+            is_active: true,
+            created_at: '2026-11-20T10:00:00.123456Z',
+            score: 0.1,
+            participant_id: 9223372036854775807n,
+            metadata: {
+              nested: { big: 9007199254740993n, list: [1, 'two', null, false] },
+              'key with "quotes"': 1,
+            },
+          },
+          {
+            id: 1,
+            content: '',
+            is_active: false,
+            created_at: '2026-11-20T10:00:00Z',
+            score: 3,
+            participant_id: -5,
+            metadata: [1, 2, 3],
+          },
+          { id: 2, metadata: 'abc' },
+          { id: 3, metadata: 42 },
+          { id: 4, metadata: true },
+          { id: 5, metadata: null },
+        ];
+        const first = await warehouse.writePage(page({ runId, rows }));
+        expect(first).toEqual({ rowsWritten: 6, valuesAltered: 0, versionsWritten: 0 });
+        await warehouse.writePage(page({ runId, rows }));
+        expect(await count(db, 'SELECT count(*) AS n FROM messages')).toBe(6);
+
+        const expectColumn = async (column: string, expected: Array<[string, unknown]>) => {
+          expect(await readAll(warehouse, 'messages', column)).toEqual(new Map(expected));
+        };
+        await expectColumn('content', [
+          ['1', ''],
+          ['2', null],
+          ['3', null],
+          ['4', null],
+          ['5', null],
+          ['9007199254740993', rows[0]!.content],
+        ]);
+        await expectColumn('is_active', [
+          ['1', false],
+          ['2', null],
+          ['3', null],
+          ['4', null],
+          ['5', null],
+          ['9007199254740993', true],
+        ]);
+        await expectColumn('created_at', [
+          ['1', '2026-11-20T10:00:00Z'],
+          ['2', null],
+          ['3', null],
+          ['4', null],
+          ['5', null],
+          ['9007199254740993', '2026-11-20T10:00:00.123456Z'],
+        ]);
+        await expectColumn('score', [
+          ['1', 3],
+          ['2', null],
+          ['3', null],
+          ['4', null],
+          ['5', null],
+          ['9007199254740993', 0.1],
+        ]);
+        await expectColumn('participant_id', [
+          ['1', -5],
+          ['2', null],
+          ['3', null],
+          ['4', null],
+          ['5', null],
+          ['9007199254740993', 9223372036854775807n],
+        ]);
+        await expectColumn('metadata', [
+          ['1', [1, 2, 3]],
+          ['2', 'abc'],
+          ['3', 42],
+          ['4', true],
+          ['5', null],
+          ['9007199254740993', rows[0]!.metadata],
+        ]);
+        const stored = await db.query(
+          'SELECT id, _run_id, _deleted_at FROM messages WHERE id = ?',
+          [9007199254740993n],
+        );
+        expect(stored).toEqual([{ id: '9007199254740993', _run_id: runId, _deleted_at: null }]);
+        if (harness.name === 'sqlite') {
+          expect(await db.query('SELECT metadata FROM messages WHERE id = 2')).toEqual([
+            { metadata: '"abc"' },
+          ]);
+        }
+      });
+
+      it('overwrites a row completely: a field the row lacks becomes null', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(
+          page({ runId, rows: [{ id: 1, content: 'old', score: 1.5, metadata: { a: 1 } }] }),
+        );
+        await warehouse.writePage(page({ runId, rows: [{ id: 1, content: 'new' }] }));
+        expect(await readAll(warehouse, 'messages', 'content')).toEqual(new Map([['1', 'new']]));
+        expect(await readAll(warehouse, 'messages', 'score')).toEqual(new Map([['1', null]]));
+        expect(await readAll(warehouse, 'messages', 'metadata')).toEqual(new Map([['1', null]]));
+      });
+
+      it('keeps NUL characters on SQLite and reports removing them on PostgreSQL', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        const result = await warehouse.writePage(
+          page({ runId, rows: [{ id: 1, content: 'a\u0000b', metadata: { t: 'x\u0000' } }] }),
+        );
+        if (harness.name === 'sqlite') {
+          expect(result.valuesAltered).toBe(0);
+          expect(await readAll(warehouse, 'messages', 'content')).toEqual(
+            new Map([['1', 'a\u0000b']]),
+          );
+          expect(await readAll(warehouse, 'messages', 'metadata')).toEqual(
+            new Map([['1', { t: 'x\u0000' }]]),
+          );
+        } else {
+          expect(result.valuesAltered).toBe(2);
+          expect(await readAll(warehouse, 'messages', 'content')).toEqual(new Map([['1', 'ab']]));
+        }
+      });
+
+      it('saves the cursor with the page and leaves it alone when the cursor is null', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(
+          page({ runId, rows: rowsWithIds([1, 2]), cursor: '2', cursorKind: 'pk' }),
+        );
+        expect(await warehouse.getResourceState('messages')).toMatchObject({
+          resource: 'messages',
+          cursor: '2',
+          cursorKind: 'pk',
+          lastRunId: runId,
+        });
+        await warehouse.writePage(page({ runId, rows: rowsWithIds([3]), cursor: null }));
+        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('2');
+        // An empty page still moves the cursor (the end of a full refresh).
+        await warehouse.writePage(page({ runId, rows: [], cursor: '3' }));
+        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('3');
+        await warehouse.resetCursor('messages');
+        expect(await warehouse.getResourceState('messages')).toMatchObject({
+          cursor: null,
+          cursorKind: null,
+        });
+        expect(await warehouse.getResourceState('unknown')).toBeUndefined();
+      });
+
+      it('leaves neither rows nor cursor when the database rejects a row mid-page', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(page({ runId, rows: rowsWithIds([1, 2, 3]), cursor: '3' }));
+        await db.injectFailure('messages', 60);
+        const ids = Array.from({ length: 100 }, (_, index) => index + 10);
+        await expect(
+          warehouse.writePage(
+            page({ runId, rows: rowsWithIds(ids), cursor: '109', history: true }),
+          ),
+        ).rejects.toThrow(/injected failure/);
+        expect(await count(db, 'SELECT count(*) AS n FROM messages')).toBe(3);
+        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('3');
+        // The warehouse stays usable.
+        await warehouse.writePage(page({ runId, rows: rowsWithIds([4]), cursor: '4' }));
+        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('4');
+      });
+
+      it('refuses a value that does not fit its column, and a bad id, storing nothing of the page', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        const rows = rowsWithIds([1, 2, 3]);
+        rows[2] = { id: 3, participant_id: { not: 'an integer' } };
+        const attempt = warehouse.writePage(page({ runId, rows, cursor: '3' }));
+        await expect(attempt).rejects.toThrow(WarehouseError);
+        await expect(attempt).rejects.toThrow(/messages\.participant_id in row id 3/);
+        await expect(
+          warehouse.writePage(page({ runId, rows: [{ id: 1 }, { id: 2n ** 64n }], cursor: '3' })),
+        ).rejects.toThrow(/64-bit/);
+        expect(await count(db, 'SELECT count(*) AS n FROM messages')).toBe(0);
+        expect(await warehouse.getResourceState('messages')).toBeUndefined();
+        // The engine's column list must match the stored one.
+        await expect(
+          warehouse.writePage(
+            page({ runId, rows: [{ id: 1 }], columns: [{ name: 'content', type: 'json' }] }),
+          ),
+        ).rejects.toThrow(/apply the schema changes first/);
+        await expect(
+          warehouse.writePage(page({ runId, resource: 'nowhere', rows: [{ id: 1 }] })),
+        ).rejects.toThrow(/does not exist/);
+      });
+
+      it('keeps history: edits add a version, the same content does not, delete closes, return reopens', async () => {
+        const run1 = await warehouse.startRun('full_refresh', null);
+        const first = await warehouse.writePage(
+          page({ runId: run1, rows: rowsWithIds([1, 2, 3]), history: true }),
+        );
+        expect(first.versionsWritten).toBe(3);
+        const same = await warehouse.writePage(
+          page({ runId: run1, rows: rowsWithIds([1, 2, 3]), history: true }),
+        );
+        expect(same.versionsWritten).toBe(0);
+        // Key order and null-versus-missing are not edits.
+        const reordered = await warehouse.writePage(
+          page({
+            runId: run1,
+            rows: [{ is_active: true, content: 'message 1', id: 1, metadata: null }],
+            history: true,
+          }),
+        );
+        expect(reordered.versionsWritten).toBe(0);
+
+        const run2 = await warehouse.startRun('full_refresh', null);
+        const edited = rowsWithIds([1, 2]);
+        edited[0] = { ...edited[0]!, content: 'edited' };
+        edited[1] = { ...edited[1]!, content: 'edited 2' };
+        // The same id twice in one page: two versions, the first closed at once.
+        const twice = await warehouse.writePage(
+          page({
+            runId: run2,
+            rows: [...edited, { ...edited[1]!, content: 'edited twice' }],
+            history: true,
+          }),
+        );
+        expect(twice.versionsWritten).toBe(3);
+        const versions = await db.query(
+          'SELECT id, content, _run_id, _valid_to IS NULL AS open FROM messages__history ORDER BY _version_id',
+        );
+        expect(versions.map((v) => [v.id, v.content, Number(v.open)])).toEqual([
+          [1, 'message 1', 0],
+          [2, 'message 2', 0],
+          [3, 'message 3', 1],
+          [1, 'edited', 1],
+          [2, 'edited 2', 0],
+          [2, 'edited twice', 1],
+        ]);
+        // One open version per id, always.
+        expect(
+          await count(db, 'SELECT count(*) AS n FROM messages__history WHERE _valid_to IS NULL'),
+        ).toBe(3);
+
+        expect(await warehouse.markMissingAsDeleted('messages', run2, 'mark', true)).toBe(1);
+        expect(
+          await db.query('SELECT id FROM messages__history WHERE _valid_to IS NULL ORDER BY id'),
+        ).toEqual([{ id: 1 }, { id: 2 }]);
+
+        const run3 = await warehouse.startRun('incremental', null);
+        const back = await warehouse.writePage(
+          page({ runId: run3, rows: rowsWithIds([3]), history: true }),
+        );
+        expect(back.versionsWritten).toBe(1);
+        expect(await db.query('SELECT _deleted_at FROM messages WHERE id = 3')).toEqual([
+          { _deleted_at: null },
+        ]);
+        expect(await count(db, 'SELECT count(*) AS n FROM messages__history WHERE id = 3')).toBe(2);
+        expect(
+          await count(
+            db,
+            'SELECT count(*) AS n FROM messages__history WHERE id = 3 AND _valid_to IS NULL',
+          ),
+        ).toBe(1);
+      });
+
+      it('adds columns to an existing history table', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(page({ runId, rows: rowsWithIds([1]), history: true }));
+        await warehouse.applySchemaChanges(
+          [
+            {
+              kind: 'add_column',
+              table: 'messages',
+              column: 'topic',
+              toType: 'text',
+              reason: 'rows',
+            },
+          ],
+          CHECKSUMS,
+        );
+        const columns = [...MESSAGE_COLUMNS, { name: 'topic', type: 'text' as const }];
+        const result = await warehouse.writePage(
+          page({
+            runId,
+            columns,
+            rows: [{ ...rowsWithIds([1])[0]!, topic: 'news' }],
+            history: true,
+          }),
+        );
+        expect(result.versionsWritten).toBe(1);
+        expect(
+          await db.query('SELECT topic FROM messages__history WHERE _valid_to IS NULL'),
+        ).toEqual([{ topic: 'news' }]);
+      });
+    });
+
+    describe('markMissingAsDeleted', () => {
+      beforeEach(async () => {
+        await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+      });
+
+      it('marks rows a complete full refresh did not see, once', async () => {
+        const run1 = await warehouse.startRun('full_refresh', null);
+        await warehouse.writePage(page({ runId: run1, rows: rowsWithIds([1, 2, 3, 4, 5]) }));
+        const run2 = await warehouse.startRun('full_refresh', null);
+        await warehouse.writePage(page({ runId: run2, rows: rowsWithIds([1, 3, 5]) }));
+        expect(await warehouse.markMissingAsDeleted('messages', run2, 'mark', false)).toBe(2);
+        expect(await warehouse.markMissingAsDeleted('messages', run2, 'mark', false)).toBe(0);
+        expect(
+          await db.query('SELECT id FROM messages WHERE _deleted_at IS NOT NULL ORDER BY id'),
+        ).toEqual([{ id: 2 }, { id: 4 }]);
+        const status = (await warehouse.status()).find((entry) => entry.resource === 'messages');
+        expect(status).toMatchObject({ rows: 3, rowsDeleted: 2 });
+        expect(await warehouse.markMissingAsDeleted('never_created', run2, 'mark', false)).toBe(0);
+      });
+
+      it('removes them in remove mode', async () => {
+        const run1 = await warehouse.startRun('full_refresh', null);
+        await warehouse.writePage(
+          page({ runId: run1, rows: rowsWithIds([1, 2, 3]), history: true }),
+        );
+        const run2 = await warehouse.startRun('full_refresh', null);
+        await warehouse.writePage(page({ runId: run2, rows: rowsWithIds([2]), history: true }));
+        expect(await warehouse.markMissingAsDeleted('messages', run2, 'remove', true)).toBe(2);
+        expect(await db.query('SELECT id FROM messages ORDER BY id')).toEqual([{ id: 2 }]);
+        expect(await db.query('SELECT id FROM messages__history WHERE _valid_to IS NULL')).toEqual([
+          { id: 2 },
+        ]);
+        expect(await count(db, 'SELECT count(*) AS n FROM messages__history')).toBe(3);
+      });
+    });
+
+    describe('bookkeeping', () => {
+      it('records runs, state and resource outcomes', async () => {
+        const runId = await warehouse.startRun('full_refresh', 'abc');
+        await warehouse.finishRun(runId, {
+          status: 'partial',
+          rows: 10,
+          pages: 2,
+          requests: 3,
+          error: 'one failed',
+        });
+        expect(
+          await db.query(
+            'SELECT kind, status, schema_checksum, rows, pages, requests, error FROM _ocs_runs',
+          ),
+        ).toEqual([
+          {
+            kind: 'full_refresh',
+            status: 'partial',
+            schema_checksum: 'abc',
+            rows: 10,
+            pages: 2,
+            requests: 3,
+            error: 'one failed',
+          },
+        ]);
+        await expect(
+          warehouse.finishRun(runId + 100, { status: 'ok', rows: 0, pages: 0, requests: 0 }),
+        ).rejects.toThrow(WarehouseError);
+
+        expect(await warehouse.getState('last_schema_checksum')).toBeUndefined();
+        await warehouse.setState('last_schema_checksum', 'one');
+        await warehouse.setState('last_schema_checksum', 'two');
+        expect(await warehouse.getState('last_schema_checksum')).toBe('two');
+
+        await warehouse.recordResourceOutcome({
+          runId,
+          resource: 'messages',
+          status: 'failed',
+          rows: 0,
+          pages: 0,
+          durationMs: 12,
+          error: 'HTTP 500',
+        });
+        let state = await warehouse.getResourceState('messages');
+        expect(state).toMatchObject({
+          lastError: 'HTTP 500',
+          lastSuccessAt: null,
+          lastFullRefreshAt: null,
+        });
+        expect(state?.lastErrorAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+
+        await warehouse.recordResourceOutcome({
+          runId,
+          resource: 'messages',
+          status: 'ok',
+          rows: 5,
+          pages: 1,
+          durationMs: 7.6,
+        });
+        state = await warehouse.getResourceState('messages');
+        expect(state).toMatchObject({ lastError: null });
+        expect(state?.lastSuccessAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+        expect(state?.lastFullRefreshAt).toBe(state?.lastSuccessAt);
+
+        const incremental = await warehouse.startRun('incremental', null);
+        await warehouse.recordResourceOutcome({
+          runId: incremental,
+          resource: 'other',
+          status: 'ok',
+          rows: 1,
+          pages: 1,
+          durationMs: 1,
+        });
+        expect((await warehouse.getResourceState('other'))?.lastFullRefreshAt).toBeNull();
+        await warehouse.recordResourceOutcome({
+          runId: incremental,
+          resource: 'other',
+          status: 'skipped',
+          rows: 0,
+          pages: 0,
+          durationMs: 0,
+        });
+        expect((await warehouse.getResourceState('other'))?.lastError).toBe('skipped');
+
+        expect(
+          await db.query(
+            'SELECT run_id, resource, status, rows, pages, duration_ms, error FROM _ocs_resource_runs ORDER BY id',
+          ),
+        ).toEqual([
+          {
+            run_id: runId,
+            resource: 'messages',
+            status: 'failed',
+            rows: 0,
+            pages: 0,
+            duration_ms: 12,
+            error: 'HTTP 500',
+          },
+          {
+            run_id: runId,
+            resource: 'messages',
+            status: 'ok',
+            rows: 5,
+            pages: 1,
+            duration_ms: 8,
+            error: null,
+          },
+          {
+            run_id: incremental,
+            resource: 'other',
+            status: 'ok',
+            rows: 1,
+            pages: 1,
+            duration_ms: 1,
+            error: null,
+          },
+          {
+            run_id: incremental,
+            resource: 'other',
+            status: 'skipped',
+            rows: 0,
+            pages: 0,
+            duration_ms: 0,
+            error: 'skipped',
+          },
+        ]);
+      });
+
+      it('reports status per resource and per table, newest updated_at first by time', async () => {
+        const columns: ColumnSpec[] = [{ name: 'updated_at', type: 'datetime' }];
+        await createTable(warehouse, 'sessions', columns);
+        await createTable(warehouse, 'team', [{ name: 'name', type: 'text' }]);
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage({
+          runId,
+          resource: 'sessions',
+          columns,
+          rows: [
+            { id: 1, updated_at: '2026-11-20T10:00:00Z' },
+            { id: 2, updated_at: '2026-11-20T10:00:00.500000Z' },
+            { id: 3, updated_at: '2026-11-19T23:59:59.999999Z' },
+          ],
+          cursor: 'c',
+          cursorKind: 'updated_at_id',
+          history: true,
+        });
+        await warehouse.writePage({
+          runId,
+          resource: 'team',
+          columns: [{ name: 'name', type: 'text' }],
+          rows: [{ id: 7, name: 'Team' }],
+          cursor: null,
+          cursorKind: null,
+          history: false,
+        });
+        await warehouse.recordResourceOutcome({
+          runId,
+          resource: 'not_created',
+          status: 'failed',
+          rows: 0,
+          pages: 0,
+          durationMs: 1,
+          error: 'HTTP 404',
+        });
+
+        const status = await warehouse.status();
+        expect(status.map((entry) => entry.resource)).toEqual(['not_created', 'sessions', 'team']);
+        expect(status[0]).toMatchObject({
+          rows: 0,
+          rowsDeleted: 0,
+          newestUpdatedAt: null,
+          lastError: 'HTTP 404',
+        });
+        expect(status[1]).toMatchObject({
+          rows: 3,
+          rowsDeleted: 0,
+          cursor: 'c',
+          cursorKind: 'updated_at_id',
+          lastRunId: runId,
+        });
+        expect(Date.parse(status[1]!.newestUpdatedAt!)).toBe(
+          Date.parse('2026-11-20T10:00:00.500Z'),
+        );
+        expect(status[2]).toMatchObject({ rows: 1, newestUpdatedAt: null, cursor: null });
+      });
+    });
+
+    describe('readColumn and updateColumn', () => {
+      beforeEach(async () => {
+        await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+        const runId = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(
+          page({
+            runId,
+            rows: [
+              { id: 1, metadata: 'sealed-1' },
+              { id: 5, metadata: 'sealed-5' },
+              { id: 9007199254740993n, metadata: 'sealed-big' },
+            ],
+          }),
+        );
+      });
+
+      it('pages by id and decodes values', async () => {
+        expect(await warehouse.readColumn('messages', 'metadata', null, 2)).toEqual([
+          { id: '1', value: 'sealed-1' },
+          { id: '5', value: 'sealed-5' },
+        ]);
+        expect(await warehouse.readColumn('messages', 'metadata', '5', 2)).toEqual([
+          { id: '9007199254740993', value: 'sealed-big' },
+        ]);
+        expect(await warehouse.readColumn('messages', 'metadata', '9007199254740993', 2)).toEqual(
+          [],
+        );
+        await expect(warehouse.readColumn('messages', 'nope', null, 2)).rejects.toThrow(
+          /no column nope/,
+        );
+        await expect(warehouse.readColumn('messages', 'metadata', 'abc', 2)).rejects.toThrow(
+          /not a decimal integer/,
+        );
+        await expect(warehouse.readColumn('messages', 'metadata', null, 0)).rejects.toThrow(
+          /positive integer/,
+        );
+      });
+
+      it('updates values in one transaction, encoded per type', async () => {
+        await warehouse.updateColumn('messages', 'metadata', [
+          { id: '1', value: { opened: true, n: 9007199254740993n } },
+          { id: '9007199254740993', value: null },
+        ]);
+        expect(await readAll(warehouse, 'messages', 'metadata')).toEqual(
+          new Map<string, unknown>([
+            ['1', { opened: true, n: 9007199254740993n }],
+            ['5', 'sealed-5'],
+            ['9007199254740993', null],
+          ]),
+        );
+        await expect(
+          warehouse.updateColumn('messages', 'is_active', [
+            { id: '5', value: true },
+            { id: '1', value: 'not a boolean' },
+          ]),
+        ).rejects.toThrow(WarehouseError);
+        expect(await readAll(warehouse, 'messages', 'is_active')).toEqual(
+          new Map([
+            ['1', null],
+            ['5', null],
+            ['9007199254740993', null],
+          ]),
+        );
+      });
+    });
+
+    describe('writer lock', () => {
+      it('makes a second writer wait, then name the holder', async () => {
+        const other = await db.open();
+        const lock = await warehouse.acquireLock(0);
+        const refused = other.acquireLock(300);
+        await expect(refused).rejects.toThrow(LockHeldError);
+        await expect(refused).rejects.toThrow(new RegExp(`pid ${process.pid} on ${hostname()}`));
+        await expect(warehouse.acquireLock(0)).rejects.toThrow(/already holds/);
+
+        // A waiting writer gets the lock as soon as the holder lets go.
+        const waiting = other.acquireLock(60_000);
+        await lock.release();
+        await lock.release();
+        const second = await waiting;
+        await expect(warehouse.acquireLock(0)).rejects.toThrow(LockHeldError);
+        await second.release();
+        const again = await warehouse.acquireLock(0);
+        await again.release();
+        expect(await count(db, 'SELECT count(*) AS n FROM _ocs_lock')).toBe(0);
+      });
+
+      it('takes over the lock of a process that no longer exists', async () => {
+        const pid = await deadPid();
+        const now = new Date().toISOString();
+        await db.query(
+          'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
+          ['writer', pid, hostname(), now, now, 'dead'],
+        );
+        const logger = { warn: vi.fn() };
+        const other = await db.open({ logger });
+        const lock = await other.acquireLock(0);
+        expect(logger.warn).toHaveBeenCalledWith(
+          expect.objectContaining({ holder: expect.objectContaining({ pid }) }),
+          expect.stringMatching(/stale/),
+        );
+        expect(await db.query('SELECT pid FROM _ocs_lock')).toEqual([{ pid: process.pid }]);
+        await lock.release();
+      });
+
+      it('takes over a lock whose heartbeat is too old, and honours a fresh one', async () => {
+        const old = new Date(Date.now() - 3600_000).toISOString();
+        await db.query(
+          'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
+          ['writer', 4242, 'some-other-host', old, old, 'elsewhere'],
+        );
+        const logger = { warn: vi.fn() };
+        const other = await db.open({ logger });
+        const lock = await other.acquireLock(0);
+        expect(logger.warn).toHaveBeenCalledOnce();
+        await lock.release();
+
+        if (harness.name === 'sqlite') {
+          // On SQLite the heartbeat is the only sign of life of a holder on another host.
+          const fresh = new Date().toISOString();
+          await db.query(
+            'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
+            ['writer', 4242, 'some-other-host', fresh, fresh, 'elsewhere'],
+          );
+          await expect(other.acquireLock(0)).rejects.toThrow(/pid 4242 on some-other-host/);
+        }
+      });
+
+      it('keeps the heartbeat fresh and stops writing when the lock was taken away', async () => {
+        const logger = { warn: vi.fn() };
+        const holder = await db.open({ lockStaleAfterSeconds: 4, logger });
+        await createTable(holder, 'messages', MESSAGE_COLUMNS);
+        await holder.acquireLock(0);
+        const old = new Date(Date.now() - 60_000).toISOString();
+        await db.query('UPDATE _ocs_lock SET heartbeat_at = ?', [old]);
+        await vi.waitFor(
+          async () => {
+            const [row] = await db.query('SELECT heartbeat_at FROM _ocs_lock');
+            expect(row?.heartbeat_at).not.toBe(old);
+          },
+          { timeout: 20_000, interval: 100 },
+        );
+        await db.query('DELETE FROM _ocs_lock');
+        await vi.waitFor(
+          () =>
+            expect(logger.warn).toHaveBeenCalledWith(
+              expect.anything(),
+              expect.stringMatching(/took over/),
+            ),
+          {
+            timeout: 20_000,
+            interval: 100,
+          },
+        );
+        const runId = await holder.startRun('incremental', null);
+        await expect(holder.writePage(page({ runId, rows: rowsWithIds([1]) }))).rejects.toThrow(
+          /lost the warehouse lock/,
+        );
+      });
+
+      it('releases the lock on close', async () => {
+        const first = await db.open();
+        await first.acquireLock(0);
+        await first.close();
+        await first.close();
+        const lock = await warehouse.acquireLock(0);
+        await lock.release();
+        await expect(first.status()).rejects.toThrow(/closed/);
+      });
+    });
+  });
+}
+
+// --------------------------------------------------------------------------- dialect-free parts
+
+describe('parseWarehouseUrl', () => {
+  it('recognises SQLite paths and URLs, and PostgreSQL URLs', () => {
+    expect(parseWarehouseUrl('./data/ocs.db')).toEqual({
+      dialect: 'sqlite',
+      path: './data/ocs.db',
+    });
+    expect(parseWarehouseUrl('sqlite:data/ocs.db')).toEqual({
+      dialect: 'sqlite',
+      path: 'data/ocs.db',
+    });
+    expect(parseWarehouseUrl('sqlite:///var/lib/ocs.db')).toEqual({
+      dialect: 'sqlite',
+      path: '/var/lib/ocs.db',
+    });
+    expect(parseWarehouseUrl('file:///var/lib/ocs.db')).toEqual({
+      dialect: 'sqlite',
+      path: '/var/lib/ocs.db',
+    });
+    expect(parseWarehouseUrl(':memory:')).toEqual({ dialect: 'sqlite', path: ':memory:' });
+    expect(parseWarehouseUrl('postgresql://u:p@h/db')).toEqual({
+      dialect: 'postgres',
+      url: 'postgresql://u:p@h/db',
+    });
+    expect(() => parseWarehouseUrl('  ')).toThrow(/empty/);
+    expect(() => parseWarehouseUrl('mysql://h/db')).toThrow(
+      /Unsupported warehouse URL scheme mysql/,
+    );
+  });
+});
+
+describe('openWarehouse (SQLite specifics)', () => {
+  let directory: string;
+  beforeEach(() => {
+    directory = mkdtempSync(join(tmpdir(), 'ocs-open-test-'));
+  });
+  afterEach(() => {
+    rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('creates the parent folder and sets WAL', async () => {
+    const path = join(directory, 'a', 'b', 'ocs.db');
+    const warehouse = await openWarehouse({ url: `sqlite:${path}` });
+    expect(warehouse.dialect).toBe('sqlite');
+    expect(warehouse.description).toBe(`sqlite:${path}`);
+    await warehouse.close();
+    expect(existsSync(path)).toBe(true);
+    const raw = new Database(path, { readonly: true });
+    expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
+    raw.close();
+  });
+
+  it('works in memory', async () => {
+    const warehouse = await openWarehouse({ url: ':memory:' });
+    expect(await warehouse.describeTable('anything')).toBeUndefined();
+    await warehouse.close();
+  });
+
+  it('refuses a file that is not SQLite, leaving it as it was', async () => {
+    const path = join(directory, 'not-a-db.db');
+    writeFileSync(path, 'hello, this is not a database file at all, really not. '.repeat(20));
+    await expect(openWarehouse({ url: path })).rejects.toThrow(WarehouseError);
+  });
+
+  it('reports PostgreSQL as unavailable in this build', async () => {
+    await expect(openWarehouse({ url: 'postgres://u@127.0.0.1:1/db' })).rejects.toThrow(
+      /PostgreSQL warehouse is not available/,
+    );
+  });
+});
+
+describe('migration files', () => {
+  it('exist for both dialects with the same versions and the same tables', () => {
+    const sqlite = loadMigrations('sqlite');
+    const postgres = loadMigrations('postgres');
+    expect(sqlite.map((m) => m.file)).toEqual(postgres.map((m) => m.file));
+    const tablesOf = (text: string) =>
+      [...text.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/g)].map((m) => m[1]);
+    for (const [index, migration] of sqlite.entries()) {
+      expect(tablesOf(migration.sql)).toEqual(tablesOf(postgres[index]!.sql));
+    }
+    expect(existsSync(join(projectRoot(), 'package.json'))).toBe(true);
+  });
+
+  it('plans only missing versions', () => {
+    const all = [
+      { version: 1, name: 'init', file: '001_init.sql', sql: '' },
+      { version: 2, name: 'more', file: '002_more.sql', sql: '' },
+    ];
+    expect(pendingMigrations(all, new Set([1])).map((m) => m.version)).toEqual([2]);
+    expect(pendingMigrations(all, new Set([1, 2]))).toEqual([]);
+    expect(() => pendingMigrations(all, new Set([3]))).toThrow(/does not know/);
+  });
+});
+
+describe('value encoding', () => {
+  it('writes JSON text with bigints exact and reads it back', () => {
+    expect(toJsonText({ a: 1, b: 'x' })).toBe('{"a":1,"b":"x"}');
+    const big = { n: 9007199254740993n, list: [1n, 2.5] };
+    expect(toJsonText(big)).toBe('{"n":9007199254740993,"list":[1,2.5]}');
+    expect(fromJsonText(toJsonText(big))).toEqual({ n: 9007199254740993n, list: [1, 2.5] });
+    expect(toJsonText('abc')).toBe('"abc"');
+  });
+
+  it('hashes content independent of key order, nulls and missing fields', () => {
+    const columns: ColumnSpec[] = [
+      { name: 'a', type: 'json' },
+      { name: 'b', type: 'text' },
+    ];
+    expect(canonicalJson({ b: 1, a: { d: 2, c: [3] } })).toBe('{"a":{"c":[3],"d":2},"b":1}');
+    const hash = rowContentHash({ id: 1, a: { y: 1, x: 2 } }, columns);
+    expect(rowContentHash({ id: 2, b: null, a: { x: 2, y: 1 } }, columns)).toBe(hash);
+    expect(rowContentHash({ id: 1, a: { x: 2, y: 1 }, b: '' }, columns)).not.toBe(hash);
+    expect(rowContentHash({ id: 1, a: 5 }, columns)).toBe(
+      rowContentHash({ id: 1, a: 5n }, columns),
+    );
+  });
+
+  it('plans history versions without writing one twice', () => {
+    const open = new Map([
+      ['1', 'h1'],
+      ['2', 'h2'],
+    ]);
+    expect(
+      planHistoryVersions(['1', '2', '3', '3', '3'], ['h1', 'x', 'h3', 'h3', 'y'], open),
+    ).toEqual([
+      { index: 1, closeOpen: true },
+      { index: 2, closeOpen: false },
+      { index: 4, closeOpen: true },
+    ]);
+  });
+});
