@@ -11,10 +11,14 @@
  * - values:  named (prepared) multi-row `INSERT ... VALUES ($1..$N) ON CONFLICT (id) DO UPDATE`
  * - unnest:  named `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ...`
  * - json:    named `INSERT ... SELECT * FROM json_to_recordset($1::json) AS x(...) ON CONFLICT ...`
+ * - warehouse: PostgresWarehouse.writePage (the unnest shape plus value checks, NUL cleaning and
+ *   the cursor save), in a throwaway schema `ocs_bench`.
  * COPY FROM STDIN needs the pg-copy-streams package, which is not a dependency; COPY into a temp
  * table plus a merge measured no better than these on this kind of machine, so it is left out.
  */
 import pg from 'pg';
+import type { ColumnSpec, Row } from '../src/interfaces.js';
+import { PostgresWarehouse } from '../src/warehouse/postgres.js';
 
 const url = process.env.OCS_TEST_POSTGRES_URL;
 if (!url) {
@@ -235,7 +239,62 @@ async function main(): Promise<void> {
   }
   for (const entry of shapes) await client.query(`DROP TABLE IF EXISTS ${quoted(entry.table)}`);
   await client.query('DROP TABLE IF EXISTS "bench_cursor"');
-  await client.end();
+  await client.query('DROP SCHEMA IF EXISTS "ocs_bench" CASCADE');
+  try {
+    await benchWarehouse();
+  } finally {
+    await client.query('DROP SCHEMA IF EXISTS "ocs_bench" CASCADE');
+    await client.end();
+  }
+}
+
+/** The dialect's own write path, page by page, as the sync engine calls it. */
+async function benchWarehouse(): Promise<void> {
+  const logical: Record<string, ColumnSpec['type']> = {
+    timestamptz: 'datetime',
+    bigint: 'integer',
+    text: 'text',
+    jsonb: 'json',
+    boolean: 'boolean',
+  };
+  const specs: ColumnSpec[] = columns
+    .filter((column) => column.name !== 'id' && column.name !== '_run_id')
+    .map((column) => ({ name: column.name, type: logical[column.sql]! }));
+  const warehouse = new PostgresWarehouse({ url: url!, schema: 'ocs_bench' });
+  try {
+    await warehouse.migrate();
+    await warehouse.applySchemaChanges(
+      [{ kind: 'create_table', table: 'chat_messages', columns: specs, reason: 'schema' }],
+      { from: null, to: null },
+    );
+    for (const [pass, version] of [
+      ['insert', 1],
+      ['update', 2],
+    ] as const) {
+      const runId = await warehouse.startRun('incremental', null);
+      const seconds: number[] = [];
+      for (let page = 0; page < pages; page++) {
+        const rows = makePage(page * rowsPerPage + 1, version) as Row[];
+        const started = process.hrtime.bigint();
+        await warehouse.writePage({
+          runId,
+          resource: 'chat_messages',
+          columns: specs,
+          rows,
+          cursor: String(page),
+          cursorKind: 'pk',
+          history: false,
+        });
+        seconds.push(Number(process.hrtime.bigint() - started) / 1e9);
+      }
+      const rate = Math.round(rowsPerPage / median(seconds));
+      console.log(
+        `${pass.padEnd(7)} ${'warehouse (PostgresWarehouse.writePage)'.padEnd(34)} ${String(rate).padStart(7)} rows/s (median page)`,
+      );
+    }
+  } finally {
+    await warehouse.close();
+  }
 }
 
 main().catch((error: unknown) => {

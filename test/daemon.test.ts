@@ -4,6 +4,7 @@
  * the fake export server with a real SQLite warehouse.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { InterruptedError } from '../src/errors.js';
 import type { RunKind } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
@@ -353,7 +354,13 @@ describe('startDaemon with an injected sync', () => {
       },
       logger: silentLogger(),
       signal: controller.signal,
-      sync: runs.run,
+      // Like the engine: a run stops when the daemon's signal aborts.
+      sync: (request) => {
+        const promise = runs.run(request);
+        const call = runs.last();
+        request.signal.addEventListener('abort', () => call.fail(new InterruptedError('interrupted')), { once: true });
+        return promise;
+      },
       readStatus: async () => [
         {
           resource: 'chat_messages',
@@ -462,7 +469,6 @@ describe('startDaemon with an injected sync', () => {
     const url = daemon!.healthServer!.url;
     const run = runs.last();
     expect(run.argument.signal.aborted).toBe(false);
-    run.argument.signal.addEventListener('abort', () => run.fail(new Error('interrupted')));
     controller.abort();
     await expect(daemon!.stopped).resolves.toEqual({ abandonedRun: false });
     expect(run.argument.signal.aborted).toBe(true);

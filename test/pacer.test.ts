@@ -3,7 +3,14 @@
  * team's API budget runs out, and waiting for the window to reset. A fake clock stands in for
  * time: `sleep` moves it forward at once, so nothing here waits for real.
  */
-import { describe, expect, it } from 'vitest';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { startFakeServer } from '../src/fake-server/server.js';
+import { silentLogger } from '../src/log.js';
+import { HttpExportSource } from '../src/source/http-source.js';
+import { runSync } from '../src/sync/engine.js';
+import { openWarehouse } from '../src/warehouse/open.js';
 import {
   RESET_MARGIN_MS,
   RequestPacer,
@@ -12,6 +19,7 @@ import {
   type Clock,
   type RateLimitReading,
 } from '../src/source/pacer.js';
+import { ADMIN_KEY, expectWarehouseEqualsSource, temporaryDirectory } from './support.js';
 
 class FakeClock implements Clock {
   readonly sleeps: number[] = [];
@@ -159,6 +167,18 @@ describe('RequestPacer with a fake clock', () => {
     expect(clock.sleeps).toEqual([1_000]);
   });
 
+  it('after a reading of 0 remaining, waits for the window to reset, then goes on at once', async () => {
+    const clock = new FakeClock(0);
+    const pacer = new RequestPacer(0, clock);
+    await pacer.beforeRequest();
+    pacer.observe({ limit: 100, remaining: 0, resetSeconds: 42 });
+    await pacer.beforeRequest();
+    expect(clock.now()).toBeGreaterThanOrEqual(42_000);
+    expect(clock.now()).toBeLessThanOrEqual(42_000 + RESET_MARGIN_MS);
+    await pacer.beforeRequest();
+    expect(clock.sleeps).toHaveLength(1);
+  });
+
   it.each(['ceil', 'floor'] as const)(
     'never spends more than the budget across several windows (Reset rounded with %s)',
     async (rounding) => {
@@ -201,5 +221,74 @@ describe('readRateLimitHeaders', () => {
       remaining: undefined,
       resetSeconds: 5,
     });
+  });
+});
+
+describe('a sync against the fake server with a small API budget', () => {
+  let cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup();
+    cleanups = [];
+  });
+
+  /**
+   * The fake server's budget window and the HTTP source's pacer read the same fake clock, and the
+   * pacer's sleeps move it, so windows pass without any real waiting.
+   */
+  it.each([1, 3])('never receives a 429 (%i pages in flight)', async (pagesInFlight) => {
+    const clock = new FakeClock(Date.parse('2026-02-01T00:00:00Z'));
+    const dataset = createSampleDataset({ rowsPerResource: 30, seed: 5 });
+    const server = await startFakeServer({
+      dataset,
+      rateLimit: { limit: 8, windowSeconds: 10 },
+      now: () => clock.now(),
+    });
+    cleanups.push(() => server.close());
+    const directory = temporaryDirectory();
+    cleanups.push(() => directory.remove());
+    const warehouse = await openWarehouse({ url: join(directory.path, 'paced.db') });
+    cleanups.push(() => warehouse.close());
+    const source = new HttpExportSource({
+      baseUrl: server.url,
+      apiKey: ADMIN_KEY,
+      authScheme: 'api-key',
+      requestTimeoutMs: 10_000,
+      maxAttempts: 3,
+      minRetryDelayMs: 10,
+      maxRetryDelayMs: 1_000,
+      maxRequestsPerMinute: 0,
+      userAgent: 'ocs-sync-test',
+      logger: silentLogger(),
+      clock,
+    });
+    cleanups.push(() => source.close());
+    const resources = ['users', 'chats', 'chat_messages'];
+
+    const started = clock.now();
+    const report = await runSync({
+      source,
+      warehouse,
+      logger: silentLogger(),
+      pageSize: 4,
+      resources,
+      secrets: { keys: {}, policyFor: () => 'sealed' },
+      onSchemaChange: 'evolve',
+      history: false,
+      deletes: 'mark',
+      pagesInFlight,
+      concurrency: 1,
+      lockWaitMs: 0,
+    });
+
+    expect(report.status).toBe('ok');
+    const statuses = server.requests.map((request) => request.status);
+    expect(statuses.filter((status) => status === 429)).toEqual([]);
+    const throttled = server.requests.filter((request) => request.endpoint !== 'manifest' && request.endpoint !== 'schema');
+    // More requests than one window allows: pacing had to spread them over several windows.
+    expect(throttled.length).toBeGreaterThan(3 * 8);
+    const windowsNeeded = Math.ceil(throttled.length / 8) - 1;
+    expect(clock.now() - started).toBeGreaterThanOrEqual(windowsNeeded * 10_000);
+    expect(source.pacingPausedMs).toBeGreaterThan(0);
+    expectWarehouseEqualsSource(join(directory.path, 'paced.db'), dataset, { resources });
   });
 });

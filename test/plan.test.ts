@@ -6,12 +6,12 @@ import {
   cursorAfterPage,
   deriveCursor,
   hasNextPage,
-  isSafeName,
   planColumnsForRows,
   planTable,
   selectEntries,
 } from '../src/sync/plan.js';
 import { parseJsonExact } from '../src/source/json.js';
+import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
 
 const page = (rows: Row[], cursor: string | null, hasMore: boolean, bare = false): Page => ({
@@ -23,14 +23,24 @@ const page = (rows: Row[], cursor: string | null, hasMore: boolean, bare = false
 
 describe('names', () => {
   it.each(['users', 'chat_messages', 'a', 'x'.repeat(63)])('accepts %s', (name) => {
-    expect(isSafeName(name)).toBe(true);
+    expect(isSafeResourceName(name)).toBe(true);
   });
   it.each(['', 'Users', '1abc', 'a-b', 'a b', 'x'.repeat(64), 'robert"); drop table x; --', '_ocs_runs', 'é'])(
     'refuses %j',
     (name) => {
-      expect(isSafeName(name)).toBe(false);
+      expect(isSafeResourceName(name)).toBe(false);
     },
   );
+});
+
+describe('field names', () => {
+  it('also accepts one leading underscore (the real schema has _operations), but not our own columns', () => {
+    expect(isSafeFieldName('_operations')).toBe(true);
+    expect(isSafeResourceName('_operations')).toBe(false);
+    for (const name of ['_synced_at', '_deleted_at', '_run_id', '_ocs_x', '__x', '_', 'A', 'x"y']) {
+      expect(isSafeFieldName(name), name).toBe(false);
+    }
+  });
 });
 
 describe('cursors', () => {

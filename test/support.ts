@@ -8,6 +8,7 @@ import { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
+import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 
 export const ADMIN_KEY = 'test-admin-key';
@@ -98,7 +99,7 @@ export function readTable(database: string, table: string, options: { includeDel
     return rows.map((row) => {
       const decoded: Record<string, unknown> = {};
       for (const [key, value] of Object.entries(row)) {
-        if (key.startsWith('_')) continue;
+        if (RESERVED_COLUMNS.has(key)) continue;
         decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key));
       }
       return decoded;

@@ -155,13 +155,13 @@ describe('sync against the fake export server', () => {
     await start();
     const wrongKey = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: 'not-a-key' }));
     expect(wrongKey.code).toBe(1);
-    expect(wrongKey.stderr).toMatch(/HTTP 401: Invalid token\./);
+    expect(wrongKey.stderr).toMatch(/refused the API key \(HTTP 401\): Invalid token\./);
     expect(wrongKey.stderr).toMatch(/hint: Check OCS_API_KEY/);
     expect(wrongKey.stderr + wrongKey.logs).not.toContain('not-a-key');
 
     const member = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: MEMBER_KEY }));
     expect(member.code).toBe(1);
-    expect(member.stderr).toMatch(/HTTP 403: You do not have permission/);
+    expect(member.stderr).toMatch(/\(HTTP 403\): You do not have permission/);
     expect(member.stderr).toMatch(/team admin/);
   });
 

@@ -15,6 +15,11 @@ import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js
 import { LockHeldError, UnsafeNameError, WarehouseError } from '../src/errors.js';
 import { openWarehouse, parseWarehouseUrl } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
+import {
+  advisoryLockKey,
+  describePostgresUrl,
+  postgresClientConfig,
+} from '../src/warehouse/postgres.js';
 import { loadMigrations, pendingMigrations, projectRoot } from '../src/warehouse/migrations.js';
 import {
   canonicalJson,
@@ -1350,10 +1355,10 @@ describe('openWarehouse (SQLite specifics)', () => {
     await expect(openWarehouse({ url: path })).rejects.toThrow(WarehouseError);
   });
 
-  it('reports PostgreSQL as unavailable in this build', async () => {
-    await expect(openWarehouse({ url: 'postgres://u@127.0.0.1:1/db' })).rejects.toThrow(
-      /PostgreSQL warehouse is not available/,
-    );
+  it('fails to open an unreachable PostgreSQL with a WarehouseError that hides the password', async () => {
+    const attempt = openWarehouse({ url: 'postgres://user:hunter2secret@127.0.0.1:1/db' });
+    await expect(attempt).rejects.toThrow(WarehouseError);
+    await expect(attempt).rejects.not.toThrow(/hunter2secret/);
   });
 });
 
@@ -1418,3 +1423,255 @@ describe('value encoding', () => {
     ]);
   });
 });
+
+// --------------------------------------------------------------------------- PostgreSQL only
+
+describe('PostgreSQL connection settings', () => {
+  it('describes the URL without its password or other query parameters', () => {
+    const description = describePostgresUrl(
+      'postgres://sync:s3cret%40pw@db.example:6543/warehouse?sslmode=require&password=other',
+      'ocs',
+    );
+    expect(description).toBe(
+      'postgres://sync@db.example:6543/warehouse?sslmode=require (schema ocs)',
+    );
+    expect(description).not.toMatch(/s3cret|other/);
+  });
+
+  it("puts its session settings after the URL's own options, so they win", () => {
+    const config = postgresClientConfig(
+      'postgres://u@h/db?options=-c%20work_mem%3D64MB&sslmode=disable',
+      { schema: 'analytics', statementTimeoutSeconds: 1.5 },
+    );
+    expect(config.options).toBe(
+      '-c work_mem=64MB -c search_path=analytics -c TimeZone=UTC -c DateStyle=ISO -c statement_timeout=1500',
+    );
+    expect(config.connectionString).toBe('postgres://u@h/db?sslmode=disable');
+  });
+
+  it('derives a stable signed 64-bit advisory lock key per schema', () => {
+    const key = BigInt(advisoryLockKey('writer', 'ocs'));
+    expect(advisoryLockKey('writer', 'ocs')).toBe(key.toString());
+    expect(key).toBe(BigInt.asIntN(64, key));
+    expect(advisoryLockKey('writer', 'other')).not.toBe(key.toString());
+  });
+});
+
+describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
+  'PostgreSQL specifics (needs OCS_TEST_POSTGRES_URL)',
+  () => {
+    const url = process.env.OCS_TEST_POSTGRES_URL!;
+    let admin: pg.Client;
+    let schema: string;
+    let opened: Warehouse[];
+
+    const open = async (options: Partial<Parameters<typeof openWarehouse>[0]> = {}) => {
+      const warehouse = await openWarehouse({ url, schema, ...options });
+      opened.push(warehouse);
+      return warehouse;
+    };
+
+    beforeEach(async () => {
+      // The warehouse creates its schema itself here.
+      schema = `ocs_pg_${randomBytes(6).toString('hex')}`;
+      admin = new pg.Client({ connectionString: url });
+      await admin.connect();
+      opened = [];
+    });
+
+    afterEach(async () => {
+      for (const warehouse of opened) await warehouse.close();
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    });
+
+    it('creates its schema, keeps every table in it and uses native column types', async () => {
+      const warehouse = await open();
+      await createTable(warehouse, 'typed', [
+        { name: 'a_integer', type: 'integer' },
+        { name: 'a_number', type: 'number' },
+        { name: 'a_boolean', type: 'boolean' },
+        { name: 'a_text', type: 'text' },
+        { name: 'a_datetime', type: 'datetime' },
+        { name: 'a_date', type: 'date' },
+        { name: 'a_json', type: 'json' },
+      ]);
+      const columns = await admin.query(
+        `SELECT column_name, data_type FROM information_schema.columns
+         WHERE table_schema = $1 AND table_name = 'typed' ORDER BY ordinal_position`,
+        [schema],
+      );
+      expect(columns.rows.map((row) => `${row.column_name} ${row.data_type}`)).toEqual([
+        'id bigint',
+        'a_integer bigint',
+        'a_number numeric',
+        'a_boolean boolean',
+        'a_text text',
+        'a_datetime timestamp with time zone',
+        'a_date date',
+        'a_json jsonb',
+        '_synced_at timestamp with time zone',
+        '_run_id bigint',
+        '_deleted_at timestamp with time zone',
+      ]);
+      const tables = await admin.query(
+        `SELECT table_schema, count(*)::int AS n FROM information_schema.tables
+         WHERE table_name IN ('typed', '_ocs_runs', '_ocs_lock') AND table_schema IN ($1, 'public')
+         GROUP BY table_schema`,
+        [schema],
+      );
+      expect(tables.rows).toEqual([{ table_schema: schema, n: 3 }]);
+      expect(warehouse.description).toContain(`(schema ${schema})`);
+    });
+
+    it('keeps the instant of a date-time, the largest 64-bit id, and reads both back exactly', async () => {
+      const warehouse = await open();
+      const columns: ColumnSpec[] = [{ name: 'created_at', type: 'datetime' }];
+      await createTable(warehouse, 'events', columns);
+      const runId = await warehouse.startRun('incremental', null);
+      await warehouse.writePage({
+        runId,
+        resource: 'events',
+        columns,
+        rows: [
+          { id: 9223372036854775807n, created_at: '2026-11-20T10:00:00.123456Z' },
+          { id: -9223372036854775808n, created_at: '2026-11-20T12:00:00.5+02:00' },
+          { id: 1, created_at: '2026-11-20T10:00:00Z' },
+        ],
+        cursor: '9223372036854775807',
+        cursorKind: 'pk',
+        history: true,
+      });
+      const stored = await admin.query(
+        `SELECT id::text AS id, to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS.US') AS utc
+         FROM "${schema}".events ORDER BY id`,
+      );
+      expect(stored.rows).toEqual([
+        { id: '-9223372036854775808', utc: '2026-11-20 10:00:00.500000' },
+        { id: '1', utc: '2026-11-20 10:00:00.000000' },
+        { id: '9223372036854775807', utc: '2026-11-20 10:00:00.123456' },
+      ]);
+      const expected = new Map([
+        ['-9223372036854775808', '2026-11-20T10:00:00.500000Z'],
+        ['1', '2026-11-20T10:00:00Z'],
+        ['9223372036854775807', '2026-11-20T10:00:00.123456Z'],
+      ]);
+      expect(await readAll(warehouse, 'events', 'created_at')).toEqual(expected);
+      expect(await warehouse.readColumn('events', 'created_at', '1', 5)).toEqual([
+        { id: '9223372036854775807', value: '2026-11-20T10:00:00.123456Z' },
+      ]);
+      // Widened to text, a date-time reads as the same UTC ISO text.
+      await warehouse.applySchemaChanges(
+        [
+          {
+            kind: 'widen_column',
+            table: 'events',
+            column: 'created_at',
+            fromType: 'datetime',
+            toType: 'text',
+            reason: 'value',
+          },
+        ],
+        CHECKSUMS,
+      );
+      expect(await readAll(warehouse, 'events', 'created_at')).toEqual(expected);
+      const history = await admin.query(
+        `SELECT created_at FROM "${schema}".events__history WHERE id = 9223372036854775807`,
+      );
+      expect(history.rows).toEqual([{ created_at: '2026-11-20T10:00:00.123456Z' }]);
+    });
+
+    it('removes NUL (and lone surrogates) from text and JSON, counting each altered value once', async () => {
+      const warehouse = await open();
+      await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+      const runId = await warehouse.startRun('incremental', null);
+      const result = await warehouse.writePage(
+        page({
+          runId,
+          history: true,
+          rows: [
+            {
+              id: 1,
+              content: 'a\u0000b\u0000',
+              metadata: { 'k\u0000': ['v\u0000', { x: 'y\u0000' }], clean: 1 },
+            },
+            // Backslash-u-zero-zero-zero-zero as six characters is not a NUL.
+            { id: 2, content: 'literal \\u0000 stays', metadata: { s: 'back\\u0000slash' } },
+            { id: 3, content: 'lone \uD800 surrogate', metadata: ['\uDC00'] },
+          ],
+        }),
+      );
+      expect(result).toEqual({ rowsWritten: 3, valuesAltered: 4, versionsWritten: 3 });
+      expect(await readAll(warehouse, 'messages', 'content')).toEqual(
+        new Map([
+          ['1', 'ab'],
+          ['2', 'literal \\u0000 stays'],
+          ['3', 'lone \uFFFD surrogate'],
+        ]),
+      );
+      expect(await readAll(warehouse, 'messages', 'metadata')).toEqual(
+        new Map<string, unknown>([
+          ['1', { k: ['v', { x: 'y' }], clean: 1 }],
+          ['2', { s: 'back\\u0000slash' }],
+          ['3', ['\uFFFD']],
+        ]),
+      );
+      const history = await admin.query(
+        `SELECT content FROM "${schema}".messages__history WHERE id = 1`,
+      );
+      expect(history.rows).toEqual([{ content: 'ab' }]);
+    });
+
+    it('applies statement_timeout to its statements', async () => {
+      const warehouse = await open({ statementTimeoutSeconds: 0.2 });
+      await admin.query('BEGIN');
+      await admin.query(`LOCK TABLE "${schema}"._ocs_state IN ACCESS EXCLUSIVE MODE`);
+      try {
+        await expect(warehouse.setState('k', 'v')).rejects.toThrow(
+          /statement timeout.*SQLSTATE 57014/,
+        );
+      } finally {
+        await admin.query('ROLLBACK');
+      }
+      await warehouse.setState('k', 'v');
+      expect(await warehouse.getState('k')).toBe('v');
+    });
+
+    it("frees the lock when the holder's session ends, and the holder stops writing", async () => {
+      const logger = { warn: vi.fn() };
+      const holder = await open({ logger });
+      await createTable(holder, 'messages', MESSAGE_COLUMNS);
+      await holder.acquireLock(0);
+      const other = await open();
+      await expect(other.acquireLock(0)).rejects.toThrow(
+        new RegExp(`pid ${process.pid} on ${hostname()}`),
+      );
+
+      // What happens to a killed process: PostgreSQL ends its session and frees the lock.
+      const key = BigInt.asUintN(64, BigInt(advisoryLockKey('writer', schema)));
+      const terminated = await admin.query(
+        `SELECT pg_terminate_backend(pid) AS done FROM pg_locks
+         WHERE locktype = 'advisory' AND granted AND classid = $1 AND objid = $2 AND objsubid = 1`,
+        [(key >> 32n).toString(), (key & 0xffffffffn).toString()],
+      );
+      expect(terminated.rows).toEqual([{ done: true }]);
+
+      const lock = await other.acquireLock(30_000);
+      await vi.waitFor(
+        () =>
+          expect(logger.warn).toHaveBeenCalledWith(
+            expect.anything(),
+            expect.stringMatching(/Lost the warehouse lock/),
+          ),
+        { timeout: 20_000, interval: 50 },
+      );
+      const runId = await holder.startRun('incremental', null);
+      await expect(holder.writePage(page({ runId, rows: rowsWithIds([1]) }))).rejects.toThrow(
+        /lost the warehouse lock/,
+      );
+      const record = await admin.query(`SELECT pid FROM "${schema}"._ocs_lock`);
+      expect(record.rows).toEqual([{ pid: process.pid }]);
+      await lock.release();
+    });
+  },
+);

@@ -532,12 +532,14 @@ export function fixtureFromOpenApi(openApi: unknown, manifest: unknown): Fixture
   return fixture;
 }
 
-/** A fixture and generated rows from an OpenAPI document and manifest (e.g. the real files). */
+/**
+ * Generated rows for every resource of an OpenAPI document and manifest (e.g. the real files).
+ * The fixture derived from them is `dataset.fixture`.
+ */
 export function datasetFromOpenApi(
   openApi: unknown,
   manifest: unknown,
   options: DatasetFromFixtureOptions = {},
-): { fixture: FixtureResource[]; dataset: FakeDataset } {
-  const fixture = fixtureFromOpenApi(openApi, manifest);
-  return { fixture, dataset: datasetFromFixture(fixture, options) };
+): FakeDataset {
+  return datasetFromFixture(fixtureFromOpenApi(openApi, manifest), options);
 }

@@ -59,7 +59,7 @@ export class SeededRandom {
     uuidScratch[at++] = 0x2d;
     at = writeHex(c & 0xffff, 4, at);
     at = writeHex(d, 8, at);
-    return uuidScratch.latin1Slice(0, at);
+    return uuidScratch.toString('latin1', 0, at);
   }
 }
 

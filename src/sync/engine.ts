@@ -40,13 +40,13 @@ import {
   cursorAfterPage,
   describeSchemaChange,
   hasNextPage,
-  isSafeName,
   planColumnsForRows,
   planTable,
   selectEntries,
   withoutFields,
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
+import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
@@ -166,8 +166,8 @@ class SyncRun {
       JSON.stringify(
         Object.fromEntries(
           manifest.entries
-            .filter((entry) => entry.secret && isSafeName(entry.resource))
-            .map((entry) => [entry.resource, entry.sealedFields.filter(isSafeName)]),
+            .filter((entry) => entry.secret && isSafeResourceName(entry.resource))
+            .map((entry) => [entry.resource, entry.sealedFields.filter(isSafeFieldName)]),
         ),
       ),
     );
@@ -258,7 +258,7 @@ class SyncRun {
     const { warehouse, logger, source } = this.options;
     const changed = previous !== null && previous !== current;
     const missingTable = await someAsync([TEAM_TABLE, ...entries.map((e) => e.resource)], async (table) =>
-      isSafeName(table) ? (await warehouse.describeTable(table)) === undefined : false,
+      isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
     );
     if (previous === null || changed || missingTable) {
       this.schema = columnsFromOpenApi(await source.openApi());
@@ -274,7 +274,7 @@ class SyncRun {
     if (this.options.onSchemaChange === 'stop' && !this.options.acceptSchemaChange) {
       const planned: string[] = [];
       for (const entry of entries) {
-        if (!isSafeName(entry.resource)) continue;
+        if (!isSafeResourceName(entry.resource)) continue;
         const desired = this.desiredColumns(entry, this.policyOf(entry));
         if (!desired) continue;
         const existing = await warehouse.describeTable(entry.resource);
@@ -339,7 +339,7 @@ class SyncRun {
       fullRefresh,
     };
     const { logger, warehouse } = this.options;
-    if (!isSafeName(entry.resource)) {
+    if (!isSafeResourceName(entry.resource)) {
       report.status = 'skipped';
       report.error = new UnsafeNameError('resource', entry.resource, 'the manifest').message;
       logger.error({ resource: entry.resource.slice(0, 80) }, report.error);

@@ -1,5 +1,5 @@
 import type { ColumnSpec, ColumnType } from '../interfaces.js';
-import { isSafeName } from './plan.js';
+import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
 /** Column specs per resource (and `team`), read from the server's export OpenAPI document. */
 export interface SchemaColumns {
@@ -37,14 +37,14 @@ export function columnsFromOpenApi(document: unknown): SchemaColumns {
     const rowSchema =
       resource === 'team' ? responseSchema : isObject(results) ? resolver.resolve(results.items) : undefined;
     if (!isObject(rowSchema) || !isObject(rowSchema.properties)) continue;
-    if (!isSafeName(resource)) {
+    if (!isSafeResourceName(resource)) {
       refused.push(`resource ${JSON.stringify(resource)}`);
       continue;
     }
     const columns: ColumnSpec[] = [];
     for (const [field, property] of Object.entries(rowSchema.properties)) {
       if (field === 'id') continue;
-      if (!isSafeName(field)) {
+      if (!isSafeFieldName(field)) {
         refused.push(`field ${JSON.stringify(field)} of ${resource}`);
         continue;
       }

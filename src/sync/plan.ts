@@ -11,14 +11,9 @@ import type {
   Row,
   SchemaChange,
 } from '../interfaces.js';
+import { isSafeFieldName } from '../names.js';
 import { inferColumnType, isWidening, valueFits, widenColumnType } from './column-types.js';
 
-/** Resource and field names become SQL identifiers only when they match this. */
-const SAFE_NAME = /^[a-z][a-z0-9_]{0,62}$/;
-
-export function isSafeName(name: string): boolean {
-  return SAFE_NAME.test(name);
-}
 
 /**
  * The cursor that resumes after `row` (REFERENCE.md, Paging): the server gives none on the last
@@ -125,11 +120,11 @@ export function planColumnsForRows(table: string, existing: ColumnSpec[], rows: 
   const refused = new Set<string>();
   for (const row of rows) {
     for (const field in row) {
-      if (field === 'id') continue;
+      if (field === 'id' || refused.has(field)) continue;
       const value = row[field];
       const current = needed.get(field) ?? byName.get(field);
       if (current === undefined) {
-        if (!byName.has(field) && !refused.has(field) && !isSafeName(field)) {
+        if (!isSafeFieldName(field)) {
           refused.add(field);
           continue;
         }

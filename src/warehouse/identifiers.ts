@@ -1,14 +1,14 @@
 import { UnsafeNameError } from '../errors.js';
+import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
-/** The only names we ever put in SQL as identifiers (the engine checks them first; we re-check). */
-const SAFE_NAME = /^[a-z][a-z0-9_]{0,62}$/;
+// The engine checks names first; the warehouse checks again before any name reaches SQL.
 
 export function assertSafeTableName(name: string): void {
-  if (!SAFE_NAME.test(name)) throw new UnsafeNameError('resource', name, 'the warehouse');
+  if (!isSafeResourceName(name)) throw new UnsafeNameError('resource', name, 'the warehouse');
 }
 
 export function assertSafeColumnName(name: string, table: string): void {
-  if (!SAFE_NAME.test(name)) throw new UnsafeNameError('field', name, `table ${table}`);
+  if (!isSafeFieldName(name)) throw new UnsafeNameError('field', name, `table ${table}`);
 }
 
 /** Double-quoted identifier; only called on names that passed the checks above. */

@@ -4,6 +4,7 @@ import { fileURLToPath } from 'node:url';
 import type { Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { SqliteWarehouse, type WarehouseLogger } from './sqlite.js';
+import { PostgresWarehouse } from './postgres.js';
 
 export interface OpenWarehouseOptions {
   /** A file path, `sqlite:PATH`, `file:` URL, `:memory:`, or `postgres://...`. */
@@ -61,7 +62,21 @@ export function parseWarehouseUrl(url: string): WarehouseLocation {
 export async function openWarehouse(options: OpenWarehouseOptions): Promise<Warehouse> {
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
-    throw new WarehouseError('PostgreSQL warehouse is not available in this build yet');
+    const warehouse = new PostgresWarehouse({
+      url: location.url,
+      schema: options.schema,
+      poolSize: options.poolSize,
+      statementTimeoutSeconds: options.statementTimeoutSeconds,
+      lockStaleAfterSeconds: options.lockStaleAfterSeconds,
+      logger: options.logger,
+    });
+    try {
+      await warehouse.migrate();
+    } catch (error) {
+      await warehouse.close().catch(() => undefined);
+      throw error;
+    }
+    return warehouse;
   }
   const path = location.path === ':memory:' ? location.path : resolve(location.path);
   if (path !== ':memory:') {

@@ -26,6 +26,7 @@ import type {
   ResourceOutcome,
   ResourceState,
   ResourceStatus,
+  Row,
   RunKind,
   RunSummary,
   SchemaChange,
@@ -49,7 +50,7 @@ import {
   fromJsonText,
   narrowInteger,
   parseIdText,
-  rowContentHash,
+  rowContentHasher,
   toJsonText,
 } from './values.js';
 
@@ -257,27 +258,30 @@ export function describePostgresUrl(url: string, schema: string): string {
   }
 }
 
-/**
- * The pg client config: the URL with its own `options` merged behind ours (pg lets the URL win
- * over explicit settings, so ours travel inside the URL's `options` parameter).
- */
-export function postgresClientConfig(
-  url: string,
-  settings: { schema: string; statementTimeoutSeconds?: number; connectTimeoutSeconds?: number },
-): pg.ClientConfig {
-  let connectionString = url;
-  let userOptions = '';
+/** The URL as pg takes it, with its `options` parameter (if any) taken out. */
+function splitUrlOptions(url: string): { connectionString: string; userOptions: string } {
   try {
     const parsed = new URL(url);
-    userOptions = parsed.searchParams.get('options') ?? '';
+    const userOptions = parsed.searchParams.get('options') ?? '';
     parsed.searchParams.delete('options');
-    connectionString = parsed.toString();
+    return { connectionString: parsed.toString(), userOptions };
   } catch (error) {
     throw new WarehouseError('The PostgreSQL warehouse URL cannot be parsed.', {
       hint: 'Use postgres://user:password@host:5432/database (percent-encode special characters).',
       cause: error,
     });
   }
+}
+
+/**
+ * The pg client config. pg lets settings in the URL win over explicit ones, so the URL's own
+ * `options` are taken out of it and put in front of ours, where ours win.
+ */
+export function postgresClientConfig(
+  url: string,
+  settings: { schema: string; statementTimeoutSeconds?: number; connectTimeoutSeconds?: number },
+): pg.ClientConfig {
+  const { connectionString, userOptions } = splitUrlOptions(url);
   const timeoutMs = Math.max(0, Math.round((settings.statementTimeoutSeconds ?? 0) * 1000));
   // Ours come last so they win over the same settings in the URL's options.
   const options = [
@@ -346,6 +350,8 @@ function connectionHint(error: unknown): string | undefined {
 
 interface PageStatements {
   columns: ColumnSpec[];
+  /** History content hash of a row, built once per column list. */
+  hash: (row: Row) => string;
   upsert: { name: string; text: string };
   history?: {
     openHashes: { name: string; text: string };
@@ -830,7 +836,7 @@ export class PostgresWarehouse implements Warehouse {
   ): Promise<number> {
     const history = statements.history!;
     const keys = encoded.ids;
-    const hashes = page.rows.map((row) => rowContentHash(row, statements.columns));
+    const hashes = page.rows.map(statements.hash);
     const open = await client.query<{ id: string; hash: string }>({
       ...history.openHashes,
       values: [[...new Set(keys)]],
@@ -913,7 +919,11 @@ export class PostgresWarehouse implements Warehouse {
           '"_deleted_at" = NULL',
         ].join(', ')}`,
     );
-    const statements: PageStatements = { columns: [...columns], upsert };
+    const statements: PageStatements = {
+      columns: [...columns],
+      hash: rowContentHasher(columns),
+      upsert,
+    };
     if (withHistory) {
       const history = await this.ensureHistoryTable(table, columns);
       const historyTable = this.table(history);
@@ -1073,8 +1083,10 @@ export class PostgresWarehouse implements Warehouse {
 
   /**
    * A session advisory lock on a dedicated connection held until release: when the process dies
-   * its session ends and PostgreSQL frees the lock, so there is never a stale lock to judge.
-   * `_ocs_lock` only tells waiting processes who holds it.
+   * its session ends and PostgreSQL frees the lock, so no lock ever has to be judged stale.
+   * `_ocs_lock` tells waiting processes (and people) who holds it; a heartbeat keeps it fresh and
+   * doubles as a probe of the lock connection. If the record disappears (someone removed it by
+   * hand) or the connection fails, this process stops writing.
    */
   async acquireLock(waitMs: number): Promise<Lock> {
     this.assertOpen();
@@ -1084,17 +1096,8 @@ export class PostgresWarehouse implements Warehouse {
     const key = advisoryLockKey('writer', this.schema);
     const client = new pg.Client(this.clientConfig);
     const held: HeldLock = { token: randomUUID(), client, lost: false };
-    const onLost = (error?: Error) => {
-      if (this.heldLock === held && !held.lost) {
-        held.lost = true;
-        this.logger?.warn(
-          { warehouse: this.description, err: error ? safeMessage(error) : undefined },
-          'Lost the connection holding the warehouse lock',
-        );
-      }
-    };
-    client.on('error', onLost);
-    client.on('end', () => onLost());
+    client.on('error', (error) => this.markLockLost(held, 'its connection failed', error));
+    client.on('end', () => this.markLockLost(held, 'its connection ended'));
     const started = performance.now();
     try {
       await client.connect();
@@ -1108,7 +1111,14 @@ export class PostgresWarehouse implements Warehouse {
         if (waited >= waitMs) throw new LockHeldError(await this.lockHolder(client), waited);
         await sleep(Math.min(LOCK_POLL_MS, waitMs - waited));
       }
-      // Whatever a killed holder left here is simply overwritten.
+      // A record left behind belongs to a holder whose session ended without releasing.
+      const previous = await this.lockHolder(client);
+      if (previous) {
+        this.logger?.warn(
+          { holder: previous, reason: 'its session ended without releasing the lock' },
+          'Taking over a stale warehouse lock record',
+        );
+      }
       const now = nowIso();
       await client.query(
         `INSERT INTO ${this.table('_ocs_lock')} (name, pid, host, since, heartbeat_at, owner_token)
@@ -1126,7 +1136,60 @@ export class PostgresWarehouse implements Warehouse {
       );
     }
     this.heldLock = held;
+    this.startHeartbeat(held);
     return { release: () => this.releaseLock(held) };
+  }
+
+  private markLockLost(held: HeldLock, reason: string, error?: unknown): void {
+    if (this.heldLock !== held || held.lost) return;
+    held.lost = true;
+    clearInterval(held.heartbeat);
+    this.logger?.warn(
+      { warehouse: this.description, reason, err: error ? safeMessage(error) : undefined },
+      'Lost the warehouse lock; stopping writes',
+    );
+  }
+
+  private startHeartbeat(held: HeldLock): void {
+    const interval = Math.max(1000, Math.min(5000, this.lockStaleAfterMs / 4));
+    let beatStarted: number | undefined;
+    held.heartbeat = setInterval(() => {
+      if (beatStarted !== undefined) {
+        // A beat that has not come back for this long means a dead connection.
+        if (performance.now() - beatStarted > Math.max(this.lockStaleAfterMs, 2 * interval)) {
+          this.markLockLost(held, 'its connection stopped answering');
+        }
+        return;
+      }
+      beatStarted = performance.now();
+      held.client
+        .query(
+          `UPDATE ${this.table('_ocs_lock')} SET heartbeat_at = $1 WHERE name = $2 AND owner_token = $3`,
+          [nowIso(), LOCK_NAME, held.token],
+        )
+        .then((result) => {
+          if ((result.rowCount ?? 0) === 0 && this.heldLock === held && !held.lost) {
+            held.lost = true;
+            clearInterval(held.heartbeat);
+            this.logger?.warn(
+              { warehouse: this.description },
+              'Another process took over or removed the warehouse lock record; stopping writes',
+            );
+          }
+        })
+        .catch((error: unknown) => {
+          if (this.heldLock === held) {
+            this.logger?.warn(
+              { err: safeMessage(error) },
+              'Could not refresh the warehouse lock heartbeat',
+            );
+          }
+        })
+        .finally(() => {
+          beatStarted = undefined;
+        });
+    }, interval);
+    held.heartbeat.unref();
   }
 
   private async lockHolder(client: pg.ClientBase): Promise<LockHolder | undefined> {
@@ -1141,6 +1204,7 @@ export class PostgresWarehouse implements Warehouse {
   private async releaseLock(held: HeldLock): Promise<void> {
     if (this.heldLock !== held) return;
     this.heldLock = undefined;
+    clearInterval(held.heartbeat);
     try {
       if (!held.lost) {
         await held.client.query(

@@ -1,0 +1,280 @@
+/**
+ * The benchmark (`npm run bench`; not part of `npm test`):
+ *
+ *   npm run bench -- [--rows N] [--latency MS] [--page-size N] [--pages-in-flight N]
+ *                    [--postgres URL] [--seed N] [--json]
+ *
+ * A fake export server in its own process serves one chat-message-like resource of N rows; each
+ * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
+ * (and PostgreSQL when a URL is given) through runSync and the real HTTP source, the fetch-only
+ * and write-only floors, reruns, the server's own client as the baseline, and a sync at N/10 to
+ * show memory does not grow with N. Prints a table and the ratios against their targets.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { ask, exited, startBenchChild } from './child-process.js';
+import type { ServerRequest, ServerStarted } from './fake-server-process.js';
+import {
+  STAGE_LABELS,
+  computeChecks,
+  formatReport,
+  resultsAsJson,
+  type BenchResults,
+  type BenchSettings,
+  type MeasuredStage,
+  type StageId,
+} from './report.js';
+import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { dropPostgresSchema, type StageRequest, type StageResult, type WarehouseTarget } from './stages.js';
+
+export interface BenchOptions {
+  rows: number;
+  latencyMs: number;
+  pageSize: number;
+  pagesInFlight: number;
+  postgresUrl?: string;
+  seed: number;
+  json: boolean;
+}
+
+export interface BenchOutput {
+  /** The report (stdout). */
+  out(text: string): void;
+  /** Progress while it runs (stderr). */
+  progress(text: string): void;
+}
+
+/** The server's own client walks with limit=100 (REFERENCE.md). */
+const BASELINE_PAGE_SIZE = 100;
+/** Room for a million generated rows in the fake server's heap. */
+const SERVER_NODE_OPTIONS = ['--max-old-space-size=8192'];
+
+const USAGE = `Usage: npm run bench -- [options]
+  --rows N             rows of the resource (default 1000000)
+  --latency MS         fake server latency per page (default 0)
+  --page-size N        page size of the sync (default 1000)
+  --pages-in-flight N  pages fetched ahead of the writer (default 2)
+  --postgres URL       also measure PostgreSQL (default: OCS_BENCH_POSTGRES_URL or OCS_TEST_POSTGRES_URL)
+  --seed N             dataset seed (default ${DEFAULT_BENCH_SEED})
+  --json               print the results as JSON`;
+
+export class BenchUsageError extends Error {}
+
+function positiveInteger(text: string | undefined, flag: string, fallback: number, allowZero = false): number {
+  if (text === undefined) return fallback;
+  const value = Number(text.replace(/_/g, ''));
+  if (!Number.isSafeInteger(value) || value < (allowZero ? 0 : 1)) {
+    throw new BenchUsageError(`${flag} must be a ${allowZero ? 'non-negative' : 'positive'} integer, not ${JSON.stringify(text)}.`);
+  }
+  return value;
+}
+
+export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchOptions {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      options: {
+        rows: { type: 'string' },
+        latency: { type: 'string' },
+        'page-size': { type: 'string' },
+        'pages-in-flight': { type: 'string' },
+        postgres: { type: 'string' },
+        seed: { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (error) {
+    throw new BenchUsageError(`${(error as Error).message}\n${USAGE}`);
+  }
+  const { values } = parsed;
+  if (values.help) throw new BenchUsageError(USAGE);
+  const pageSize = positiveInteger(values['page-size'], '--page-size', 1000);
+  if (pageSize > 1000) throw new BenchUsageError('--page-size may be at most 1000 (the server cuts larger pages to 1000).');
+  const postgresUrl = values.postgres ?? env.OCS_BENCH_POSTGRES_URL ?? env.OCS_TEST_POSTGRES_URL;
+  return {
+    rows: positiveInteger(values.rows, '--rows', 1_000_000),
+    latencyMs: positiveInteger(values.latency, '--latency', 0, true),
+    pageSize,
+    pagesInFlight: positiveInteger(values['pages-in-flight'], '--pages-in-flight', 2),
+    postgresUrl: postgresUrl === '' ? undefined : postgresUrl,
+    seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
+    json: values.json === true,
+  };
+}
+
+/** A fake server child with `rows` rows. */
+async function startServer(options: BenchOptions, rows: number) {
+  const child = startBenchChild('fake-server-process', { nodeOptions: SERVER_NODE_OPTIONS });
+  const request = <T>(message: ServerRequest) => ask<T>(child, message);
+  try {
+    const started = await request<ServerStarted>({
+      type: 'start',
+      rows,
+      seed: options.seed,
+      pageLatencyMs: options.latencyMs,
+    });
+    return {
+      ...started,
+      request,
+      async close() {
+        await request({ type: 'close' }).catch(() => undefined);
+        await exited(child);
+      },
+    };
+  } catch (error) {
+    child.kill();
+    throw error;
+  }
+}
+
+/** One stage in a fresh child process. */
+async function runStageProcess(request: StageRequest): Promise<StageResult> {
+  const child = startBenchChild('stage-process');
+  try {
+    return await ask<StageResult>(child, request);
+  } finally {
+    child.disconnect();
+    await exited(child);
+  }
+}
+
+export async function runBenchmark(options: BenchOptions, output: BenchOutput): Promise<BenchResults> {
+  const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-bench-'));
+  const stages: BenchResults['stages'] = {};
+  const schemaPrefix = `ocs_bench_${process.pid}_${Date.now().toString(36)}`;
+  const postgresTarget = (name: string): WarehouseTarget => ({
+    url: options.postgresUrl!,
+    schema: `${schemaPrefix}_${name}`,
+    dropSchemaAfter: true,
+  });
+  const sqliteTarget = (name: string): WarehouseTarget => ({ url: join(directory, `${name}.db`) });
+  const insertedRows = Math.max(1, Math.round(options.rows / 100));
+  const tenthRows = Math.max(1, Math.round(options.rows / 10));
+
+  let server = await startServer(options, options.rows);
+  const measure = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
+    output.progress(`${STAGE_LABELS[id]} ...`);
+    await server.request<number>({ type: 'requests' });
+    const result = await runStageProcess(request);
+    const serverRequests = await server.request<number>({ type: 'requests' });
+    const stage = { ...result, serverRequests };
+    stages[id] = stage;
+    output.progress(
+      `  ${stage.rows} rows in ${stage.seconds.toFixed(2)} s, ${serverRequests} requests, peak RSS ${stage.peakRssMb.toFixed(1)} MB`,
+    );
+    return stage;
+  };
+
+  try {
+    const bytesPerRow = server.bytesPerRow;
+    const target = { url: server.url, apiKey: server.apiKey };
+    const { pageSize, pagesInFlight } = options;
+    const main = sqliteTarget('sync');
+
+    await measure('fetch-only', { kind: 'fetch-only', server: target, pageSize });
+    await measure('write-only-sqlite', {
+      kind: 'write-only',
+      warehouse: sqliteTarget('write-only'),
+      rows: options.rows,
+      seed: options.seed,
+      pageSize,
+    });
+    await measure('sync-sqlite', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+    if (options.postgresUrl) {
+      await measure('write-only-postgres', {
+        kind: 'write-only',
+        warehouse: postgresTarget('write_only'),
+        rows: options.rows,
+        seed: options.seed,
+        pageSize,
+      });
+      await measure('sync-postgres', {
+        kind: 'sync',
+        server: target,
+        warehouse: postgresTarget('sync'),
+        pageSize,
+        pagesInFlight,
+      });
+    }
+    await measure('baseline', {
+      kind: 'baseline',
+      server: target,
+      warehouse: sqliteTarget('baseline'),
+      pageSize: BASELINE_PAGE_SIZE,
+    });
+    await measure('rerun-unchanged', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+    await server.request({ type: 'insert', count: insertedRows });
+    await measure('rerun-incremental', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+
+    await server.close();
+    server = await startServer(options, tenthRows);
+    await measure('sync-sqlite-tenth', {
+      kind: 'sync',
+      server: { url: server.url, apiKey: server.apiKey },
+      warehouse: sqliteTarget('sync-tenth'),
+      pageSize,
+      pagesInFlight,
+    });
+
+    const cpuList = cpus();
+    const settings: BenchSettings = {
+      rows: options.rows,
+      pageSize,
+      pagesInFlight,
+      latencyMs: options.latencyMs,
+      baselinePageSize: BASELINE_PAGE_SIZE,
+      bytesPerRow,
+      insertedRows,
+      postgres: options.postgresUrl !== undefined,
+      node: process.version,
+      cpus: `${cpuList.length} CPU${cpuList.length === 1 ? '' : 's'} (${cpuList[0]?.model.trim() ?? 'unknown'})`,
+    };
+    return { settings, stages, checks: computeChecks(settings, stages) };
+  } finally {
+    await server.close();
+    rmSync(directory, { recursive: true, force: true });
+    if (options.postgresUrl) {
+      // Stages drop their schemas; this catches one left by a stage that failed half-way.
+      for (const name of ['write_only', 'sync']) {
+        await dropPostgresSchema(options.postgresUrl, `${schemaPrefix}_${name}`).catch(() => undefined);
+      }
+    }
+  }
+}
+
+const defaultOutput: BenchOutput = {
+  out: (text) => process.stdout.write(`${text}\n`),
+  progress: (text) => process.stderr.write(`${text}\n`),
+};
+
+/** Parses the flags, runs, prints. Returns the exit code (0 ran, 1 failed, 2 usage). */
+export async function main(argv: string[], output: BenchOutput = defaultOutput): Promise<number> {
+  let options: BenchOptions;
+  try {
+    options = parseBenchArgs(argv);
+  } catch (error) {
+    if (!(error instanceof BenchUsageError)) throw error;
+    output.progress(error.message);
+    return 2;
+  }
+  try {
+    const results = await runBenchmark(options, output);
+    output.out(options.json ? resultsAsJson(results) : formatReport(results));
+    return 0;
+  } catch (error) {
+    output.progress(`The benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    return 1;
+  }
+}
+
+const invokedDirectly = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+if (invokedDirectly) {
+  process.exitCode = await main(process.argv.slice(2));
+}

@@ -1,0 +1,57 @@
+/**
+ * Child process of the benchmark: the fake export server with the benchmark's one resource.
+ * Run by bench.ts, never by hand; it answers requests from its parent over IPC.
+ */
+import { startFakeServer, DEFAULT_ADMIN_API_KEY, serializeJson, type FakeServer } from '../src/fake-server/server.js';
+import { BENCH_RESOURCE, createBenchDataset } from './bench-dataset.js';
+import { serveParent } from './child-process.js';
+
+export type ServerRequest =
+  | { type: 'start'; rows: number; seed: number; pageLatencyMs: number }
+  /** Add `count` new rows (a later `updated_at`: an incremental sync must fetch them). */
+  | { type: 'insert'; count: number }
+  /** Requests served since the last `requests` call. */
+  | { type: 'requests' }
+  | { type: 'close' };
+
+export interface ServerStarted {
+  url: string;
+  apiKey: string;
+  /** Mean JSON size of a row as served. */
+  bytesPerRow: number;
+}
+
+let server: FakeServer | undefined;
+
+async function handle(request: ServerRequest): Promise<unknown> {
+  switch (request.type) {
+    case 'start': {
+      if (server) throw new Error('The fake server is already started.');
+      const dataset = createBenchDataset(request.rows, request.seed);
+      server = await startFakeServer({ dataset, pageLatencyMs: request.pageLatencyMs });
+      const sample = dataset.pageAfter(BENCH_RESOURCE, 'updated_at_id', null, 1000).rows;
+      const bytesPerRow = sample.length === 0 ? 0 : serializeJson(sample).length / sample.length;
+      return { url: server.url, apiKey: DEFAULT_ADMIN_API_KEY, bytesPerRow } satisfies ServerStarted;
+    }
+    case 'insert':
+      requireServer().dataset.insert(BENCH_RESOURCE, request.count);
+      return requireServer().dataset.count(BENCH_RESOURCE);
+    case 'requests': {
+      const served = requireServer().requests.length;
+      requireServer().requests.length = 0;
+      return served;
+    }
+    case 'close':
+      await server?.close();
+      server = undefined;
+      setImmediate(() => process.exit(0));
+      return undefined;
+  }
+}
+
+function requireServer(): FakeServer {
+  if (!server) throw new Error('The fake server is not started.');
+  return server;
+}
+
+serveParent(handle);

@@ -1,0 +1,260 @@
+/**
+ * Pure: the benchmark's results as a table, the ratios against their targets, and JSON.
+ */
+import type { StageResult } from './stages.js';
+
+export type StageId =
+  | 'sync-sqlite'
+  | 'sync-postgres'
+  | 'fetch-only'
+  | 'write-only-sqlite'
+  | 'write-only-postgres'
+  | 'baseline'
+  | 'rerun-unchanged'
+  | 'rerun-incremental'
+  | 'sync-sqlite-tenth';
+
+export const STAGE_LABELS: Record<StageId, string> = {
+  'sync-sqlite': 'full sync -> SQLite',
+  'sync-postgres': 'full sync -> PostgreSQL',
+  'fetch-only': 'fetch-only floor (HTTP + parse)',
+  'write-only-sqlite': 'write-only floor (SQLite writePage)',
+  'write-only-postgres': 'write-only floor (PostgreSQL writePage)',
+  baseline: 'baseline: limit 100, one at a time',
+  'rerun-unchanged': 'rerun, nothing changed',
+  'rerun-incremental': 'rerun after 1% new rows',
+  'sync-sqlite-tenth': 'full sync -> SQLite at N/10',
+};
+
+export interface BenchSettings {
+  rows: number;
+  pageSize: number;
+  pagesInFlight: number;
+  latencyMs: number;
+  baselinePageSize: number;
+  bytesPerRow: number;
+  /** Rows added before the incremental rerun. */
+  insertedRows: number;
+  postgres: boolean;
+  node: string;
+  cpus: string;
+}
+
+export interface MeasuredStage extends StageResult {
+  /** Requests the fake server answered during the stage. */
+  serverRequests: number;
+}
+
+export interface Check {
+  name: string;
+  value: number;
+  /** How the value is shown, e.g. `1.12` or `3.4x`. */
+  shown: string;
+  target: string;
+  met: boolean;
+  /** How it was computed. */
+  detail: string;
+}
+
+export interface BenchResults {
+  settings: BenchSettings;
+  stages: Partial<Record<StageId, MeasuredStage>>;
+  checks: Check[];
+}
+
+const TARGET_SYNC_OVER_FLOOR = 1.25;
+const TARGET_RSS_GROWTH = 1.2;
+const TARGET_RSS_MB = 256;
+
+function need(stages: BenchResults['stages'], id: StageId): MeasuredStage {
+  const stage = stages[id];
+  if (!stage) throw new Error(`The benchmark has no result for stage ${id}.`);
+  return stage;
+}
+
+function rowsPerSecond(stage: StageResult): number {
+  return stage.seconds > 0 ? stage.rows / stage.seconds : 0;
+}
+
+function syncOverFloor(
+  name: string,
+  sync: MeasuredStage,
+  fetch: MeasuredStage,
+  write: MeasuredStage,
+): Check {
+  const floor = Math.max(fetch.seconds, write.seconds);
+  const value = sync.seconds / floor;
+  return {
+    name,
+    value,
+    shown: value.toFixed(2),
+    target: `<= ${TARGET_SYNC_OVER_FLOOR}`,
+    met: value <= TARGET_SYNC_OVER_FLOOR,
+    detail: `${sync.seconds.toFixed(2)} s / max(fetch ${fetch.seconds.toFixed(2)} s, write ${write.seconds.toFixed(2)} s)`,
+  };
+}
+
+/** The ratios and targets, from the measured stages. */
+export function computeChecks(settings: BenchSettings, stages: BenchResults['stages']): Check[] {
+  const sync = need(stages, 'sync-sqlite');
+  const fetch = need(stages, 'fetch-only');
+  const checks: Check[] = [
+    syncOverFloor('sync / floor, SQLite (time)', sync, fetch, need(stages, 'write-only-sqlite')),
+  ];
+  const syncPostgres = stages['sync-postgres'];
+  const writePostgres = stages['write-only-postgres'];
+  if (syncPostgres && writePostgres) {
+    checks.push(syncOverFloor('sync / floor, PostgreSQL (time)', syncPostgres, fetch, writePostgres));
+  }
+
+  const tenth = need(stages, 'sync-sqlite-tenth');
+  const growth = sync.peakRssMb / tenth.peakRssMb;
+  checks.push({
+    name: 'peak RSS(N) / RSS(N/10)',
+    value: growth,
+    shown: growth.toFixed(2),
+    target: `<= ${TARGET_RSS_GROWTH}`,
+    met: growth <= TARGET_RSS_GROWTH,
+    detail: `${sync.peakRssMb.toFixed(1)} MB / ${tenth.peakRssMb.toFixed(1)} MB`,
+  });
+  checks.push({
+    name: 'peak RSS of the full sync at N',
+    value: sync.peakRssMb,
+    shown: `${sync.peakRssMb.toFixed(1)} MB`,
+    target: `< ${TARGET_RSS_MB} MB`,
+    met: sync.peakRssMb < TARGET_RSS_MB,
+    detail: 'whole syncing process, maxRSS',
+  });
+
+  const baseline = need(stages, 'baseline');
+  const speedUp = rowsPerSecond(sync) / rowsPerSecond(baseline);
+  checks.push({
+    name: 'speed-up over the baseline',
+    value: speedUp,
+    shown: `${speedUp.toFixed(1)}x`,
+    target: '> 1x',
+    met: speedUp > 1,
+    detail: `${formatInteger(rowsPerSecond(sync))} rows/s vs ${formatInteger(rowsPerSecond(baseline))} rows/s`,
+  });
+
+  // manifest, team, and one page that says nothing is new.
+  const unchanged = need(stages, 'rerun-unchanged');
+  checks.push({
+    name: 'requests of an unchanged rerun',
+    value: unchanged.serverRequests,
+    shown: String(unchanged.serverRequests),
+    target: '<= 3',
+    met: unchanged.serverRequests <= 3 && unchanged.rows === 0,
+    detail: `manifest + team + 1 page; ${unchanged.rows} rows written, ${unchanged.seconds.toFixed(3)} s`,
+  });
+  const incremental = need(stages, 'rerun-incremental');
+  const expectedPages = Math.max(1, Math.ceil(settings.insertedRows / settings.pageSize));
+  const allowed = 2 + expectedPages + 1;
+  checks.push({
+    name: 'requests of the 1% incremental rerun',
+    value: incremental.serverRequests,
+    shown: String(incremental.serverRequests),
+    target: `<= ${allowed}`,
+    met: incremental.serverRequests <= allowed && incremental.rows === settings.insertedRows,
+    detail: `${formatInteger(incremental.rows)} of ${formatInteger(settings.insertedRows)} new rows fetched, ${incremental.seconds.toFixed(2)} s`,
+  });
+  return checks;
+}
+
+export function formatInteger(value: number): string {
+  return Math.round(value).toLocaleString('en-US');
+}
+
+function formatSeconds(seconds: number): string {
+  return seconds < 10 ? seconds.toFixed(3) : seconds.toFixed(2);
+}
+
+const STAGE_ORDER: StageId[] = [
+  'sync-sqlite',
+  'sync-postgres',
+  'fetch-only',
+  'write-only-sqlite',
+  'write-only-postgres',
+  'baseline',
+  'rerun-unchanged',
+  'rerun-incremental',
+  'sync-sqlite-tenth',
+];
+
+function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
+  const widths = header.map((cell, index) => Math.max(cell.length, ...rows.map((row) => row[index]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, index) => (rightAligned[index] ? cell.padStart(widths[index]!) : cell.padEnd(widths[index]!)))
+      .join(' | ');
+  return [line(header), widths.map((width) => '-'.repeat(width)).join('-|-'), ...rows.map(line)];
+}
+
+/** The human-readable report. */
+export function formatReport(results: BenchResults): string {
+  const { settings, stages, checks } = results;
+  const lines: string[] = [];
+  lines.push(
+    `ocs-sync benchmark: ${formatInteger(settings.rows)} rows of one chat-message-like resource ` +
+      `(~${Math.round(settings.bytesPerRow)} bytes a row as JSON), page size ${settings.pageSize}, ` +
+      `${settings.pagesInFlight} pages in flight, fake page latency ${settings.latencyMs} ms`,
+  );
+  lines.push(`Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`);
+  lines.push('');
+  const rows = STAGE_ORDER.filter((id) => stages[id]).map((id) => {
+    const stage = stages[id]!;
+    return [
+      STAGE_LABELS[id],
+      formatInteger(stage.rows),
+      formatSeconds(stage.seconds),
+      stage.rows > 0 ? formatInteger(rowsPerSecond(stage)) : '-',
+      stage.peakRssMb.toFixed(1),
+      String(stage.serverRequests),
+    ];
+  });
+  lines.push(
+    ...table(
+      ['stage', 'rows', 'seconds', 'rows/s', 'peak RSS MB', 'requests'],
+      rows,
+      [false, true, true, true, true, true],
+    ),
+  );
+  lines.push('');
+  const nameWidth = Math.max(...checks.map((check) => check.name.length));
+  const shownWidth = Math.max(...checks.map((check) => check.shown.length));
+  const targetWidth = Math.max(...checks.map((check) => check.target.length));
+  for (const check of checks) {
+    lines.push(
+      `${check.name.padEnd(nameWidth)}  ${check.shown.padStart(shownWidth)}  target ${check.target.padEnd(targetWidth)}  ` +
+        `${check.met ? 'met    ' : 'NOT MET'}  (${check.detail})`,
+    );
+  }
+  const sync = stages['sync-sqlite'];
+  if (sync && sync.rssProfileMb.length === 4) {
+    lines.push('');
+    lines.push(
+      `RSS along the full SQLite sync (10% / 50% / 90% / end of the run): ${sync.rssProfileMb.map((v) => v.toFixed(1)).join(' / ')} MB`,
+    );
+  }
+  if (!settings.postgres) {
+    lines.push('PostgreSQL stages skipped: give --postgres URL (or OCS_BENCH_POSTGRES_URL / OCS_TEST_POSTGRES_URL).');
+  }
+  return lines.join('\n');
+}
+
+export function resultsAsJson(results: BenchResults): string {
+  return JSON.stringify(
+    {
+      settings: results.settings,
+      stages: Object.fromEntries(
+        Object.entries(results.stages).map(([id, stage]) => [
+          id,
+          { label: STAGE_LABELS[id as StageId], ...stage, rowsPerSecond: Math.round(rowsPerSecond(stage)) },
+        ]),
+      ),
+      checks: results.checks,
+    },
+    null,
+    2,
+  );
+}

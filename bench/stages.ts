@@ -1,0 +1,314 @@
+/**
+ * The measured stages. Each runs in a fresh child process (stage-process.ts), so the peak RSS it
+ * reports is the stage's own. Times cover the measured work only: not process start, not opening
+ * the warehouse, not generating the write-only rows.
+ */
+import pg from 'pg';
+import type { ColumnSpec, Warehouse } from '../src/interfaces.js';
+import { createLogger, type Logger } from '../src/log.js';
+import { HttpExportSource } from '../src/source/http-source.js';
+import { runSync } from '../src/sync/engine.js';
+import { columnsFromOpenApi } from '../src/sync/openapi-columns.js';
+import { cursorAfterPage, hasNextPage, planTable } from '../src/sync/plan.js';
+import { openWarehouse } from '../src/warehouse/open.js';
+import { openApiFromFixture } from '../src/fake-server/fixture.js';
+import { BENCH_RESOURCE, benchFixture, generateBenchPages } from './bench-dataset.js';
+
+/** Where a stage writes: a SQLite file or a PostgreSQL schema. */
+export interface WarehouseTarget {
+  url: string;
+  /** PostgreSQL only: the (fresh) schema. */
+  schema?: string;
+  /** PostgreSQL only: drop the schema when the stage is done. */
+  dropSchemaAfter?: boolean;
+}
+
+export interface ServerTarget {
+  url: string;
+  apiKey: string;
+}
+
+export type StageRequest =
+  /** runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun. */
+  | { kind: 'sync'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number; pagesInFlight: number }
+  /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
+  | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
+  /** The same rows (generated page by page here) written with writePage, no network. */
+  | { kind: 'write-only'; warehouse: WarehouseTarget; rows: number; seed: number; pageSize: number }
+  /** The server's own client: fetch a page at limit 100, write it, then the next; nothing overlaps. */
+  | { kind: 'baseline'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number };
+
+export interface StageResult {
+  rows: number;
+  pages: number;
+  seconds: number;
+  /** HTTP requests the stage sent (0 without network). */
+  requests: number;
+  /** The process's peak resident set, MB (1 MB = 2^20 bytes). */
+  peakRssMb: number;
+  /** RSS sampled every 50 ms during the measured work, at 10%, 50%, 90% and 100% of it, MB. */
+  rssProfileMb: number[];
+}
+
+const MB = 1024 * 1024;
+
+export async function runStage(request: StageRequest): Promise<StageResult> {
+  const logger = createLogger({ level: 'warn', pretty: false });
+  const sampler = startRssSampler();
+  let measured: Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>;
+  switch (request.kind) {
+    case 'sync':
+      measured = await syncStage(request, logger, sampler);
+      break;
+    case 'fetch-only':
+      measured = await fetchOnlyStage(request, logger, sampler);
+      break;
+    case 'write-only':
+      measured = await writeOnlyStage(request, logger, sampler);
+      break;
+    case 'baseline':
+      measured = await baselineStage(request, logger, sampler);
+      break;
+  }
+  sampler.stop();
+  // resourceUsage().maxRSS is in kilobytes.
+  return {
+    ...measured,
+    peakRssMb: (process.resourceUsage().maxRSS * 1024) / MB,
+    rssProfileMb: sampler.profile(),
+  };
+}
+
+function createSource(server: ServerTarget, logger: Logger, connections: number): HttpExportSource {
+  return new HttpExportSource({
+    baseUrl: server.url,
+    apiKey: server.apiKey,
+    authScheme: 'api-key',
+    requestTimeoutMs: 120_000,
+    maxAttempts: 3,
+    minRetryDelayMs: 100,
+    maxRetryDelayMs: 2_000,
+    maxRequestsPerMinute: 0,
+    userAgent: 'ocs-sync-bench',
+    connections,
+    logger,
+  });
+}
+
+async function openTarget(target: WarehouseTarget, logger: Logger): Promise<Warehouse> {
+  return openWarehouse({ url: target.url, schema: target.schema, logger });
+}
+
+async function closeTarget(warehouse: Warehouse, target: WarehouseTarget): Promise<void> {
+  await warehouse.close();
+  if (target.dropSchemaAfter && target.schema) await dropPostgresSchema(target.url, target.schema);
+}
+
+export async function dropPostgresSchema(url: string, schema: string): Promise<void> {
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`DROP SCHEMA IF EXISTS "${schema.replace(/"/g, '""')}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
+
+async function syncStage(
+  request: Extract<StageRequest, { kind: 'sync' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+  const warehouse = await openTarget(request.warehouse, logger);
+  const source = createSource(request.server, logger, request.pagesInFlight + 1);
+  try {
+    const started = sampler.begin();
+    const report = await runSync({
+      source,
+      warehouse,
+      logger,
+      pageSize: request.pageSize,
+      secrets: { policyFor: () => 'plaintext', keys: {} },
+      onSchemaChange: 'evolve',
+      history: false,
+      deletes: 'mark',
+      pagesInFlight: request.pagesInFlight,
+      concurrency: 1,
+      lockWaitMs: 10_000,
+    });
+    const seconds = (performance.now() - started) / 1000;
+    sampler.end();
+    if (report.status !== 'ok') {
+      throw new Error(`The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`);
+    }
+    return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
+  } finally {
+    await source.close();
+    await closeTarget(warehouse, request.warehouse);
+  }
+}
+
+async function fetchOnlyStage(
+  request: Extract<StageRequest, { kind: 'fetch-only' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+  const source = createSource(request.server, logger, 1);
+  try {
+    const started = sampler.begin();
+    let cursor: string | null = null;
+    let rows = 0;
+    let pages = 0;
+    for (;;) {
+      const page = await source.page(BENCH_RESOURCE, cursor, request.pageSize);
+      rows += page.rows.length;
+      pages += 1;
+      if (!hasNextPage(page, request.pageSize)) break;
+      cursor = cursorAfterPage(page, 'updated_at_id', cursor);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    sampler.end();
+    return { rows, pages, seconds, requests: source.requestCount };
+  } finally {
+    await source.close();
+  }
+}
+
+/** The benchmark table's columns as the engine derives them from the fixture's OpenAPI. */
+function benchColumns(openApi: unknown): ColumnSpec[] {
+  const columns = columnsFromOpenApi(openApi).tables.get(BENCH_RESOURCE);
+  if (!columns) throw new Error(`The OpenAPI document has no ${BENCH_RESOURCE} rows.`);
+  return columns;
+}
+
+/** Creates the table as the engine would (no-op when it exists). */
+async function prepareTable(warehouse: Warehouse, columns: ColumnSpec[]): Promise<ColumnSpec[]> {
+  const existing = await warehouse.describeTable(BENCH_RESOURCE);
+  const plan = planTable(BENCH_RESOURCE, existing, columns, 'schema');
+  if (plan.changes.length > 0) await warehouse.applySchemaChanges(plan.changes, { from: null, to: null });
+  return plan.columns;
+}
+
+async function writeOnlyStage(
+  request: Extract<StageRequest, { kind: 'write-only' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+  const warehouse = await openTarget(request.warehouse, logger);
+  try {
+    const lock = await warehouse.acquireLock(10_000);
+    const columns = await prepareTable(warehouse, benchColumns(openApiFromFixture(benchFixture())));
+    const runId = await warehouse.startRun('incremental', null);
+    let cursor: string | null = null;
+    let rows = 0;
+    let pages = 0;
+    let writingMs = 0;
+    sampler.begin();
+    // Only the writes are timed; generating the rows is not part of the floor.
+    for (const page of generateBenchPages(request.rows, request.pageSize, request.seed)) {
+      cursor = cursorAfterPage({ rows: page, cursor: null, hasMore: false, bare: false }, 'updated_at_id', cursor);
+      const started = performance.now();
+      const result = await warehouse.writePage({
+        runId,
+        resource: BENCH_RESOURCE,
+        columns,
+        rows: page,
+        cursor,
+        cursorKind: 'updated_at_id',
+        history: false,
+      });
+      writingMs += performance.now() - started;
+      rows += result.rowsWritten;
+      pages += 1;
+    }
+    sampler.end();
+    await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: 0 });
+    await lock.release();
+    return { rows, pages, seconds: writingMs / 1000, requests: 0 };
+  } finally {
+    await closeTarget(warehouse, request.warehouse);
+  }
+}
+
+async function baselineStage(
+  request: Extract<StageRequest, { kind: 'baseline' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+  const warehouse = await openTarget(request.warehouse, logger);
+  const source = createSource(request.server, logger, 1);
+  try {
+    const started = sampler.begin();
+    const lock = await warehouse.acquireLock(10_000);
+    const manifest = await source.manifest();
+    const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
+    const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
+    let cursor: string | null = null;
+    let rows = 0;
+    let pages = 0;
+    // One request at a time: fetch a page, write it, then ask for the next.
+    for (;;) {
+      const page = await source.page(BENCH_RESOURCE, cursor, request.pageSize);
+      const after = cursorAfterPage(page, 'updated_at_id', cursor);
+      if (page.rows.length > 0) {
+        const result = await warehouse.writePage({
+          runId,
+          resource: BENCH_RESOURCE,
+          columns,
+          rows: page.rows,
+          cursor: after,
+          cursorKind: 'updated_at_id',
+          history: false,
+        });
+        rows += result.rowsWritten;
+      }
+      pages += 1;
+      cursor = after;
+      if (!hasNextPage(page, request.pageSize)) break;
+    }
+    await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: source.requestCount });
+    await lock.release();
+    const seconds = (performance.now() - started) / 1000;
+    sampler.end();
+    return { rows, pages, seconds, requests: source.requestCount };
+  } finally {
+    await source.close();
+    await closeTarget(warehouse, request.warehouse);
+  }
+}
+
+interface RssSampler {
+  /** Starts the measured part; returns performance.now(). */
+  begin(): number;
+  end(): void;
+  stop(): void;
+  profile(): number[];
+}
+
+/** RSS every 50 ms during the measured part, to see whether memory grows along the run. */
+function startRssSampler(): RssSampler {
+  const samples: number[] = [];
+  let timer: NodeJS.Timeout | undefined;
+  const sample = () => samples.push(process.memoryUsage.rss() / MB);
+  const stop = () => {
+    if (timer) clearInterval(timer);
+    timer = undefined;
+  };
+  return {
+    begin() {
+      sample();
+      timer = setInterval(sample, 50);
+      return performance.now();
+    },
+    end() {
+      stop();
+      sample();
+    },
+    stop,
+    profile() {
+      if (samples.length === 0) return [];
+      const at = (share: number) => samples[Math.min(samples.length - 1, Math.round(share * (samples.length - 1)))]!;
+      return [at(0.1), at(0.5), at(0.9), at(1)].map((value) => Math.round(value * 10) / 10);
+    },
+  };
+}

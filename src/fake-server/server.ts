@@ -1,0 +1,723 @@
+/**
+ * A faithful double of the Open Chat Studio team-export API (REFERENCE.md), over real HTTP: auth,
+ * paging, sealing, rate limiting and error bodies as the real server answers them, plus
+ * deterministic fault knobs (5xx, HTML proxy pages, 429, dropped connections, truncated bodies,
+ * latency) for tests, `ocs-sync demo` and the benchmark.
+ */
+import { createPublicKey, type KeyObject } from 'node:crypto';
+import {
+  createServer,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type Server,
+  type ServerResponse,
+} from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { stringify as stringifyLossless } from 'lossless-json';
+import { stringify as stringifyYaml } from 'yaml';
+import type { CursorKind, Row } from '../interfaces.js';
+import { sealValue } from '../sealing/seal.js';
+import { InvalidCursorError, decodeCursor } from './cursor.js';
+import type { FakeDataset } from './dataset.js';
+import type { FixtureResource } from './field-values.js';
+import {
+  manifestFromFixture,
+  openApiFromFixture,
+  schemaChecksum,
+  type FakeManifestDocument,
+  type FakeManifestEntry,
+} from './openapi.js';
+import { SeededRandom } from './random.js';
+
+export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
+export const DEFAULT_MEMBER_API_KEY = 'test-member-key';
+
+/** What the server does instead of (or before) answering a request normally. */
+export type FakeFault =
+  /** An error status. 5xx bodies are JSON `{"detail"}`, or a proxy's HTML page with `html`. */
+  | { kind: 'status'; status: number; html?: boolean; body?: unknown }
+  /** A 429 with `Retry-After` and the real body, whatever the budget says. */
+  | { kind: 'rate_limit'; retryAfterSeconds: number }
+  /** The socket is destroyed without an answer. */
+  | { kind: 'drop' }
+  /**
+   * The real answer is computed, then only part of its body is sent: by default chunked and
+   * ended cleanly (a 200 whose JSON does not parse); with `declareLength` the full
+   * Content-Length is announced and the socket is destroyed mid-body.
+   */
+  | { kind: 'truncate'; declareLength?: boolean }
+  /** The answer is delayed by `ms`, then served normally. */
+  | { kind: 'latency'; ms: number };
+
+export interface FaultMatch {
+  /** Endpoint name: a resource, or `manifest`, `team`, `schema`. Absent: any request. */
+  resource?: string;
+}
+
+export interface PageServedInfo {
+  resource: string;
+  /** 0 for a request without cursor, then 1, 2, ... for the following pages of that walk. */
+  pageIndex: number;
+  /** The rows of the page as stored (before sealing). */
+  rows: Row[];
+  cursor: string | null;
+  hasMore: boolean;
+}
+
+export interface RequestLogEntry {
+  method: string;
+  path: string;
+  query: Record<string, string>;
+  /** The HTTP status sent; 0 when the connection was dropped without an answer. */
+  status: number;
+  /** `manifest`, `team`, `schema`, a resource name, or undefined for other paths. */
+  endpoint?: string;
+  /** Set for requests to a resource of the served manifest (whatever the answer), not others. */
+  resource?: string;
+  /** The injected fault, if any. */
+  fault?: FakeFault['kind'];
+}
+
+export interface FakeServerOptions {
+  dataset: FakeDataset;
+  /** The fixture the documents are built from (default: `dataset.fixture`). */
+  fixture?: FixtureResource[];
+  /** Serve this OpenAPI document (e.g. the real one) instead of one built from the fixture. */
+  openApi?: unknown;
+  /** Serve this manifest (real shape; `schema_checksum` is added when missing). */
+  manifest?: unknown;
+  /** Default: admin `test-admin-key`, non-admin `test-member-key`. */
+  apiKeys?: { admin: string[]; nonAdmin: string[] };
+  /** The team's registered public key (PEM). Without it sealed resources answer 400. */
+  teamPublicKeyPem?: string;
+  /** Fields of the team object to override. */
+  team?: Record<string, unknown>;
+  /** Default true; false makes `schema/` answer 404. */
+  serveOpenApi?: boolean;
+  /** The team's API budget: a fixed window of `limit` requests per `windowSeconds`. */
+  rateLimit?: { limit: number; windowSeconds: number };
+  /** Delay before every resource page. */
+  pageLatencyMs?: number;
+  /** Answer pages as a bare JSON array of rows (the interface document's loose form). */
+  bareArrayPages?: boolean;
+  /** Served instead of the computed schema checksum. */
+  manifestChecksum?: string;
+  /** Leave `sealed_fields_by_model` out of the manifest (older servers). */
+  omitSealedFieldsByModel?: boolean;
+  /** Faults at a seeded random rate (for the demo). */
+  randomFaults?: { seed: number; rate: number; kinds: FakeFault[]; resources?: string[] };
+  /** Called right after a page is produced, before it is sent (tests edit rows here). */
+  onPageServed?: (info: PageServedInfo) => void | Promise<void>;
+  /** Rewrites the manifest before it is served and used for routing (hostile-server tests). */
+  transformManifest?: (manifest: FakeManifestDocument) => FakeManifestDocument;
+  /** Rewrites each row as sent (after sealing). */
+  transformRow?: (resource: string, row: Record<string, unknown>) => Record<string, unknown>;
+  host?: string;
+  /** Default 0: any free port. */
+  port?: number;
+  /** Clock for the rate-limit window, in milliseconds (default Date.now). */
+  now?: () => number;
+}
+
+export interface FaultController {
+  /** The next `count` requests matching `match` get `fault`; queued faults apply in order. */
+  failNext(count: number, fault: FakeFault, match?: FaultMatch): void;
+  /** Forget every queued fault. */
+  clear(): void;
+  /** How many queued faults are left. */
+  pending(): number;
+}
+
+export interface FakeServer {
+  /** Base URL without trailing slash, e.g. `http://127.0.0.1:40123`. */
+  readonly url: string;
+  readonly dataset: FakeDataset;
+  /** The live options: changes (onPageServed, pageLatencyMs, keys, ...) apply to the next request. */
+  readonly options: FakeServerOptions;
+  readonly faults: FaultController;
+  readonly requests: RequestLogEntry[];
+  /** The manifest as currently served. */
+  manifest(): FakeManifestDocument;
+  /** The OpenAPI document as currently served. */
+  openApi(): unknown;
+  /** Serve new documents (a schema change on the server); rows are not touched. */
+  setSchema(documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown }): void;
+  close(): Promise<void>;
+}
+
+interface Reply {
+  status: number;
+  headers: OutgoingHttpHeaders;
+  body: string;
+}
+
+interface QueuedFault {
+  remaining: number;
+  fault: FakeFault;
+  match: FaultMatch;
+}
+
+interface ServedDocuments {
+  openApi: unknown;
+  manifest: FakeManifestDocument;
+  entries: Map<string, FakeManifestEntry>;
+  sealedFields: Map<string, string[]>;
+  /** Fields whose numbers Python writes as floats (`3.0`, not `3`). */
+  floatFields: Map<string, Set<string>>;
+  yaml?: string;
+  json?: string;
+}
+
+const jsonType = 'application/json';
+const notProvided = 'Authentication credentials were not provided.';
+const invalidToken = 'Invalid token.';
+const forbidden = 'You do not have permission to perform this action.';
+const noPublicKey = 'Team has no registered public key; secret data cannot be sealed.';
+const defaultLimit = 100;
+const maxLimit = 1000;
+const floatMarker = '\u0001ocs-float:';
+const floatMarkerPattern = /"\\u0001ocs-float:(-?\d+)"/g;
+
+const reasonPhrases: Record<number, string> = {
+  500: 'Internal Server Error',
+  502: 'Bad Gateway',
+  503: 'Service Temporarily Unavailable',
+  504: 'Gateway Time-out',
+};
+
+function jsonReply(status: number, value: unknown, headers: OutgoingHttpHeaders = {}): Reply {
+  return {
+    status,
+    headers: { 'content-type': jsonType, vary: 'Accept', ...headers },
+    body: JSON.stringify(value),
+  };
+}
+
+function djangoNotFound(): Reply {
+  return {
+    status: 404,
+    headers: { 'content-type': 'text/html; charset=utf-8' },
+    body:
+      '<!doctype html>\n<html lang="en">\n<head>\n  <title>Not Found</title>\n</head>\n<body>\n' +
+      '  <h1>Not Found</h1><p>The requested resource was not found on this server.</p>\n</body>\n</html>\n',
+  };
+}
+
+function proxyErrorPage(status: number): Reply {
+  const title = `${status} ${reasonPhrases[status] ?? 'Error'}`;
+  return {
+    status,
+    headers: { 'content-type': 'text/html' },
+    body: `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n`,
+  };
+}
+
+function defaultErrorBody(status: number): unknown {
+  switch (status) {
+    case 400:
+      return ['Invalid pagination cursor.'];
+    case 401:
+      return { detail: invalidToken };
+    case 403:
+      return { detail: forbidden };
+    case 404:
+      return { detail: 'Unknown resource.' };
+    case 429:
+      return { detail: 'Rate limit exceeded.', available_in: 1 };
+    default:
+      return { detail: status >= 500 ? 'A server error occurred.' : `HTTP ${status}` };
+  }
+}
+
+function faultReply(fault: Extract<FakeFault, { kind: 'status' | 'rate_limit' }>): Reply {
+  if (fault.kind === 'rate_limit') {
+    const seconds = Math.max(0, Math.ceil(fault.retryAfterSeconds));
+    return jsonReply(
+      429,
+      { detail: 'Rate limit exceeded.', available_in: seconds },
+      { 'retry-after': String(seconds) },
+    );
+  }
+  if (fault.html) return proxyErrorPage(fault.status);
+  const headers: OutgoingHttpHeaders = fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
+  return jsonReply(fault.status, fault.body ?? defaultErrorBody(fault.status), headers);
+}
+
+/** The value Python's `int()` accepts, as the server parses `limit`; undefined when it does not. */
+function parsePythonInt(text: string): number | undefined {
+  if (!/^\s*[+-]?\d+(?:_\d+)*\s*$/.test(text)) return undefined;
+  return Number(text.replace(/_/g, '').trim());
+}
+
+function lastParam(params: URLSearchParams, name: string): string | null {
+  const values = params.getAll(name);
+  return values.length === 0 ? null : (values[values.length - 1] as string);
+}
+
+function asManifest(value: unknown): FakeManifestDocument {
+  if (value === null || typeof value !== 'object' || !Array.isArray((value as FakeManifestDocument).entries)) {
+    throw new Error('The manifest option must be an object with an `entries` list.');
+  }
+  return value as FakeManifestDocument;
+}
+
+/** Python writes floats with a point: integral values of float fields get `.0` back. */
+function markFloats(row: Record<string, unknown>, fields: Set<string>): Record<string, unknown> {
+  let copy: Record<string, unknown> | undefined;
+  for (const field of fields) {
+    const value = row[field];
+    if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) < 1e16) {
+      copy ??= { ...row };
+      copy[field] = floatMarker + String(value);
+    } else if (Array.isArray(value) && value.some((item) => typeof item === 'number' && Number.isInteger(item))) {
+      copy ??= { ...row };
+      copy[field] = value.map((item) =>
+        typeof item === 'number' && Number.isInteger(item) && Math.abs(item) < 1e16
+          ? floatMarker + String(item)
+          : item,
+      );
+    }
+  }
+  return copy ?? row;
+}
+
+/** JSON as the server writes it: 64-bit ids with every digit, floats in Python's form. */
+export function serializeJson(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value);
+  } catch (error) {
+    // Only bigint (ids past 2^53) makes JSON.stringify throw here; keep the plain path fast.
+    if (!(error instanceof TypeError)) throw error;
+    text = stringifyLossless(value) ?? 'null';
+  }
+  return text.includes('\\u0001ocs-float:') ? text.replace(floatMarkerPattern, '$1.0') : text;
+}
+
+export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
+  const dataset = options.dataset;
+  const requests: RequestLogEntry[] = [];
+  const queue: QueuedFault[] = [];
+  const timers = new Set<NodeJS.Timeout>();
+  const pageCounters = new Map<string, number>();
+  const randomFaultSource = options.randomFaults
+    ? new SeededRandom(options.randomFaults.seed)
+    : undefined;
+  let window: { start: number; count: number } | undefined;
+  let documents: ServedDocuments | undefined;
+  let documentSources: unknown[] = [];
+  let sealing: { pem: string; key: KeyObject; cache: WeakMap<Row, Record<string, string>> } | undefined;
+  let closed = false;
+
+  const buildDocuments = (): ServedDocuments => {
+    const fixture = options.fixture ?? dataset.fixture;
+    let openApi = options.openApi;
+    if (openApi === undefined) {
+      if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
+      openApi = openApiFromFixture(fixture);
+    }
+    let manifest: FakeManifestDocument;
+    if (options.manifest !== undefined) {
+      const given = asManifest(options.manifest);
+      manifest = {
+        schema_checksum:
+          typeof given.schema_checksum === 'string' ? given.schema_checksum : schemaChecksum(openApi),
+        entries: given.entries,
+        ...(given.sealed_fields_by_model ? { sealed_fields_by_model: given.sealed_fields_by_model } : {}),
+      };
+    } else {
+      if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
+      manifest = manifestFromFixture(fixture, openApi);
+    }
+    if (options.manifestChecksum !== undefined) manifest.schema_checksum = options.manifestChecksum;
+    if (options.omitSealedFieldsByModel) {
+      const { sealed_fields_by_model: _omitted, ...rest } = manifest;
+      manifest = rest;
+    }
+    if (options.transformManifest) manifest = options.transformManifest(manifest);
+    const entries = new Map(manifest.entries.map((entry) => [entry.resource, entry]));
+    const sealedFields = new Map<string, string[]>();
+    const floatFields = new Map<string, Set<string>>();
+    const fixtureByResource = new Map((fixture ?? []).map((resource) => [resource.resource, resource]));
+    for (const entry of manifest.entries) {
+      const fromManifest = manifest.sealed_fields_by_model?.[entry.model];
+      const fromFixture = fixtureByResource.get(entry.resource)?.sealedFields;
+      const fields = fromFixture ?? fromManifest ?? [];
+      if (entry.secret || fields.length > 0) sealedFields.set(entry.resource, fields);
+      const resource = fixtureByResource.get(entry.resource);
+      if (resource) {
+        const floats = Object.entries(resource.fields)
+          .filter(([, spec]) => spec.kind === 'number' || spec.kind === 'float_array')
+          .map(([name]) => name);
+        if (floats.length > 0) floatFields.set(entry.resource, new Set(floats));
+      }
+    }
+    return { openApi, manifest, entries, sealedFields, floatFields };
+  };
+
+  const currentDocuments = (): ServedDocuments => {
+    // Rebuilt when the options that shape them are replaced on `server.options`.
+    const sources = [options.fixture, dataset.fixture, options.openApi, options.manifest, options.manifestChecksum, options.omitSealedFieldsByModel, options.transformManifest];
+    if (!documents || sources.some((source, index) => source !== documentSources[index])) {
+      documents = buildDocuments();
+      documentSources = sources;
+    }
+    return documents;
+  };
+
+  const faults: FaultController = {
+    failNext(count, fault, match = {}) {
+      if (count > 0) queue.push({ remaining: Math.floor(count), fault, match });
+    },
+    clear() {
+      queue.length = 0;
+    },
+    pending() {
+      return queue.reduce((total, item) => total + item.remaining, 0);
+    },
+  };
+
+  const takeFault = (endpoint: string | undefined): FakeFault | undefined => {
+    for (let index = 0; index < queue.length; index += 1) {
+      const item = queue[index] as QueuedFault;
+      if (item.match.resource !== undefined && item.match.resource !== endpoint) continue;
+      item.remaining -= 1;
+      if (item.remaining <= 0) queue.splice(index, 1);
+      return item.fault;
+    }
+    const random = options.randomFaults;
+    if (random && randomFaultSource && random.kinds.length > 0) {
+      if (random.resources && (endpoint === undefined || !random.resources.includes(endpoint))) {
+        return undefined;
+      }
+      if (randomFaultSource.chance(random.rate)) return randomFaultSource.pick(random.kinds);
+    }
+    return undefined;
+  };
+
+  const delay = (ms: number): Promise<void> =>
+    new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        timers.delete(timer);
+        resolve();
+      }, ms);
+      timers.add(timer);
+    });
+
+  /** Checks the key; returns an error reply, or undefined when a team admin's key was given. */
+  const authenticate = (request: IncomingMessage): Reply | undefined => {
+    const keys = options.apiKeys ?? { admin: [DEFAULT_ADMIN_API_KEY], nonAdmin: [DEFAULT_MEMBER_API_KEY] };
+    let key: string | undefined;
+    const apiKeyHeader = request.headers['x-api-key'];
+    if (typeof apiKeyHeader === 'string' && apiKeyHeader !== '') key = apiKeyHeader;
+    const authorization = request.headers.authorization;
+    if (key === undefined && typeof authorization === 'string') {
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+      if (match) key = match[1];
+    }
+    const unauthorized = (detail: string): Reply =>
+      jsonReply(401, { detail }, { 'www-authenticate': 'Api-Key' });
+    if (key === undefined) return unauthorized(notProvided);
+    if (keys.admin.includes(key)) return undefined;
+    if (keys.nonAdmin.includes(key)) return jsonReply(403, { detail: forbidden });
+    return unauthorized(invalidToken);
+  };
+
+  /** Counts a request against the team's budget; returns a 429 or the headers to add. */
+  const throttle = (): { reply?: Reply; headers: OutgoingHttpHeaders } => {
+    const limit = options.rateLimit;
+    if (!limit) return { headers: {} };
+    const now = (options.now ?? Date.now)();
+    const windowMs = limit.windowSeconds * 1000;
+    if (!window || now >= window.start + windowMs) window = { start: now, count: 0 };
+    const secondsLeft = Math.max(1, Math.ceil((window.start + windowMs - now) / 1000));
+    if (window.count >= limit.limit) {
+      return {
+        reply: jsonReply(
+          429,
+          { detail: 'Rate limit exceeded.', available_in: secondsLeft },
+          { 'retry-after': String(secondsLeft) },
+        ),
+        headers: {},
+      };
+    }
+    window.count += 1;
+    return {
+      headers: {
+        'x-ratelimit-limit': String(limit.limit),
+        'x-ratelimit-remaining': String(limit.limit - window.count),
+        'x-ratelimit-reset': String(secondsLeft),
+      },
+    };
+  };
+
+  const sealRow = (row: Row, fields: string[], pem: string): Record<string, unknown> => {
+    if (!sealing || sealing.pem !== pem) {
+      sealing = { pem, key: createPublicKey(pem), cache: new WeakMap() };
+    }
+    // One RSA wrap per value per row version: the real server seals afresh on every request,
+    // which only costs time here.
+    let sealed = sealing.cache.get(row);
+    if (!sealed) {
+      sealed = {};
+      for (const field of fields) {
+        if (field in row) sealed[field] = sealValue(row[field], sealing.key);
+      }
+      sealing.cache.set(row, sealed);
+    }
+    return { ...row, ...sealed };
+  };
+
+  const team = (): Record<string, unknown> => ({
+    id: 1,
+    feature_flags: ['flag_chatbots', 'flag_pipelines', 'flag_evaluations'],
+    has_public_key: options.teamPublicKeyPem !== undefined,
+    created_at: '2025-03-04T09:15:00Z',
+    updated_at: '2026-01-01T00:00:00.250000Z',
+    name: 'Fake Research Team',
+    slug: 'fake-research-team',
+    metadata: {},
+    files_export_task_id: '',
+    is_migrating: false,
+    created_by: 1,
+    files_export: null,
+    ...options.team,
+  });
+
+  const resourcePage = async (
+    resource: string,
+    entry: FakeManifestEntry,
+    params: URLSearchParams,
+    served: ServedDocuments,
+    extraHeaders: OutgoingHttpHeaders,
+  ): Promise<Reply> => {
+    const sealedFields = served.sealedFields.get(resource);
+    const pem = options.teamPublicKeyPem;
+    if (sealedFields && entry.secret && pem === undefined) {
+      return jsonReply(400, { detail: noPublicKey }, extraHeaders);
+    }
+    const limitText = lastParam(params, 'limit');
+    let limit = defaultLimit;
+    if (limitText !== null && limitText !== '') {
+      const parsed = parsePythonInt(limitText);
+      if (parsed === undefined) return jsonReply(400, ['`limit` must be an integer.'], extraHeaders);
+      if (parsed < 1) return jsonReply(400, ['`limit` must be a positive integer.'], extraHeaders);
+      limit = Math.min(parsed, maxLimit);
+    }
+    const cursorText = lastParam(params, 'cursor');
+    const cursor = cursorText === null || cursorText === '' ? null : cursorText;
+    const cursorKind: CursorKind = entry.cursor;
+    let page: { rows: Row[]; cursor: string | null; hasMore: boolean };
+    try {
+      if (dataset.hasResource(resource)) {
+        page = dataset.pageAfter(resource, cursorKind, cursor, limit);
+      } else {
+        // In the manifest but without rows here: an empty table, cursor still checked.
+        if (cursor !== null) decodeCursor(cursorKind, cursor);
+        page = { rows: [], cursor: null, hasMore: false };
+      }
+    } catch (error) {
+      if (error instanceof InvalidCursorError) {
+        return jsonReply(400, ['Invalid pagination cursor.'], extraHeaders);
+      }
+      throw error;
+    }
+    const pageIndex = cursor === null ? 0 : (pageCounters.get(resource) ?? 0) + 1;
+    pageCounters.set(resource, pageIndex);
+    await options.onPageServed?.({
+      resource,
+      pageIndex,
+      rows: page.rows,
+      cursor: page.cursor,
+      hasMore: page.hasMore,
+    });
+    const floats = served.floatFields.get(resource);
+    const transform = options.transformRow;
+    const results = page.rows.map((row) => {
+      let output: Record<string, unknown> =
+        sealedFields && sealedFields.length > 0 && pem !== undefined ? sealRow(row, sealedFields, pem) : row;
+      if (floats) output = markFloats(output, floats);
+      if (transform) output = transform(resource, output);
+      return output;
+    });
+    const resultsJson = serializeJson(results);
+    const body = options.bareArrayPages
+      ? resultsJson
+      : `{"cursor":${JSON.stringify(page.cursor)},"has_more":${page.hasMore},"results":${resultsJson}}`;
+    return {
+      status: 200,
+      headers: { 'content-type': jsonType, vary: 'Accept', allow: 'GET, HEAD, OPTIONS', ...extraHeaders },
+      body,
+    };
+  };
+
+  const schemaReply = (params: URLSearchParams, served: ServedDocuments): Reply => {
+    if (options.serveOpenApi === false) return jsonReply(404, { detail: 'Not found.' });
+    if (lastParam(params, 'format') === 'json') {
+      served.json ??= JSON.stringify(served.openApi);
+      return {
+        status: 200,
+        headers: { 'content-type': 'application/vnd.oai.openapi+json' },
+        body: served.json,
+      };
+    }
+    served.yaml ??= stringifyYaml(served.openApi, { aliasDuplicateObjects: false });
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/vnd.oai.openapi; charset=utf-8' },
+      body: served.yaml,
+    };
+  };
+
+  const route = async (
+    request: IncomingMessage,
+    endpoint: string,
+    params: URLSearchParams,
+    log: RequestLogEntry,
+  ): Promise<Reply> => {
+    const served = currentDocuments();
+    if (endpoint === 'manifest') return jsonReply(200, served.manifest);
+    if (endpoint === 'schema') return schemaReply(params, served);
+    const refused = authenticate(request);
+    if (refused) return refused;
+    const throttled = throttle();
+    if (throttled.reply) return throttled.reply;
+    if (endpoint === 'team') return jsonReply(200, team(), throttled.headers);
+    const entry = served.entries.get(endpoint);
+    if (!entry) return jsonReply(404, { detail: 'Unknown resource.' }, throttled.headers);
+    if (options.pageLatencyMs && options.pageLatencyMs > 0) await delay(options.pageLatencyMs);
+    return resourcePage(endpoint, entry, params, served, throttled.headers);
+  };
+
+  const send = (
+    request: IncomingMessage,
+    response: ServerResponse,
+    reply: Reply,
+    truncate?: Extract<FakeFault, { kind: 'truncate' }>,
+  ): void => {
+    if (response.destroyed) return;
+    const body = Buffer.from(reply.body, 'utf8');
+    if (truncate) {
+      const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
+      if (truncate.declareLength) {
+        response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+        response.write(part, () => response.destroy());
+      } else {
+        response.writeHead(reply.status, reply.headers);
+        response.end(part);
+      }
+      return;
+    }
+    response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+    response.end(request.method === 'HEAD' ? undefined : body);
+  };
+
+  const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
+    const url = new URL(request.url ?? '/', 'http://fake.invalid');
+    const method = request.method ?? 'GET';
+    const log: RequestLogEntry = {
+      method,
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      status: 0,
+    };
+    requests.push(log);
+    const match = /^\/api\/export\/([^/]+)(\/?)$/.exec(url.pathname);
+    const endpoint = match ? decodeURIComponent(match[1] as string) : undefined;
+    log.endpoint = endpoint;
+    if (endpoint !== undefined && endpoint !== 'manifest' && endpoint !== 'team' && endpoint !== 'schema') {
+      try {
+        if (currentDocuments().entries.has(endpoint)) log.resource = endpoint;
+      } catch {
+        // Reported by route() below.
+      }
+    }
+    const fault = takeFault(endpoint);
+    if (fault) log.fault = fault.kind;
+    if (fault?.kind === 'drop') {
+      request.socket.destroy();
+      return;
+    }
+    if (fault?.kind === 'latency') await delay(fault.ms);
+    let reply: Reply;
+    if (fault?.kind === 'status' || fault?.kind === 'rate_limit') {
+      reply = faultReply(fault);
+    } else if (method !== 'GET' && method !== 'HEAD') {
+      reply = jsonReply(405, { detail: `Method "${method}" not allowed.` }, { allow: 'GET, HEAD, OPTIONS' });
+    } else if (!match || endpoint === undefined) {
+      reply = djangoNotFound();
+    } else if (match[2] !== '/') {
+      // Django's APPEND_SLASH.
+      reply = {
+        status: 301,
+        headers: { location: `${url.pathname}/${url.search}`, 'content-type': 'text/html; charset=utf-8' },
+        body: '',
+      };
+    } else {
+      try {
+        reply = await route(request, endpoint, url.searchParams, log);
+      } catch (error) {
+        reply = jsonReply(500, { detail: 'A server error occurred.' });
+        process.emitWarning(`fake export server: ${error instanceof Error ? error.message : String(error)}`);
+      }
+    }
+    log.status = reply.status;
+    send(request, response, reply, fault?.kind === 'truncate' ? fault : undefined);
+  };
+
+  const server: Server = createServer({ keepAlive: true }, (request, response) => {
+    // The body of a GET is ignored, but must be drained for keep-alive to work.
+    request.resume();
+    handle(request, response).catch((error: unknown) => {
+      if (!response.headersSent && !response.destroyed) {
+        response.writeHead(500, { 'content-type': jsonType });
+        response.end(JSON.stringify({ detail: 'A server error occurred.' }));
+      }
+      process.emitWarning(`fake export server: ${error instanceof Error ? error.message : String(error)}`);
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  // Fail at start, not at the first request, when the documents cannot be built.
+  currentDocuments();
+  const address = server.address() as AddressInfo;
+  const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+
+  return {
+    url: `http://${host}:${address.port}`,
+    dataset,
+    options,
+    faults,
+    requests,
+    manifest: () => currentDocuments().manifest,
+    openApi: () => currentDocuments().openApi,
+    setSchema(next) {
+      if ('fixture' in next) {
+        options.fixture = next.fixture;
+        options.openApi = undefined;
+        options.manifest = undefined;
+      } else {
+        options.openApi = next.openApi;
+        options.manifest = next.manifest;
+      }
+      documents = undefined;
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const timer of timers) clearTimeout(timer);
+      timers.clear();
+      await new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+    },
+  };
+}

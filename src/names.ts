@@ -1,0 +1,34 @@
+/**
+ * Which names from the server may become SQL identifiers. Everything else is refused before it
+ * gets near SQL (and identifiers are double-quoted as well).
+ */
+
+/** Resource (table) names: the documented rule. */
+const SAFE_NAME = /^[a-z][a-z0-9_]{0,62}$/;
+
+/**
+ * Field names may also start with one underscore: the real export schema has
+ * `custom_actions._operations` and `custom_action_operations._operation_schema`, and refusing them
+ * would drop those fields from every sync. Such names must not collide with our own columns.
+ */
+const UNDERSCORE_FIELD = /^_[a-z][a-z0-9_]{0,61}$/;
+
+/** Columns ocs-sync adds to resource and history tables. */
+export const RESERVED_COLUMNS: ReadonlySet<string> = new Set([
+  '_synced_at',
+  '_run_id',
+  '_deleted_at',
+  '_version_id',
+  '_valid_from',
+  '_valid_to',
+  '_content_hash',
+]);
+
+export function isSafeResourceName(name: string): boolean {
+  return SAFE_NAME.test(name);
+}
+
+export function isSafeFieldName(name: string): boolean {
+  if (SAFE_NAME.test(name)) return true;
+  return UNDERSCORE_FIELD.test(name) && !RESERVED_COLUMNS.has(name) && !name.startsWith('_ocs');
+}

@@ -1,0 +1,167 @@
+/** The daemon's Prometheus metrics (src/daemon/metrics.ts), fed by hand. */
+import { register as globalRegistry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import type { ResourceStatus } from '../src/interfaces.js';
+import { SyncMetrics, combineEvents } from '../src/daemon/metrics.js';
+import type { ResourceReport } from '../src/sync/engine.js';
+
+function resourceReport(overrides: Partial<ResourceReport>): ResourceReport {
+  return {
+    resource: 'participants',
+    status: 'ok',
+    rows: 0,
+    pages: 0,
+    durationMs: 1,
+    warnings: [],
+    valuesAltered: 0,
+    deleted: 0,
+    fullRefresh: false,
+    ...overrides,
+  };
+}
+
+function status(resource: string, rows: number, newestUpdatedAt: string | null): ResourceStatus {
+  return {
+    resource,
+    cursor: null,
+    cursorKind: null,
+    lastRunId: 1,
+    lastSuccessAt: null,
+    lastError: null,
+    lastErrorAt: null,
+    lastFullRefreshAt: null,
+    rows,
+    rowsDeleted: 0,
+    newestUpdatedAt,
+  };
+}
+
+/** The value of one sample line, or undefined when absent. */
+function sample(text: string, series: string): number | undefined {
+  const line = text.split('\n').find((candidate) => candidate.startsWith(`${series} `));
+  return line === undefined ? undefined : Number(line.slice(series.length + 1));
+}
+
+describe('SyncMetrics', () => {
+  it('uses a registry of its own, so several can live side by side', async () => {
+    const first = new SyncMetrics();
+    const second = new SyncMetrics({ processMetrics: true });
+    first.onAttempt({ path: 'users/', status: 200, outcome: 'ok', durationMs: 1 });
+    expect(await globalRegistry.metrics()).not.toContain('ocs_sync_');
+    expect(sample((await first.render()).body, 'ocs_sync_http_requests_total{status="200",outcome="ok"}')).toBe(1);
+    expect((await second.render()).body).not.toContain('ocs_sync_http_requests_total{');
+    expect((await second.render()).body).toContain('ocs_sync_process_cpu_seconds_total');
+    expect((await first.render()).body).not.toContain('process_cpu_seconds_total');
+  });
+
+  it('counts rows, pages, schema changes, reconciled and deleted rows from the sync events', async () => {
+    const metrics = new SyncMetrics();
+    const events = metrics.syncEvents();
+    events.onPageWritten?.({ resource: 'participants', rows: 100, valuesAltered: 0 });
+    events.onPageWritten?.({ resource: 'participants', rows: 40, valuesAltered: 0 });
+    events.onPageWritten?.({ resource: 'chats', rows: 3, valuesAltered: 0 });
+    events.onSchemaChange?.({ kind: 'add_column', table: 'chats', column: 'topic', reason: 'schema' });
+    events.onSchemaChange?.({ kind: 'widen_column', table: 'chats', column: 'n', reason: 'value' });
+    events.onResourceDone?.(resourceReport({ resource: 'participants', rows: 140, deleted: 6, fullRefresh: true }));
+    // An incremental resource does not count as reconciled; a failed one counts as a problem.
+    events.onResourceDone?.(resourceReport({ resource: 'chats', rows: 3 }));
+    events.onResourceDone?.(resourceReport({ resource: 'users', status: 'failed', fullRefresh: true, rows: 5 }));
+    const text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_rows_synced_total{resource="participants"}')).toBe(140);
+    expect(sample(text, 'ocs_sync_rows_synced_total{resource="chats"}')).toBe(3);
+    expect(sample(text, 'ocs_sync_pages_total{resource="participants"}')).toBe(2);
+    expect(sample(text, 'ocs_sync_schema_changes_total{kind="add_column",reason="schema"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_schema_changes_total{kind="widen_column",reason="value"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="participants"}')).toBe(140);
+    expect(sample(text, 'ocs_sync_rows_deleted_total{resource="participants"}')).toBe(6);
+    expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="chats"}')).toBeUndefined();
+    expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="users"}')).toBeUndefined();
+    expect(sample(text, 'ocs_sync_resource_problems_total{resource="users",status="failed"}')).toBe(1);
+  });
+
+  it('records HTTP attempts by status and outcome, with retries and durations', async () => {
+    const metrics = new SyncMetrics();
+    metrics.onAttempt({ path: 'a/', status: 200, outcome: 'ok', durationMs: 40 });
+    metrics.onAttempt({ path: 'a/', status: 429, outcome: 'retry', durationMs: 5 });
+    metrics.onAttempt({ path: 'a/', status: 0, outcome: 'retry', durationMs: 5 });
+    metrics.onAttempt({ path: 'a/', status: 401, outcome: 'error', durationMs: 5 });
+    const text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_http_requests_total{status="429",outcome="retry"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_http_requests_total{status="0",outcome="retry"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_http_requests_total{status="401",outcome="error"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_http_retries_total')).toBe(2);
+    expect(sample(text, 'ocs_sync_http_request_duration_seconds_count{outcome="ok"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_http_request_duration_seconds_sum{outcome="ok"}')).toBeCloseTo(0.04);
+  });
+
+  it('tracks runs, the last success, failures in a row and skipped ticks', async () => {
+    const metrics = new SyncMetrics();
+    let text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_last_success_timestamp_seconds')).toBe(0);
+    expect(sample(text, 'ocs_sync_skipped_ticks_total{reason="overlap"}')).toBe(0);
+
+    metrics.runStarted();
+    text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_run_in_progress')).toBe(1);
+    metrics.runFinished({ kind: 'full_refresh', status: 'ok', durationMs: 90_000, finishedAt: 1_767_600_000_000, consecutiveFailures: 0 });
+    metrics.runFinished({ kind: 'incremental', status: 'failed', durationMs: 2_000, finishedAt: 1_767_600_900_000, consecutiveFailures: 1 });
+    metrics.runFinished({ kind: 'incremental', status: 'failed', durationMs: 2_000, finishedAt: 1_767_601_800_000, consecutiveFailures: 2 });
+    metrics.tickSkipped('overlap');
+    metrics.tickSkipped('backoff');
+    metrics.tickSkipped('backoff');
+    text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_run_in_progress')).toBe(0);
+    expect(sample(text, 'ocs_sync_runs_total{kind="full_refresh",status="ok"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_runs_total{kind="incremental",status="failed"}')).toBe(2);
+    expect(sample(text, 'ocs_sync_run_duration_seconds_sum{kind="full_refresh",status="ok"}')).toBe(90);
+    expect(sample(text, 'ocs_sync_run_duration_seconds_bucket{le="120",kind="full_refresh",status="ok"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_run_duration_seconds_bucket{le="60",kind="full_refresh",status="ok"}')).toBe(0);
+    expect(sample(text, 'ocs_sync_last_run_duration_seconds')).toBe(2);
+    // Failures do not move the last success.
+    expect(sample(text, 'ocs_sync_last_success_timestamp_seconds')).toBe(1_767_600_000);
+    expect(sample(text, 'ocs_sync_consecutive_failures')).toBe(2);
+    expect(sample(text, 'ocs_sync_skipped_ticks_total{reason="overlap"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_skipped_ticks_total{reason="backoff"}')).toBe(2);
+  });
+
+  it('computes per-resource lag at scrape time from the newest updated_at stored', async () => {
+    let now = Date.parse('2026-03-01T12:00:00Z');
+    const metrics = new SyncMetrics({ clock: { now: () => now } });
+    metrics.warehouseStatus([
+      status('chat_messages', 500, '2026-03-01T11:59:00.250000Z'),
+      status('users', 7, null),
+      status('teams_broken', 1, 'not a date'),
+    ]);
+    let text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="chat_messages"}')).toBe(59.75);
+    expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBeUndefined();
+    expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="teams_broken"}')).toBeUndefined();
+    expect(sample(text, 'ocs_sync_resource_rows{resource="chat_messages"}')).toBe(500);
+    expect(sample(text, 'ocs_sync_resource_rows{resource="users"}')).toBe(7);
+
+    now += 60_000;
+    text = (await metrics.render()).body;
+    expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="chat_messages"}')).toBe(119.75);
+
+    // A resource gone from the warehouse status disappears from the gauges.
+    metrics.warehouseStatus([status('users', 8, '2026-03-01T12:01:00Z')]);
+    text = (await metrics.render()).body;
+    expect(text).not.toContain('resource="chat_messages"');
+    expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBe(0);
+  });
+});
+
+describe('combineEvents', () => {
+  it('calls every listener that has the hook, in order', () => {
+    const calls: string[] = [];
+    const events = combineEvents(
+      { onPageWritten: ({ resource }) => calls.push(`a:${resource}`) },
+      undefined,
+      { onPageWritten: ({ resource }) => calls.push(`b:${resource}`), onRunStart: () => calls.push('b:start') },
+    );
+    events.onRunStart?.({ runId: 1, kind: 'incremental', resources: 2 });
+    events.onPageWritten?.({ resource: 'x', rows: 1, valuesAltered: 0 });
+    events.onResourceDone?.(resourceReport({}));
+    expect(calls).toEqual(['b:start', 'a:x', 'b:x']);
+  });
+});
