@@ -3,10 +3,30 @@
  * and clock (ticks are fired by hand, nothing sleeps), then the whole `ocs-sync daemon` against
  * the fake export server with a real SQLite warehouse.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
+import { main } from '../src/cli/main.js';
+import { syncOnce } from '../src/cli/sync-command.js';
+import { loadConfig } from '../src/config/load.js';
 import { InterruptedError } from '../src/errors.js';
+import { decodeCursor, parseTimestamp } from '../src/fake-server/cursor.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { RunKind } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
+import { openWarehouse } from '../src/warehouse/open.js';
+import {
+  createTestWarehouse,
+  expectWarehouseEqualsSource,
+  runCli,
+  syncEnv,
+  teamKeys,
+  temporaryDirectory,
+  type TestWarehouse,
+} from './support.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
 import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
 import { evaluateHealth, type HealthInput } from '../src/daemon/health.js';
@@ -512,5 +532,255 @@ describe('startDaemon with an injected sync', () => {
         scheduleFunction: manualCron().schedule,
       }),
     ).rejects.toThrow(/health.listen 127.0.0.1:\d+ cannot be opened: the address is already in use/);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The real thing: `ocs-sync daemon` (and startDaemon with the real syncOnce) against the fake
+// export server, into SQLite in a temporary folder.
+
+/** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
+async function waitFor<T>(condition: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs = 30_000): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value;
+    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** Rows of each resource at or before its stored cursor in the source's walk order. */
+function sourceIdsUpToCursor(dataset: FakeDataset, resource: string, cursor: string | null): string[] {
+  if (cursor === null) return [];
+  const kind = dataset.cursorKind(resource);
+  const decoded = decodeCursor(kind, cursor);
+  return dataset
+    .rows(resource)
+    .filter((row) => {
+      const id = BigInt(row.id);
+      if (decoded.kind === 'pk') return id <= BigInt(decoded.id);
+      const micros = parseTimestamp(String(row.updated_at))!;
+      return micros < decoded.updatedAtMicros || (micros === decoded.updatedAtMicros && id <= BigInt(decoded.id));
+    })
+    .map((row) => String(row.id))
+    .sort();
+}
+
+describe('ocs-sync daemon against the fake export server', () => {
+  let server: FakeServer | undefined;
+  let warehouse: TestWarehouse | undefined;
+  afterEach(async () => {
+    await server?.close();
+    server = undefined;
+    await warehouse?.dispose();
+    warehouse = undefined;
+  });
+
+  const startServer = async (dataset: FakeDataset) => {
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    warehouse = await createTestWarehouse('sqlite');
+    return server;
+  };
+
+  /** `main(['daemon'])` in-process; resolves its exit code. The health port comes from the logs. */
+  const launch = (env: Record<string, string>) => {
+    const controller = new AbortController();
+    let logs = '';
+    const logStream = new Writable({
+      write(chunk, _encoding, callback) {
+        logs += chunk.toString();
+        callback();
+      },
+    });
+    const stderr: string[] = [];
+    const exit = main(['daemon'], {
+      env: {
+        OCS_LOG_LEVEL: 'debug',
+        OCS_HEALTH_LISTEN: '127.0.0.1:0',
+        // Only the start-up run happens during a test.
+        OCS_SCHEDULE: '0 0 1 1 *',
+        OCS_FULL_REFRESH_SCHEDULE: 'off',
+        ...syncEnv(server!.url, warehouse!.env, { OCS_PAGE_SIZE: '7' }),
+        ...env,
+      },
+      output: { out: () => undefined, err: (line) => stderr.push(line) },
+      logStream,
+      signal: controller.signal,
+    });
+    const healthUrl = () =>
+      waitFor(() => /"listen":"(127\.0\.0\.1:\d+)"/.exec(logs)?.[1], 'the health server').then((listen) => `http://${listen}`);
+    return { controller, exit, logs: () => logs, stderr, healthUrl };
+  };
+
+  it('syncs at start, reports healthy with metrics, and exits 0 on the signal', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 15, seed: 21 });
+    await startServer(dataset);
+    const daemon = launch({});
+    const url = await daemon.healthUrl();
+
+    const health = await waitFor(async () => {
+      const response = await fetch(`${url}/healthz`);
+      const body = (await response.json()) as Record<string, unknown>;
+      return body.lastRunStatus !== null && { status: response.status, body };
+    }, 'the first run');
+    expect(health.status).toBe(200);
+    expect(health.body).toMatchObject({ status: 'ok', lastRunStatus: 'ok', consecutiveFailures: 0 });
+    expect(typeof health.body.lastSuccessAt).toBe('string');
+    await expectWarehouseEqualsSource(warehouse!, dataset);
+
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    const rowsOf = (resource: string) =>
+      Number(new RegExp(`^ocs_sync_rows_synced_total\\{resource="${resource}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+    expect(rowsOf('chat_messages')).toBe(dataset.count('chat_messages'));
+    expect(rowsOf('users')).toBe(dataset.count('users'));
+    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
+    expect(metrics).toMatch(/^ocs_sync_pages_total\{resource="chat_messages"\} [3-9]$/m);
+    expect(metrics).toMatch(/^ocs_sync_http_requests_total\{status="200",outcome="ok"\} \d+$/m);
+    expect(metrics).toMatch(/^ocs_sync_resource_lag_seconds\{resource="chat_messages"\} \d/m);
+    expect(metrics).toMatch(/^ocs_sync_schema_changes_total\{kind="create_table",reason="schema"\} \d+$/m);
+    expect(metrics).toMatch(/^ocs_sync_last_success_timestamp_seconds \d{10}/m);
+    expect(metrics).toMatch(/^ocs_sync_consecutive_failures 0$/m);
+    expect(metrics).toMatch(/^ocs_sync_run_duration_seconds_count\{kind="incremental",status="ok"\} 1$/m);
+
+    daemon.controller.abort();
+    expect(await daemon.exit).toBe(0);
+    expect(daemon.stderr).toEqual([]);
+    await expect(fetch(`${url}/healthz`)).rejects.toThrow();
+  });
+
+  it('keeps running and reports 503 when the server refuses the key', async () => {
+    await startServer(createSampleDataset({ rowsPerResource: 3, seed: 2 }));
+    const daemon = launch({ OCS_API_KEY: 'wrong-key' });
+    const url = await daemon.healthUrl();
+    const health = await waitFor(async () => {
+      const response = await fetch(`${url}/healthz`);
+      const body = (await response.json()) as Record<string, unknown>;
+      return body.lastRunStatus !== null && { status: response.status, body };
+    }, 'the first run');
+    expect(health.status).toBe(503);
+    expect(health.body).toMatchObject({ status: 'unhealthy', lastRunStatus: 'failed', consecutiveFailures: 1, lastSuccessAt: null });
+    expect(String(health.body.reason)).toMatch(/HTTP 401/);
+    expect(String(health.body.reason)).not.toContain('wrong-key');
+    const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="failed"\} 1$/m);
+    expect(metrics).toMatch(/^ocs_sync_http_requests_total\{status="401",outcome="error"\} 1$/m);
+    daemon.controller.abort();
+    expect(await daemon.exit).toBe(0);
+    expect(daemon.logs()).not.toContain('wrong-key');
+  });
+
+  it('on the signal mid-walk, stops with exit 0 and leaves rows and cursors that agree; a resumed sync completes exactly', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 30, seed: 8 });
+    await startServer(dataset);
+    const daemon = launch({});
+    let pagesServed = 0;
+    server!.options.onPageServed = ({ resource, pageIndex }) => {
+      pagesServed += 1;
+      // Well into the walk, in the middle of a resource with several pages.
+      if (resource === 'chat_messages' && pageIndex === 2) daemon.controller.abort();
+    };
+    expect(await daemon.exit).toBe(0);
+    server!.options.onPageServed = undefined;
+    expect(pagesServed).toBeGreaterThan(10);
+    expect(daemon.logs()).toMatch(/"status":"interrupted"|interrupted/);
+
+    const opened = await openWarehouse({ url: warehouse!.env.OCS_WAREHOUSE_URL! });
+    try {
+      let partlyStored = 0;
+      for (const resource of dataset.resources()) {
+        const state = await opened.getResourceState(resource);
+        const cursor = state?.cursor ?? null;
+        const expected = sourceIdsUpToCursor(dataset, resource, cursor);
+        const stored = (await opened.describeTable(resource))
+          ? (await warehouse!.readTable(resource, { includeDeleted: true })).map((row) => String(row.id)).sort()
+          : [];
+        expect(stored, `${resource}: rows agree with cursor ${cursor}`).toEqual(expected);
+        if (expected.length > 0 && expected.length < dataset.count(resource)) partlyStored += 1;
+      }
+      // The walk really stopped inside chat_messages.
+      expect(partlyStored).toBeGreaterThanOrEqual(1);
+      const stored = await opened.getResourceState('chat_messages');
+      expect(stored?.cursor).not.toBeNull();
+    } finally {
+      await opened.close();
+    }
+
+    // The writer lock was released: a sync that will not wait for it goes through, and resumes.
+    const directory = temporaryDirectory();
+    try {
+      const configFile = join(directory.path, 'no-wait.yaml');
+      writeFileSync(configFile, 'lock:\n  wait_seconds: 0\n');
+      const resumed = await runCli(['--config', configFile, 'sync'], syncEnv(server!.url, warehouse!.env, { OCS_PAGE_SIZE: '7' }));
+      expect(resumed.stderr).toBe('');
+      expect(resumed.code).toBe(0);
+    } finally {
+      directory.remove();
+    }
+    await expectWarehouseEqualsSource(warehouse!, dataset);
+  });
+});
+
+describe('startDaemon with the real sync: full refresh on its schedule', () => {
+  it('runs the full refresh tick as a full refresh, reconciling deletions into the metrics', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 4 });
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    const controller = new AbortController();
+    try {
+      const config = loadConfig({
+        env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_HEALTH_LISTEN: 'off' }),
+        needs: { server: true },
+      });
+      const logger = silentLogger();
+      const cron = manualCron();
+      const daemon = await startDaemon({
+        schedule: config.schedule,
+        fullRefreshSchedule: config.fullRefreshSchedule,
+        timezone: config.timezone,
+        health: config.health,
+        logger,
+        signal: controller.signal,
+        scheduleFunction: cron.schedule,
+        sync: ({ kind, signal, events, onAttempt }) =>
+          syncOnce(config, logger, { fullRefresh: kind === 'full_refresh', signal, events, onAttempt }),
+        readStatus: async () => {
+          const opened = await openWarehouse({ url: config.warehouse.url });
+          try {
+            return await opened.status();
+          } finally {
+            await opened.close();
+          }
+        },
+      });
+      expect(daemon.healthServer).toBeUndefined();
+      expect(cron.jobs.map((job) => job.cronExpression)).toEqual(['*/15 * * * *', '0 3 * * 0']);
+      // A tick while the start-up run is going is skipped.
+      cron.job(/incremental/).fire();
+      await daemon.scheduler.whenIdle();
+      expect(daemon.scheduler.status().lastRun).toMatchObject({ kind: 'incremental', status: 'ok' });
+
+      const gone = dataset.ids('chat_messages').slice(0, 3);
+      dataset.remove('chat_messages', gone);
+      cron.job(/full refresh/).fire();
+      expect(daemon.scheduler.status().running?.kind).toBe('full_refresh');
+      await daemon.scheduler.whenIdle();
+      expect(daemon.scheduler.status().lastRun).toMatchObject({ kind: 'full_refresh', status: 'ok' });
+      expect(daemon.health()).toMatchObject({ status: 'ok', httpStatus: 200 });
+      await expectWarehouseEqualsSource(warehouse, dataset);
+
+      const metrics = (await daemon.metrics.render()).body;
+      expect(metrics).toMatch(/^ocs_sync_skipped_ticks_total\{reason="overlap"\} 1$/m);
+      expect(metrics).toMatch(/^ocs_sync_rows_deleted_total\{resource="chat_messages"\} 3$/m);
+      expect(metrics).toContain(`ocs_sync_rows_reconciled_total{resource="chat_messages"} ${dataset.count('chat_messages')}`);
+      expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="full_refresh",status="ok"\} 1$/m);
+      expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
+      expect(metrics).toContain(`ocs_sync_resource_rows{resource="chat_messages"} ${dataset.count('chat_messages')}`);
+      expect(metrics).toMatch(/^ocs_sync_resource_deleted_rows\{resource="chat_messages"\} 3$/m);
+    } finally {
+      controller.abort();
+      await server.close();
+      await warehouse.dispose();
+    }
   });
 });

@@ -209,12 +209,12 @@ describe('auth and routing', () => {
   it('takes the key as X-Api-Key or Authorization: Bearer', async () => {
     const { server } = await start();
     expect((await get(server, '/api/export/users/', { 'X-Api-Key': ADMIN })).status).toBe(200);
-    expect((await get(server, '/api/export/users/', { Authorization: `Bearer ${ADMIN}` })).status).toBe(
-      200,
-    );
-    expect((await get(server, '/api/export/team/', { Authorization: `Bearer ${ADMIN}` })).status).toBe(
-      200,
-    );
+    expect(
+      (await get(server, '/api/export/users/', { Authorization: `Bearer ${ADMIN}` })).status,
+    ).toBe(200);
+    expect(
+      (await get(server, '/api/export/team/', { Authorization: `Bearer ${ADMIN}` })).status,
+    ).toBe(200);
   });
 
   it('answers 401 with the two exact details and WWW-Authenticate, 403 for a member', async () => {
@@ -370,7 +370,11 @@ describe('paging', () => {
       Buffer.from(JSON.stringify({ id: pivot.id, updated_at: zulu })).toString('base64'),
       encodeUpdatedAtCursor(parseTimestamp(zulu)!, pivot.id as number),
     ]) {
-      const body = await page(server, 'chat_messages', `?limit=5&cursor=${encodeURIComponent(cursor)}`);
+      const body = await page(
+        server,
+        'chat_messages',
+        `?limit=5&cursor=${encodeURIComponent(cursor)}`,
+      );
       expect(body.results.map((row) => row.id)).toEqual(expected);
     }
     expect(dataset.count('chat_messages')).toBe(25);
@@ -385,12 +389,18 @@ describe('paging', () => {
       ['chat_messages', Buffer.from('not json').toString('base64')],
       ['chat_messages', Buffer.from('{"id": 3}').toString('base64')],
       ['chat_messages', Buffer.from('{"updated_at": "yesterday", "id": 3}').toString('base64')],
-      ['chat_messages', Buffer.from('{"updated_at": "2026-01-01T00:00:00Z", "id": "x"}').toString('base64')],
+      [
+        'chat_messages',
+        Buffer.from('{"updated_at": "2026-01-01T00:00:00Z", "id": "x"}').toString('base64'),
+      ],
       ['chat_messages', Buffer.from('[1, 2]').toString('base64')],
       ['chat_messages', '17'],
     ];
     for (const [resource, cursor] of bad) {
-      const answer = await get(server, `/api/export/${resource}/?cursor=${encodeURIComponent(cursor!)}`);
+      const answer = await get(
+        server,
+        `/api/export/${resource}/?cursor=${encodeURIComponent(cursor!)}`,
+      );
       expect(answer.status, `${resource} ${cursor}`).toBe(400);
       expect(answer.json).toEqual(['Invalid pagination cursor.']);
     }
@@ -404,7 +414,11 @@ describe('paging', () => {
     const rest: Array<Record<string, unknown>> = [];
     let cursor = firstPage.cursor;
     while (cursor !== null) {
-      const body = await page(server, 'chat_messages', `?limit=5&cursor=${encodeURIComponent(cursor)}`);
+      const body = await page(
+        server,
+        'chat_messages',
+        `?limit=5&cursor=${encodeURIComponent(cursor)}`,
+      );
       rest.push(...body.results);
       cursor = body.has_more ? body.cursor : null;
     }
@@ -428,7 +442,11 @@ describe('paging', () => {
     server.options.onPageServed = ({ resource, pageIndex, rows }) => {
       if (resource !== 'chat_messages') return;
       seen.push(pageIndex);
-      if (pageIndex === 0) dataset.edit('chat_messages', rows.slice(0, 2).map((row) => row.id));
+      if (pageIndex === 0)
+        dataset.edit(
+          'chat_messages',
+          rows.slice(0, 2).map((row) => row.id),
+        );
     };
     const { rows } = await walk(server, 'chat_messages', 10);
     // 25 rows + 2 edited versions = 27: three pages of 10.
@@ -617,7 +635,11 @@ describe('faults', () => {
 
   it('injects 4xx faults with a given body, and clear() forgets queued faults', async () => {
     const { server } = await start();
-    server.faults.failNext(1, { kind: 'status', status: 400, body: ['simulated'] }, { resource: 'tags' });
+    server.faults.failNext(
+      1,
+      { kind: 'status', status: 400, body: ['simulated'] },
+      { resource: 'tags' },
+    );
     const answer = await get(server, '/api/export/tags/');
     expect(answer.status).toBe(400);
     expect(answer.json).toEqual(['simulated']);
@@ -642,7 +664,9 @@ describe('faults', () => {
   it('drops the connection without an answer', async () => {
     const { server } = await start();
     server.faults.failNext(1, { kind: 'drop' }, { resource: 'users' });
-    await expect(fetch(`${server.url}/api/export/users/`, { headers: { 'X-Api-Key': ADMIN } })).rejects.toThrow();
+    await expect(
+      fetch(`${server.url}/api/export/users/`, { headers: { 'X-Api-Key': ADMIN } }),
+    ).rejects.toThrow();
     expect(server.requests[0]).toMatchObject({ status: 0, fault: 'drop', resource: 'users' });
     expect((await get(server, '/api/export/users/')).status).toBe(200);
   });
@@ -657,7 +681,9 @@ describe('faults', () => {
     expect(truncated.text.startsWith('{"cursor":')).toBe(true);
 
     server.faults.failNext(1, { kind: 'truncate', declareLength: true }, { resource: 'users' });
-    const response = await fetch(`${server.url}/api/export/users/`, { headers: { 'X-Api-Key': ADMIN } });
+    const response = await fetch(`${server.url}/api/export/users/`, {
+      headers: { 'X-Api-Key': ADMIN },
+    });
     await expect(response.text()).rejects.toThrow();
     expect(dataset.count('users')).toBe(25);
     expect((await get(server, '/api/export/users/')).status).toBe(200);
@@ -727,17 +753,28 @@ describe('dataset', () => {
       withNul.rows('chat_messages').some((row) => (row.content as string).includes('\u0000')),
     ).toBe(true);
     const shapes = new Set(
-      plain.rows('participant_data').map((row) =>
-        Array.isArray(row.system_metadata) ? 'list' : row.system_metadata === null ? 'null' : typeof row.system_metadata,
-      ),
+      plain
+        .rows('participant_data')
+        .map((row) =>
+          Array.isArray(row.system_metadata)
+            ? 'list'
+            : row.system_metadata === null
+              ? 'null'
+              : typeof row.system_metadata,
+        ),
     );
     expect(shapes).toEqual(new Set(['object', 'list', 'null', 'string', 'number', 'boolean']));
   });
 
   it('makes chat messages of about 470 bytes', () => {
-    const dataset = createSampleDataset({ seed: 2, rowsPerResource: 1, rowCounts: { chat_messages: 2000 } });
+    const dataset = createSampleDataset({
+      seed: 2,
+      rowsPerResource: 1,
+      rowCounts: { chat_messages: 2000 },
+    });
     const rows = dataset.rows('chat_messages');
-    const average = rows.reduce((total, row) => total + JSON.stringify(row).length, 0) / rows.length;
+    const average =
+      rows.reduce((total, row) => total + JSON.stringify(row).length, 0) / rows.length;
     expect(average).toBeGreaterThan(380);
     expect(average).toBeLessThan(560);
   });
@@ -751,11 +788,21 @@ describe('dataset', () => {
     });
     dataset.insert('items', 5000, { rowsPerTick: 7 });
     const ids = dataset.ids('items');
-    dataset.edit('items', ids.filter((_, index) => index % 3 === 0), (row) => ({
-      value: (row.value as number) + 1,
-    }));
-    dataset.remove('items', ids.filter((_, index) => index % 10 === 5));
-    dataset.edit('items', ids.slice(0, 50).filter((_, index) => index % 10 !== 5));
+    dataset.edit(
+      'items',
+      ids.filter((_, index) => index % 3 === 0),
+      (row) => ({
+        value: (row.value as number) + 1,
+      }),
+    );
+    dataset.remove(
+      'items',
+      ids.filter((_, index) => index % 10 === 5),
+    );
+    dataset.edit(
+      'items',
+      ids.slice(0, 50).filter((_, index) => index % 10 !== 5),
+    );
     const walked: number[] = [];
     let cursor: string | null = null;
     do {
@@ -766,7 +813,9 @@ describe('dataset', () => {
     expect(walked).toHaveLength(dataset.count('items'));
     expect(new Set(walked)).toEqual(new Set(dataset.ids('items')));
     expect(dataset.count('items')).toBe(4500);
-    const times = walked.map((id) => parseTimestamp(dataset.get('items', id)!.updated_at as string)!);
+    const times = walked.map((id) =>
+      parseTimestamp(dataset.get('items', id)!.updated_at as string)!,
+    );
     expect([...times].sort((a, b) => a - b)).toEqual(times);
   });
 
@@ -789,7 +838,9 @@ describe('dataset', () => {
 
   it('refuses duplicate ids', () => {
     const dataset = createSampleDataset({ rowsPerResource: 2 });
-    expect(() => dataset.insert('users', [{ id: dataset.ids('users')[0] }])).toThrow(/already exists/);
+    expect(() => dataset.insert('users', [{ id: dataset.ids('users')[0] }])).toThrow(
+      /already exists/,
+    );
   });
 });
 
@@ -819,13 +870,26 @@ describe('documents from a fixture and back', () => {
     );
     expect(kinds).toEqual(
       new Set([
-        'integer', 'number', 'boolean', 'string', 'datetime', 'date', 'uuid', 'decimal',
-        'enum', 'json', 'float_array', 'integer_array', 'string_array',
+        'integer',
+        'number',
+        'boolean',
+        'string',
+        'datetime',
+        'date',
+        'uuid',
+        'decimal',
+        'enum',
+        'json',
+        'float_array',
+        'integer_array',
+        'string_array',
       ]),
     );
 
     const back = fixtureFromOpenApi(openApi, manifestFromFixture(fixture));
-    expect(back.map((resource) => [resource.resource, resource.cursor, resource.sealedFields])).toEqual(
+    expect(
+      back.map((resource) => [resource.resource, resource.cursor, resource.sealedFields]),
+    ).toEqual(
       fixture.map((resource) => [resource.resource, resource.cursor, resource.sealedFields]),
     );
     for (const [index, resource] of fixture.entries()) {
@@ -848,12 +912,21 @@ describe('documents from a fixture and back', () => {
 describe.skipIf(!hasSharedExport)(
   'the real OpenAPI document and manifest (../shared/ocs-export; skipped on a fresh clone without it)',
   () => {
-    let openApi: { paths: Record<string, unknown>; components: { schemas: Record<string, { properties?: Record<string, Record<string, unknown>> }> } };
+    let openApi: {
+      paths: Record<string, unknown>;
+      components: {
+        schemas: Record<string, { properties?: Record<string, Record<string, unknown>> }>;
+      };
+    };
     let manifest: { entries: Array<{ resource: string; model: string; secret: boolean }> };
 
     beforeAll(() => {
-      openApi = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8')) as typeof openApi;
-      manifest = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8')) as typeof manifest;
+      openApi = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8'),
+      ) as typeof openApi;
+      manifest = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8'),
+      ) as typeof manifest;
     });
 
     it('serves every real resource with rows that follow the real row schemas', async () => {
@@ -870,9 +943,13 @@ describe.skipIf(!hasSharedExport)(
 
       for (const entry of manifest.entries) {
         const path = openApi.paths[`/api/export/${entry.resource}/`] as {
-          get: { responses: { '200': { content: { 'application/json': { schema: { $ref: string } } } } } };
+          get: {
+            responses: { '200': { content: { 'application/json': { schema: { $ref: string } } } } };
+          };
         };
-        const listName = path.get.responses['200'].content['application/json'].schema.$ref.split('/').pop()!;
+        const listName = path.get.responses['200'].content['application/json'].schema.$ref
+          .split('/')
+          .pop()!;
         const detailName = listName.replace(/List$/, 'Detail');
         const properties = openApi.components.schemas[detailName]!.properties!;
         const body = await page(server, entry.resource, '?limit=10');
@@ -882,11 +959,16 @@ describe.skipIf(!hasSharedExport)(
           for (const [field, value] of Object.entries(row)) {
             const property = properties[field]!;
             if (value === null) continue;
-            if (property.type === 'integer') expect(Number.isInteger(value), `${entry.resource}.${field}`).toBe(true);
-            if (property.type === 'boolean') expect(typeof value, `${entry.resource}.${field}`).toBe('boolean');
-            if (property.type === 'string') expect(typeof value, `${entry.resource}.${field}`).toBe('string');
-            if (property.format === 'date-time') expect(parseTimestamp(value as string), `${entry.resource}.${field}`).toBeDefined();
-            if (property.type === 'array') expect(Array.isArray(value), `${entry.resource}.${field}`).toBe(true);
+            if (property.type === 'integer')
+              expect(Number.isInteger(value), `${entry.resource}.${field}`).toBe(true);
+            if (property.type === 'boolean')
+              expect(typeof value, `${entry.resource}.${field}`).toBe('boolean');
+            if (property.type === 'string')
+              expect(typeof value, `${entry.resource}.${field}`).toBe('string');
+            if (property.format === 'date-time')
+              expect(parseTimestamp(value as string), `${entry.resource}.${field}`).toBeDefined();
+            if (property.type === 'array')
+              expect(Array.isArray(value), `${entry.resource}.${field}`).toBe(true);
           }
         }
       }

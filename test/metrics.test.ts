@@ -20,7 +20,7 @@ function resourceReport(overrides: Partial<ResourceReport>): ResourceReport {
   };
 }
 
-function status(resource: string, rows: number, newestUpdatedAt: string | null): ResourceStatus {
+function status(resource: string, rows: number, newestUpdatedAt: string | null, rowsDeleted = 0): ResourceStatus {
   return {
     resource,
     cursor: null,
@@ -31,7 +31,7 @@ function status(resource: string, rows: number, newestUpdatedAt: string | null):
     lastErrorAt: null,
     lastFullRefreshAt: null,
     rows,
-    rowsDeleted: 0,
+    rowsDeleted,
     newestUpdatedAt,
   };
 }
@@ -128,7 +128,7 @@ describe('SyncMetrics', () => {
     let now = Date.parse('2026-03-01T12:00:00Z');
     const metrics = new SyncMetrics({ clock: { now: () => now } });
     metrics.warehouseStatus([
-      status('chat_messages', 500, '2026-03-01T11:59:00.250000Z'),
+      status('chat_messages', 500, '2026-03-01T11:59:00.250000Z', 4),
       status('users', 7, null),
       status('teams_broken', 1, 'not a date'),
     ]);
@@ -138,6 +138,7 @@ describe('SyncMetrics', () => {
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="teams_broken"}')).toBeUndefined();
     expect(sample(text, 'ocs_sync_resource_rows{resource="chat_messages"}')).toBe(500);
     expect(sample(text, 'ocs_sync_resource_rows{resource="users"}')).toBe(7);
+    expect(sample(text, 'ocs_sync_resource_deleted_rows{resource="chat_messages"}')).toBe(4);
 
     now += 60_000;
     text = (await metrics.render()).body;

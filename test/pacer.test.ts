@@ -3,7 +3,6 @@
  * team's API budget runs out, and waiting for the window to reset. A fake clock stands in for
  * time: `sleep` moves it forward at once, so nothing here waits for real.
  */
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
@@ -19,7 +18,7 @@ import {
   type Clock,
   type RateLimitReading,
 } from '../src/source/pacer.js';
-import { ADMIN_KEY, expectWarehouseEqualsSource, temporaryDirectory } from './support.js';
+import { ADMIN_KEY, createTestWarehouse, expectWarehouseEqualsSource } from './support.js';
 
 class FakeClock implements Clock {
   readonly sleeps: number[] = [];
@@ -244,9 +243,9 @@ describe('a sync against the fake server with a small API budget', () => {
       now: () => clock.now(),
     });
     cleanups.push(() => server.close());
-    const directory = temporaryDirectory();
-    cleanups.push(() => directory.remove());
-    const warehouse = await openWarehouse({ url: join(directory.path, 'paced.db') });
+    const stored = await createTestWarehouse('sqlite');
+    cleanups.push(() => stored.dispose());
+    const warehouse = await openWarehouse({ url: stored.env.OCS_WAREHOUSE_URL! });
     cleanups.push(() => warehouse.close());
     const source = new HttpExportSource({
       baseUrl: server.url,
@@ -289,6 +288,6 @@ describe('a sync against the fake server with a small API budget', () => {
     const windowsNeeded = Math.ceil(throttled.length / 8) - 1;
     expect(clock.now() - started).toBeGreaterThanOrEqual(windowsNeeded * 10_000);
     expect(source.pacingPausedMs).toBeGreaterThan(0);
-    expectWarehouseEqualsSource(join(directory.path, 'paced.db'), dataset, { resources });
+    await expectWarehouseEqualsSource(stored, dataset, { resources });
   });
 });

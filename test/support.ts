@@ -68,72 +68,176 @@ export async function runCli(
 }
 
 /** Environment for a sync against a fake server into a SQLite file. */
-export function syncEnv(url: string, database: string, extra: Record<string, string> = {}): Record<string, string> {
+export function syncEnv(
+  url: string,
+  warehouseEnv: Record<string, string>,
+  extra: Record<string, string> = {},
+): Record<string, string> {
   return {
     OCS_BASE_URL: url,
     OCS_API_KEY: ADMIN_KEY,
-    OCS_WAREHOUSE_URL: database,
+    ...warehouseEnv,
     OCS_PRIVATE_KEY: teamKeys().privateKey,
     ...extra,
   };
 }
 
 interface ColumnRow {
-  table_name: string;
   column_name: string;
   column_type: string;
 }
 
-/** Read a SQLite table back into source-shaped rows, decoding by the stored logical types. */
-export function readTable(database: string, table: string, options: { includeDeleted?: boolean } = {}): Array<Record<string, unknown>> {
-  const db = new Database(database, { readonly: true });
-  try {
-    db.defaultSafeIntegers(true);
-    const types = new Map(
-      (db.prepare('SELECT table_name, column_name, column_type FROM _ocs_columns WHERE table_name = ?').all(table) as ColumnRow[]).map(
-        (row) => [row.column_name, row.column_type],
-      ),
-    );
-    const where = options.includeDeleted ? '' : 'WHERE "_deleted_at" IS NULL';
-    const rows = db.prepare(`SELECT * FROM "${table}" ${where} ORDER BY id`).all() as Array<Record<string, unknown>>;
-    return rows.map((row) => {
-      const decoded: Record<string, unknown> = {};
-      for (const [key, value] of Object.entries(row)) {
-        if (RESERVED_COLUMNS.has(key)) continue;
-        decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key));
+type StoredRow = Record<string, unknown>;
+
+/**
+ * A fresh warehouse of one dialect for end-to-end tests: the env that points ocs-sync at it, and a
+ * reader that gives tables back in the source's shape, so the same assertions run on every dialect.
+ */
+export interface TestWarehouse {
+  dialect: 'sqlite' | 'postgres';
+  env: Record<string, string>;
+  readTable(table: string, options?: { includeDeleted?: boolean }): Promise<StoredRow[]>;
+  query(sql: string): Promise<StoredRow[]>;
+  dispose(): Promise<void>;
+}
+
+const postgresUrl = process.env.OCS_TEST_POSTGRES_URL;
+const requestedDialects = process.env.OCS_TEST_DIALECTS?.split(',').map((name) => name.trim());
+
+/**
+ * The dialects end-to-end suites loop over (kysely-style). PostgreSQL runs when
+ * OCS_TEST_POSTGRES_URL is set; in CI its absence is an error, never a silent skip.
+ */
+export const testDialects: Array<'sqlite' | 'postgres'> = (['sqlite', 'postgres'] as const).filter(
+  (dialect) => !requestedDialects || requestedDialects.includes(dialect),
+);
+export function postgresUnavailableReason(): string | undefined {
+  if (postgresUrl) return undefined;
+  return 'OCS_TEST_POSTGRES_URL is not set (source .ci/postgres.sh to start a throwaway cluster)';
+}
+
+export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promise<TestWarehouse> {
+  if (dialect === 'sqlite') {
+    const directory = temporaryDirectory();
+    const path = join(directory.path, 'warehouse.db');
+    const open = () => {
+      const db = new Database(path, { readonly: true });
+      db.defaultSafeIntegers(true);
+      return db;
+    };
+    const query = async (sql: string) => {
+      const db = open();
+      try {
+        return db.prepare(sql).all() as StoredRow[];
+      } finally {
+        db.close();
       }
-      return decoded;
-    });
-  } finally {
-    db.close();
+    };
+    return {
+      dialect,
+      env: { OCS_WAREHOUSE_URL: path },
+      query,
+      readTable: (table, options) => readDecoded(query, table, '', options),
+      dispose: async () => directory.remove(),
+    };
   }
+  const reason = postgresUnavailableReason();
+  if (reason) throw new Error(`PostgreSQL tests cannot run: ${reason}`);
+  const pg = (await import('pg')).default;
+  const schema = `t_${Math.random().toString(36).slice(2, 10)}`;
+  const client = new pg.Client({ connectionString: postgresUrl, types: { getTypeParser: textTypeParser(pg) } });
+  await client.connect();
+  await client.query("SET TIME ZONE 'UTC'");
+  const query = async (sql: string) => (await client.query(sql.replaceAll('"_ocs_', `"${schema}"."_ocs_`))).rows as StoredRow[];
+  return {
+    dialect,
+    env: { OCS_WAREHOUSE_URL: postgresUrl!, OCS_WAREHOUSE_SCHEMA: schema },
+    query: (sql) => query(sql),
+    readTable: (table, options) => readDecoded(query, table, `"${schema}".`, options),
+    dispose: async () => {
+      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await client.end();
+    },
+  };
+}
+
+/** int8 as bigint, timestamps/dates as the server's text form, jsonb parsed, the rest as pg gives it. */
+function textTypeParser(pg: typeof import('pg').default) {
+  return (oid: number, format?: string): ((value: string) => unknown) => {
+    switch (oid) {
+      case 20:
+        return (value) => BigInt(value);
+      case 1700:
+        return (value) => Number(value);
+      case 1184:
+      case 1114:
+        return (value) => value.replace(' ', 'T').replace(/\+00$/, 'Z');
+      case 1082:
+        return (value) => value;
+      default:
+        return pg.types.getTypeParser(oid, format as 'text');
+    }
+  };
+}
+
+async function readDecoded(
+  query: (sql: string) => Promise<StoredRow[]>,
+  table: string,
+  prefix: string,
+  options: { includeDeleted?: boolean } = {},
+): Promise<StoredRow[]> {
+  const columns = await query(
+    `SELECT column_name, column_type FROM ${prefix}"_ocs_columns" WHERE table_name = '${table}'`,
+  );
+  const types = new Map((columns as unknown as ColumnRow[]).map((row) => [row.column_name, row.column_type]));
+  const where = options.includeDeleted ? '' : 'WHERE "_deleted_at" IS NULL';
+  const rows = await query(`SELECT * FROM ${prefix}"${table}" ${where} ORDER BY id`);
+  return rows.map((row) => {
+    const decoded: StoredRow = {};
+    for (const [key, value] of Object.entries(row)) {
+      if (RESERVED_COLUMNS.has(key)) continue;
+      decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key));
+    }
+    return decoded;
+  });
+}
+
+/** Date-times compare as instants written one way: six fraction digits, or none when zero. */
+const DATE_TIME_TEXT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?(Z|\+00:00)$/;
+function canonicalDateTime(value: unknown): unknown {
+  if (typeof value !== 'string') return value;
+  const match = DATE_TIME_TEXT.exec(value);
+  if (!match) return value;
+  const fraction = (match[2] ?? '').padEnd(6, '0');
+  return `${match[1]}${/^0+$/.test(fraction) ? '' : `.${fraction}`}Z`;
 }
 
 function decode(value: unknown, type: string | undefined): unknown {
   if (value === null) return null;
+  if (typeof value === 'string') value = canonicalDateTime(value);
   if (typeof value === 'bigint') {
     const asNumber = Number(value);
     value = Number.isSafeInteger(asNumber) ? asNumber : value;
   }
   switch (type) {
     case 'boolean':
-      return value === 1 || value === 1n;
+      return value === true || value === 1 || value === 1n;
     case 'json':
-      return JSON.parse(String(value), (_key, inner: unknown) => inner);
+      return typeof value === 'string' ? JSON.parse(value) : value;
     default:
       return value;
   }
 }
 
 /** Every resource of the dataset is in the warehouse, row for row, field for field, once. */
-export function expectWarehouseEqualsSource(
-  database: string,
+export async function expectWarehouseEqualsSource(
+  warehouse: TestWarehouse,
   dataset: FakeDataset,
   options: { resources?: string[]; skip?: string[] } = {},
-): void {
+): Promise<void> {
   for (const resource of options.resources ?? dataset.resources()) {
     if (options.skip?.includes(resource)) continue;
-    const stored = readTable(database, resource);
+    const stored = await warehouse.readTable(resource);
     const source = dataset.rows(resource).map((row) => normalizeSourceRow(row));
     expect(stored.map((row) => row.id), `${resource} ids`).toEqual(source.map((row) => row.id));
     expect(stored, `${resource} rows`).toEqual(source);
@@ -144,8 +248,11 @@ export function expectWarehouseEqualsSource(
 function normalizeSourceRow(row: Record<string, unknown>): Record<string, unknown> {
   const normalized: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(row)) {
-    normalized[key] = value === undefined ? null : JSON.parse(JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? Number(v) : v)));
-    if (typeof value === 'bigint') normalized[key] = Number.isSafeInteger(Number(value)) ? Number(value) : value;
+    if (typeof value === 'bigint') {
+      normalized[key] = Number.isSafeInteger(Number(value)) ? Number(value) : value;
+    } else {
+      normalized[key] = value === undefined ? null : canonicalDateTime(JSON.parse(JSON.stringify(value)));
+    }
   }
   return normalized;
 }

@@ -2,7 +2,6 @@
  * End-to-end sync against the fake export server, through the CLI (`main`) and the engine's
  * public API, into a real SQLite warehouse.
  */
-import Database from 'better-sqlite3';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -14,24 +13,26 @@ import {
   ADMIN_KEY,
   MEMBER_KEY,
   SHARED_EXPORT_DIR,
+  createTestWarehouse,
   expectWarehouseEqualsSource,
   hasSharedExport,
-  readTable,
   runCli,
   syncEnv,
   teamKeys,
   temporaryDirectory,
+  testDialects,
+  type TestWarehouse,
 } from './support.js';
 
 const SMALL_PAGES = { OCS_PAGE_SIZE: '7' };
 /** Quick retries so fault tests do not wait long. */
 const FAST_RETRIES_YAML = 'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 
-describe('sync against the fake export server', () => {
+describe.each(testDialects)('sync against the fake export server (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let directory: ReturnType<typeof temporaryDirectory>;
-  let database: string;
+  let warehouse: TestWarehouse;
   let configFile: string;
 
   const start = async (options: Partial<Parameters<typeof startFakeServer>[0]> = {}) => {
@@ -39,17 +40,21 @@ describe('sync against the fake export server', () => {
     server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey, ...options });
   };
   const sync = (extraArgs: string[] = [], env: Record<string, string> = {}) =>
-    runCli(['--config', configFile, 'sync', ...extraArgs], syncEnv(server.url, database, { ...SMALL_PAGES, ...env }));
+    runCli(['--config', configFile, 'sync', ...extraArgs], {
+      ...syncEnv(server.url, warehouse.env, SMALL_PAGES),
+      ...env,
+    });
   const pageRequests = () => server.requests.filter((request) => request.resource !== undefined);
 
-  beforeEach(() => {
+  beforeEach(async () => {
     directory = temporaryDirectory();
-    database = join(directory.path, 'warehouse.db');
+    warehouse = await createTestWarehouse(dialect);
     configFile = join(directory.path, 'config.yaml');
     writeFileSync(configFile, FAST_RETRIES_YAML);
   });
   afterEach(async () => {
     await server?.close();
+    await warehouse.dispose();
     directory.remove();
   });
 
@@ -58,7 +63,7 @@ describe('sync against the fake export server', () => {
     const first = await sync();
     expect(first.stderr).toBe('');
     expect(first.code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
 
     const resources = dataset.resources().length;
     server.requests.length = 0;
@@ -66,7 +71,7 @@ describe('sync against the fake export server', () => {
     expect(second.code).toBe(0);
     expect(pageRequests()).toHaveLength(resources);
     expect(new Set(pageRequests().map((request) => request.resource)).size).toBe(resources);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
   it('picks up inserts and edits incrementally', async () => {
@@ -81,7 +86,7 @@ describe('sync against the fake export server', () => {
 
     server.requests.length = 0;
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
     // Only the new pages were asked for: far fewer requests than a full walk.
     expect(pageRequests().filter((r) => r.resource === 'chat_messages').length).toBeLessThanOrEqual(4);
   });
@@ -98,8 +103,8 @@ describe('sync against the fake export server', () => {
     };
     expect((await sync()).code).toBe(0);
     expect(edited).toBe(true);
-    expectWarehouseEqualsSource(database, dataset);
-    const contents = readTable(database, 'chat_messages').map((row) => row.content);
+    await expectWarehouseEqualsSource(warehouse, dataset);
+    const contents = (await warehouse.readTable('chat_messages')).map((row) => row.content);
     expect(contents.filter((content) => content === 'edited while paging')).toHaveLength(3);
   });
 
@@ -123,7 +128,7 @@ describe('sync against the fake export server', () => {
     }
     expect(crashes).toBeGreaterThan(3);
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
   it('waits out 429 with Retry-After and retries 5xx, dropped connections, truncated JSON and HTML pages', async () => {
@@ -135,7 +140,7 @@ describe('sync against the fake export server', () => {
     server.faults.failNext(1, { kind: 'truncate' }, { resource: 'chat_messages' });
     const result = await sync();
     expect(result.code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
     const statuses = server.requests.map((request) => request.status);
     expect(statuses).toContain(429);
     expect(statuses).toContain(502);
@@ -153,13 +158,13 @@ describe('sync against the fake export server', () => {
 
   it('stops on 401 and 403 with the server detail and a hint', async () => {
     await start();
-    const wrongKey = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: 'not-a-key' }));
+    const wrongKey = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_API_KEY: 'not-a-key' });
     expect(wrongKey.code).toBe(1);
     expect(wrongKey.stderr).toMatch(/refused the API key \(HTTP 401\): Invalid token\./);
     expect(wrongKey.stderr).toMatch(/hint: Check OCS_API_KEY/);
     expect(wrongKey.stderr + wrongKey.logs).not.toContain('not-a-key');
 
-    const member = await runCli(['sync'], syncEnv(server.url, database, { OCS_API_KEY: MEMBER_KEY }));
+    const member = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_API_KEY: MEMBER_KEY });
     expect(member.code).toBe(1);
     expect(member.stderr).toMatch(/\(HTTP 403\): You do not have permission/);
     expect(member.stderr).toMatch(/team admin/);
@@ -173,30 +178,30 @@ describe('sync against the fake export server', () => {
     expect(result.code).toBe(3);
     expect(result.stdout).toMatch(/skipped: tags skipped: the server does not export it \(HTTP 404: Unknown resource\.\)/);
     expect(result.stdout).toMatch(/failed: GET traces\/ answered HTTP 400: `limit` must be an integer\./);
-    expectWarehouseEqualsSource(database, dataset, { skip: ['tags', 'traces'] });
-    const status = await runCli(['status', '--json'], { OCS_WAREHOUSE_URL: database });
+    await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['tags', 'traces'] });
+    const status = await runCli(['status', '--json'], warehouse.env);
     const tags = (JSON.parse(status.stdout) as Array<{ resource: string; lastError: string | null }>).find(
       (row) => row.resource === 'tags',
     );
     expect(tags?.lastError).toMatch(/404/);
     // The next run picks them up.
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
   it('accepts bare JSON array pages and derives the cursor from the last row', async () => {
     await start({ bareArrayPages: true });
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
     dataset.insert('chat_messages', 4);
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
   it('types columns from rows when the server does not publish its schema', async () => {
     await start({ serveOpenApi: false });
     expect((await sync()).code).toBe(0);
-    expectWarehouseEqualsSource(database, dataset);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
   it('never logs the API key or key material', async () => {
@@ -214,16 +219,14 @@ describe('sync against the fake export server', () => {
   it('records the schema checksum and reports when it changes', async () => {
     await start();
     expect((await sync()).code).toBe(0);
-    const db = new Database(database, { readonly: true });
-    const stored = db.prepare("SELECT value FROM _ocs_state WHERE key = 'schema_checksum'").get() as { value: string };
-    db.close();
-    expect(stored.value).toMatch(/^[0-9a-f]{64}$/);
+    const [stored] = await warehouse.query(`SELECT value FROM "_ocs_state" WHERE key = 'schema_checksum'`);
+    expect(stored?.value).toBe(server.manifest().schema_checksum);
   });
 });
 
 describe('hostile names from the server', () => {
   it('refuses unsafe resource and field names and never puts them into SQL', async () => {
-    const directory = temporaryDirectory();
+    const warehouse = await createTestWarehouse('sqlite');
     const dataset = createSampleDataset({ rowsPerResource: 5, seed: 11 });
     const server = await startFakeServer({
       dataset,
@@ -235,36 +238,34 @@ describe('hostile names from the server', () => {
       transformRow: (resource, row) => (resource === 'users' ? { ...row, 'Robert"); --': 'x' } : row),
     });
     try {
-      const database = join(directory.path, 'w.db');
-      const result = await runCli(['sync'], syncEnv(server.url, database));
+      const result = await runCli(['sync'], syncEnv(server.url, warehouse.env));
       expect(result.code).toBe(3);
       expect(result.stdout).toMatch(/Refusing resource name "bad\\"; DROP TABLE users; --"/);
       expect(result.stdout).toMatch(/Refusing field name "Robert\\"\); --"/);
-      expectWarehouseEqualsSource(database, dataset);
+      await expectWarehouseEqualsSource(warehouse, dataset);
     } finally {
       await server.close();
-      directory.remove();
+      await warehouse.dispose();
     }
   });
 });
 
 describe.skipIf(!hasSharedExport)('conformance with the real manifest and OpenAPI (../shared/ocs-export)', () => {
   it('syncs every resource of the real export surface', async () => {
-    const directory = temporaryDirectory();
+    const warehouse = await createTestWarehouse('sqlite');
     const openApi = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8')) as unknown;
     const manifest = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8')) as unknown;
     const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 6, seed: 5 });
     const server = await startFakeServer({ dataset, openApi, manifest, teamPublicKeyPem: teamKeys().publicKey });
     try {
-      const database = join(directory.path, 'w.db');
-      const result = await runCli(['sync'], syncEnv(server.url, database, { OCS_PAGE_SIZE: '4' }));
+      const result = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_PAGE_SIZE: '4' });
       expect(result.stdout).not.toMatch(/skipped|failed/);
       expect(result.code).toBe(0);
       expect(dataset.resources()).toHaveLength(61);
-      expectWarehouseEqualsSource(database, dataset);
+      await expectWarehouseEqualsSource(warehouse, dataset);
     } finally {
       await server.close();
-      directory.remove();
+      await warehouse.dispose();
     }
   });
 });

@@ -40,6 +40,7 @@ export class SyncMetrics {
   private readonly resourceProblems: Counter<'resource' | 'status'>;
   private readonly schemaChanges: Counter<'kind' | 'reason'>;
   private readonly storedRows: Gauge<'resource'>;
+  private readonly storedDeletedRows: Gauge<'resource'>;
 
   constructor(options: SyncMetricsOptions = {}) {
     this.clock = options.clock ?? { now: () => Date.now() };
@@ -141,7 +142,13 @@ export class SyncMetrics {
     });
     this.storedRows = new Gauge({
       name: name('resource_rows'),
-      help: 'Rows stored per resource table (deleted-marked rows included), as of the last run.',
+      help: 'Live rows stored per resource table (not marked deleted), as of the last run.',
+      labelNames: ['resource'],
+      registers,
+    });
+    this.storedDeletedRows = new Gauge({
+      name: name('resource_deleted_rows'),
+      help: 'Rows kept but marked deleted (gone from the server) per resource table, as of the last run.',
       labelNames: ['resource'],
       registers,
     });
@@ -221,9 +228,11 @@ export class SyncMetrics {
   /** Rows and freshness per resource, from `warehouse.status()` after a run. */
   warehouseStatus(statuses: readonly ResourceStatus[]): void {
     this.storedRows.reset();
+    this.storedDeletedRows.reset();
     this.newestUpdatedAt.clear();
     for (const status of statuses) {
       this.storedRows.set({ resource: status.resource }, status.rows);
+      this.storedDeletedRows.set({ resource: status.resource }, status.rowsDeleted);
       if (status.newestUpdatedAt !== null) {
         const at = Date.parse(status.newestUpdatedAt);
         if (Number.isFinite(at)) this.newestUpdatedAt.set(status.resource, at);

@@ -251,6 +251,7 @@ export class Scheduler {
       case 'interrupted':
         // Shutdown: neither a success nor the server's fault.
         if (kind === 'full_refresh') this.fullRefreshPending = true;
+        logger.info({ kind, status: 'interrupted' }, 'Sync run interrupted; every committed page is kept');
         break;
     }
     this.options.onRunFinished?.(outcome, kind, this.status());

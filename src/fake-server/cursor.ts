@@ -10,8 +10,7 @@ import type { CursorKind } from '../interfaces.js';
 export type RowId = number | bigint;
 
 export type DecodedCursor =
-  | { kind: 'pk'; id: RowId }
-  | { kind: 'updated_at_id'; updatedAtMicros: number; id: RowId };
+  { kind: 'pk'; id: RowId } | { kind: 'updated_at_id'; updatedAtMicros: number; id: RowId };
 
 /** Thrown for a cursor the server would answer with `400 ["Invalid pagination cursor."]`. */
 export class InvalidCursorError extends Error {

@@ -292,9 +292,7 @@ export class FakeDataset {
       });
       table.generated += 1;
       const row = (
-        generated && !values && generated.id === id
-          ? generated
-          : { id, ...generated, ...values }
+        generated && !values && generated.id === id ? generated : { id, ...generated, ...values }
       ) as Row;
       row.id = id;
       let micros = Number.NaN;

@@ -39,13 +39,7 @@ export type TextStyle =
 
 /** The usual shape of a free JSON value. */
 export type JsonShape =
-  | 'object'
-  | 'list'
-  | 'scalar'
-  | 'any'
-  | 'config'
-  | 'translations'
-  | 'message_metadata';
+  'object' | 'list' | 'scalar' | 'any' | 'config' | 'translations' | 'message_metadata';
 
 export interface FieldSpec {
   kind: FieldKind;
@@ -141,7 +135,8 @@ function textPool(style: 'title' | 'sentence' | 'paragraph' | 'message'): string
     for (let index = 0; index < 2048; index += 1) {
       if (style === 'title') pool.push(sentence(2, 5).slice(0, -1));
       else if (style === 'sentence') pool.push(sentence(6, 14));
-      else if (style === 'paragraph') pool.push([sentence(6, 14), sentence(6, 14), sentence(6, 14)].join(' '));
+      else if (style === 'paragraph')
+        pool.push([sentence(6, 14), sentence(6, 14), sentence(6, 14)].join(' '));
       else pool.push([sentence(6, 14), sentence(6, 14), sentence(3, 8)].join(' '));
     }
     textPools.set(style, pool);
@@ -197,7 +192,10 @@ export class ValueGenerator {
   decimal(digits = 6, places = 4): string {
     const whole = this.random.int(0, Math.min(10 ** Math.min(digits, 6) - 1, 99_999));
     if (places === 0) return String(whole);
-    const fraction = String(this.random.int(0, 10 ** Math.min(places, 8) - 1)).padStart(places, '0');
+    const fraction = String(this.random.int(0, 10 ** Math.min(places, 8) - 1)).padStart(
+      places,
+      '0',
+    );
     return `${this.random.chance(0.05) ? '-' : ''}${whole}.${fraction.slice(0, places).padEnd(places, '0')}`;
   }
 
@@ -219,14 +217,19 @@ export class ValueGenerator {
         const keys = this.random.int(0, 4);
         for (let index = 0; index < keys; index += 1) {
           const key = this.random.pick(words) + (index === 0 ? '' : `_${index}`);
-          value[key] = depth < 2 && this.random.chance(0.3) ? this.json('any', depth + 1) : this.json('scalar', depth + 1);
+          value[key] =
+            depth < 2 && this.random.chance(0.3)
+              ? this.json('any', depth + 1)
+              : this.json('scalar', depth + 1);
         }
         return value;
       }
       case 'list': {
         const length = this.random.int(0, 4);
         return Array.from({ length }, () =>
-          depth < 2 && this.random.chance(0.3) ? this.json('object', depth + 1) : this.json('scalar', depth + 1),
+          depth < 2 && this.random.chance(0.3)
+            ? this.json('object', depth + 1)
+            : this.json('scalar', depth + 1),
         );
       }
       case 'scalar': {
@@ -277,7 +280,9 @@ export class ValueGenerator {
             : undefined;
           return id ?? (spec.nullable ? null : 1);
         }
-        return this.random.chance(0.05) ? this.random.int(2 ** 31, 2 ** 40) : this.random.int(0, 10_000);
+        return this.random.chance(0.05)
+          ? this.random.int(2 ** 31, 2 ** 40)
+          : this.random.int(0, 10_000);
       }
       case 'number':
         return this.number();
@@ -316,7 +321,8 @@ export function textStyleFor(field: string): TextStyle {
   if (/slug/.test(field)) return 'slug';
   if (/(^|_)(id|identifier|token|key|hash|task_id|flow_id)$/.test(field)) return 'code';
   if (/^(first_name|last_name|username|full_name)$/.test(field)) return 'name';
-  if (/(^|_)(name|title|label|topic|type|kind|language|currency|color)$/.test(field)) return 'title';
+  if (/(^|_)(name|title|label|topic|type|kind|language|currency|color)$/.test(field))
+    return 'title';
   if (/(content|text|body|message|comment|material|prompt)/.test(field)) return 'message';
   if (/(description|summary|notes|instructions|error)/.test(field)) return 'paragraph';
   return 'sentence';

@@ -130,7 +130,12 @@ export function sampleFixture(): FixtureResource[] {
       'trace_providers',
       'service_providers.traceprovider',
       'pk',
-      { config: json('config'), ...timestamps, type: choice(['langfuse', 'langsmith']), name: string('title') },
+      {
+        config: json('config'),
+        ...timestamps,
+        type: choice(['langfuse', 'langsmith']),
+        name: string('title'),
+      },
       ['config'],
     ),
     resource('llm_provider_models', 'service_providers.llmprovidermodel', 'pk', {

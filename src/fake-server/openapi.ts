@@ -83,7 +83,8 @@ function propertyFor(
     case 'boolean':
       return { type: 'boolean', ...nullable };
     case 'string': {
-      const format = spec.text === 'email' ? { format: 'email' } : spec.text === 'url' ? { format: 'uri' } : {};
+      const format =
+        spec.text === 'email' ? { format: 'email' } : spec.text === 'url' ? { format: 'uri' } : {};
       return { type: 'string', ...format, ...nullable };
     }
     case 'datetime':
@@ -370,9 +371,16 @@ function fieldSpecFrom(
   const allOf = Array.isArray(schema.allOf) ? schema.allOf : undefined;
   if (allOf && allOf.length > 0) {
     const { allOf: _ignored, ...rest } = schema;
-    schema = { ...allOf.reduce<JsonObject>((merged, part) => ({ ...merged, ...reader.resolve(part) }), {}), ...rest };
+    schema = {
+      ...allOf.reduce<JsonObject>((merged, part) => ({ ...merged, ...reader.resolve(part) }), {}),
+      ...rest,
+    };
   }
-  const variants = Array.isArray(schema.oneOf) ? schema.oneOf : Array.isArray(schema.anyOf) ? schema.anyOf : undefined;
+  const variants = Array.isArray(schema.oneOf)
+    ? schema.oneOf
+    : Array.isArray(schema.anyOf)
+      ? schema.anyOf
+      : undefined;
   if (variants) {
     const values: Array<string | number> = [];
     let other: JsonObject | undefined;
@@ -418,7 +426,12 @@ function fieldSpecFrom(
           return { kind: 'uuid', nullable };
         case 'decimal': {
           const shape = decimalShape(schema.pattern);
-          return { kind: 'decimal', decimalDigits: shape.digits, decimalPlaces: shape.places, nullable };
+          return {
+            kind: 'decimal',
+            decimalDigits: shape.digits,
+            decimalPlaces: shape.places,
+            nullable,
+          };
         }
         case 'email':
           return { kind: 'string', text: 'email', nullable };

@@ -141,7 +141,9 @@ export interface FakeServer {
   /** The OpenAPI document as currently served. */
   openApi(): unknown;
   /** Serve new documents (a schema change on the server); rows are not touched. */
-  setSchema(documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown }): void;
+  setSchema(
+    documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown },
+  ): void;
   close(): Promise<void>;
 }
 
@@ -239,7 +241,8 @@ function faultReply(fault: Extract<FakeFault, { kind: 'status' | 'rate_limit' }>
     );
   }
   if (fault.html) return proxyErrorPage(fault.status);
-  const headers: OutgoingHttpHeaders = fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
+  const headers: OutgoingHttpHeaders =
+    fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
   return jsonReply(fault.status, fault.body ?? defaultErrorBody(fault.status), headers);
 }
 
@@ -255,7 +258,11 @@ function lastParam(params: URLSearchParams, name: string): string | null {
 }
 
 function asManifest(value: unknown): FakeManifestDocument {
-  if (value === null || typeof value !== 'object' || !Array.isArray((value as FakeManifestDocument).entries)) {
+  if (
+    value === null ||
+    typeof value !== 'object' ||
+    !Array.isArray((value as FakeManifestDocument).entries)
+  ) {
     throw new Error('The manifest option must be an object with an `entries` list.');
   }
   return value as FakeManifestDocument;
@@ -269,7 +276,10 @@ function markFloats(row: Record<string, unknown>, fields: Set<string>): Record<s
     if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) < 1e16) {
       copy ??= { ...row };
       copy[field] = floatMarker + String(value);
-    } else if (Array.isArray(value) && value.some((item) => typeof item === 'number' && Number.isInteger(item))) {
+    } else if (
+      Array.isArray(value) &&
+      value.some((item) => typeof item === 'number' && Number.isInteger(item))
+    ) {
       copy ??= { ...row };
       copy[field] = value.map((item) =>
         typeof item === 'number' && Number.isInteger(item) && Math.abs(item) < 1e16
@@ -306,7 +316,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
   let window: { start: number; count: number } | undefined;
   let documents: ServedDocuments | undefined;
   let documentSources: unknown[] = [];
-  let sealing: { pem: string; key: KeyObject; cache: WeakMap<Row, Record<string, string>> } | undefined;
+  let sealing:
+    { pem: string; key: KeyObject; cache: WeakMap<Row, Record<string, string>> } | undefined;
   let closed = false;
 
   const buildDocuments = (): ServedDocuments => {
@@ -321,9 +332,13 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       const given = asManifest(options.manifest);
       manifest = {
         schema_checksum:
-          typeof given.schema_checksum === 'string' ? given.schema_checksum : schemaChecksum(openApi),
+          typeof given.schema_checksum === 'string'
+            ? given.schema_checksum
+            : schemaChecksum(openApi),
         entries: given.entries,
-        ...(given.sealed_fields_by_model ? { sealed_fields_by_model: given.sealed_fields_by_model } : {}),
+        ...(given.sealed_fields_by_model
+          ? { sealed_fields_by_model: given.sealed_fields_by_model }
+          : {}),
       };
     } else {
       if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
@@ -338,7 +353,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const entries = new Map(manifest.entries.map((entry) => [entry.resource, entry]));
     const sealedFields = new Map<string, string[]>();
     const floatFields = new Map<string, Set<string>>();
-    const fixtureByResource = new Map((fixture ?? []).map((resource) => [resource.resource, resource]));
+    const fixtureByResource = new Map(
+      (fixture ?? []).map((resource) => [resource.resource, resource]),
+    );
     for (const entry of manifest.entries) {
       const fromManifest = manifest.sealed_fields_by_model?.[entry.model];
       const fromFixture = fixtureByResource.get(entry.resource)?.sealedFields;
@@ -357,7 +374,15 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
 
   const currentDocuments = (): ServedDocuments => {
     // Rebuilt when the options that shape them are replaced on `server.options`.
-    const sources = [options.fixture, dataset.fixture, options.openApi, options.manifest, options.manifestChecksum, options.omitSealedFieldsByModel, options.transformManifest];
+    const sources = [
+      options.fixture,
+      dataset.fixture,
+      options.openApi,
+      options.manifest,
+      options.manifestChecksum,
+      options.omitSealedFieldsByModel,
+      options.transformManifest,
+    ];
     if (!documents || sources.some((source, index) => source !== documentSources[index])) {
       documents = buildDocuments();
       documentSources = sources;
@@ -406,7 +431,10 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
 
   /** Checks the key; returns an error reply, or undefined when a team admin's key was given. */
   const authenticate = (request: IncomingMessage): Reply | undefined => {
-    const keys = options.apiKeys ?? { admin: [DEFAULT_ADMIN_API_KEY], nonAdmin: [DEFAULT_MEMBER_API_KEY] };
+    const keys = options.apiKeys ?? {
+      admin: [DEFAULT_ADMIN_API_KEY],
+      nonAdmin: [DEFAULT_MEMBER_API_KEY],
+    };
     let key: string | undefined;
     const apiKeyHeader = request.headers['x-api-key'];
     if (typeof apiKeyHeader === 'string' && apiKeyHeader !== '') key = apiKeyHeader;
@@ -500,7 +528,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     let limit = defaultLimit;
     if (limitText !== null && limitText !== '') {
       const parsed = parsePythonInt(limitText);
-      if (parsed === undefined) return jsonReply(400, ['`limit` must be an integer.'], extraHeaders);
+      if (parsed === undefined)
+        return jsonReply(400, ['`limit` must be an integer.'], extraHeaders);
       if (parsed < 1) return jsonReply(400, ['`limit` must be a positive integer.'], extraHeaders);
       limit = Math.min(parsed, maxLimit);
     }
@@ -535,7 +564,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const transform = options.transformRow;
     const results = page.rows.map((row) => {
       let output: Record<string, unknown> =
-        sealedFields && sealedFields.length > 0 && pem !== undefined ? sealRow(row, sealedFields, pem) : row;
+        sealedFields && sealedFields.length > 0 && pem !== undefined
+          ? sealRow(row, sealedFields, pem)
+          : row;
       if (floats) output = markFloats(output, floats);
       if (transform) output = transform(resource, output);
       return output;
@@ -546,7 +577,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       : `{"cursor":${JSON.stringify(page.cursor)},"has_more":${page.hasMore},"results":${resultsJson}}`;
     return {
       status: 200,
-      headers: { 'content-type': jsonType, vary: 'Accept', allow: 'GET, HEAD, OPTIONS', ...extraHeaders },
+      headers: {
+        'content-type': jsonType,
+        vary: 'Accept',
+        allow: 'GET, HEAD, OPTIONS',
+        ...extraHeaders,
+      },
       body,
     };
   };
@@ -600,7 +636,10 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (truncate) {
       const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
       if (truncate.declareLength) {
-        response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+        response.writeHead(reply.status, {
+          ...reply.headers,
+          'content-length': String(body.length),
+        });
         response.write(part, () => response.destroy());
       } else {
         response.writeHead(reply.status, reply.headers);
@@ -625,7 +664,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const match = /^\/api\/export\/([^/]+)(\/?)$/.exec(url.pathname);
     const endpoint = match ? decodeURIComponent(match[1] as string) : undefined;
     log.endpoint = endpoint;
-    if (endpoint !== undefined && endpoint !== 'manifest' && endpoint !== 'team' && endpoint !== 'schema') {
+    if (
+      endpoint !== undefined &&
+      endpoint !== 'manifest' &&
+      endpoint !== 'team' &&
+      endpoint !== 'schema'
+    ) {
       try {
         if (currentDocuments().entries.has(endpoint)) log.resource = endpoint;
       } catch {
@@ -643,14 +687,21 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (fault?.kind === 'status' || fault?.kind === 'rate_limit') {
       reply = faultReply(fault);
     } else if (method !== 'GET' && method !== 'HEAD') {
-      reply = jsonReply(405, { detail: `Method "${method}" not allowed.` }, { allow: 'GET, HEAD, OPTIONS' });
+      reply = jsonReply(
+        405,
+        { detail: `Method "${method}" not allowed.` },
+        { allow: 'GET, HEAD, OPTIONS' },
+      );
     } else if (!match || endpoint === undefined) {
       reply = djangoNotFound();
     } else if (match[2] !== '/') {
       // Django's APPEND_SLASH.
       reply = {
         status: 301,
-        headers: { location: `${url.pathname}/${url.search}`, 'content-type': 'text/html; charset=utf-8' },
+        headers: {
+          location: `${url.pathname}/${url.search}`,
+          'content-type': 'text/html; charset=utf-8',
+        },
         body: '',
       };
     } else {
@@ -658,7 +709,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
         reply = await route(request, endpoint, url.searchParams, log);
       } catch (error) {
         reply = jsonReply(500, { detail: 'A server error occurred.' });
-        process.emitWarning(`fake export server: ${error instanceof Error ? error.message : String(error)}`);
+        process.emitWarning(
+          `fake export server: ${error instanceof Error ? error.message : String(error)}`,
+        );
       }
     }
     log.status = reply.status;
@@ -673,7 +726,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
         response.writeHead(500, { 'content-type': jsonType });
         response.end(JSON.stringify({ detail: 'A server error occurred.' }));
       }
-      process.emitWarning(`fake export server: ${error instanceof Error ? error.message : String(error)}`);
+      process.emitWarning(
+        `fake export server: ${error instanceof Error ? error.message : String(error)}`,
+      );
     });
   });
   server.keepAliveTimeout = 60_000;

@@ -265,10 +265,10 @@ function splitUrlOptions(url: string): { connectionString: string; userOptions: 
     const userOptions = parsed.searchParams.get('options') ?? '';
     parsed.searchParams.delete('options');
     return { connectionString: parsed.toString(), userOptions };
-  } catch (error) {
+  } catch {
+    // No cause: Node's URL error carries the whole input, password included.
     throw new WarehouseError('The PostgreSQL warehouse URL cannot be parsed.', {
       hint: 'Use postgres://user:password@host:5432/database (percent-encode special characters).',
-      cause: error,
     });
   }
 }
@@ -324,6 +324,16 @@ function safeMessage(error: unknown): string {
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
     ? `${message} (SQLSTATE ${code})`
     : message;
+}
+
+/**
+ * The error to keep as `cause`: never a database error, whose `detail` may quote a whole row
+ * (an unsealed value among it) and would reach logs that print causes.
+ */
+function safeCause(error: unknown): unknown {
+  return error !== null && typeof error === 'object' && 'severity' in error
+    ? new Error(safeMessage(error))
+    : error;
 }
 
 function connectionHint(error: unknown): string | undefined {
@@ -413,6 +423,12 @@ export class PostgresWarehouse implements Warehouse {
     this.pool.on('error', (error) => {
       this.logger?.warn({ err: safeMessage(error) }, 'An idle PostgreSQL connection failed');
     });
+    // A checked-out connection that dies between two queries emits 'error' with no pool listener
+    // attached, which would crash the process. Its next query fails and reports it instead, and
+    // the pool drops the connection on release.
+    this.pool.on('connect', (client) => {
+      client.on('error', () => undefined);
+    });
     this.kysely = new Kysely<BookkeepingTables>({
       dialect: new PostgresDialect({ pool: this.pool }),
     });
@@ -438,7 +454,7 @@ export class PostgresWarehouse implements Warehouse {
       if (error instanceof OcsSyncError) throw error;
       throw new WarehouseError(`${action} in ${this.description} failed: ${safeMessage(error)}`, {
         hint: connectionHint(error),
-        cause: error,
+        cause: safeCause(error),
       });
     }
   }
@@ -1132,7 +1148,7 @@ export class PostgresWarehouse implements Warehouse {
       if (error instanceof OcsSyncError) throw error;
       throw new WarehouseError(
         `Taking the writer lock of ${this.description} failed: ${safeMessage(error)}`,
-        { hint: connectionHint(error), cause: error },
+        { hint: connectionHint(error), cause: safeCause(error) },
       );
     }
     this.heldLock = held;
