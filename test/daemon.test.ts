@@ -79,7 +79,11 @@ function manualCron(): { schedule: ScheduleFunction; jobs: FakeJob[]; job(name: 
       stop: () => {
         job.stopped = true;
       },
-      nextRuns: (count) => Array.from({ length: count }, (_, index) => new Date(Date.UTC(2026, 0, 5, 10, 15 * (index + 1)))),
+      nextRuns: (count) =>
+        Array.from(
+          { length: count },
+          (_, index) => new Date(Date.UTC(2026, 0, 5, 10, 15 * (index + 1))),
+        ),
     };
   };
   const job = (name: RegExp) => {
@@ -157,26 +161,38 @@ describe('backoff and tick decisions (pure)', () => {
       action: 'skip',
       reason: 'overlap',
     });
-    expect(decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 1_000, policy)).toEqual({
-      action: 'skip',
-      reason: 'backoff',
-    });
-    expect(decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 60_000, policy)).toEqual({
+    expect(decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 1_000, policy)).toEqual(
+      {
+        action: 'skip',
+        reason: 'backoff',
+      },
+    );
+    expect(
+      decideTick({ running: false, ticksToSkip: 2, lastFailureAt: 0 }, 60_000, policy),
+    ).toEqual({
       action: 'run',
     });
-    expect(decideTick({ running: false, ticksToSkip: 0, lastFailureAt: 0 }, 1, policy)).toEqual({ action: 'run' });
+    expect(decideTick({ running: false, ticksToSkip: 0, lastFailureAt: 0 }, 1, policy)).toEqual({
+      action: 'run',
+    });
   });
 });
 
 describe('Scheduler', () => {
-  const setup = (options: { fullRefreshSchedule?: string | null; backoff?: { maxSkippedTicks?: number; maxBackoffMs?: number } } = {}) => {
+  const setup = (
+    options: {
+      fullRefreshSchedule?: string | null;
+      backoff?: { maxSkippedTicks?: number; maxBackoffMs?: number };
+    } = {},
+  ) => {
     const clock = new ManualClock();
     const cron = manualCron();
     const runs = pendingRuns<RunKind, RunOutcome>();
     const skipped: string[] = [];
     const scheduler = new Scheduler({
       schedule: '*/15 * * * *',
-      fullRefreshSchedule: options.fullRefreshSchedule === undefined ? '0 3 * * 0' : options.fullRefreshSchedule,
+      fullRefreshSchedule:
+        options.fullRefreshSchedule === undefined ? '0 3 * * 0' : options.fullRefreshSchedule,
       timezone: 'Europe/Berlin',
       clock,
       scheduleFunction: cron.schedule,
@@ -268,14 +284,21 @@ describe('Scheduler', () => {
 
     runs.last().succeed({ status: 'partial', error: 'users skipped' });
     await scheduler.whenIdle();
-    expect(scheduler.status()).toMatchObject({ consecutiveFailures: 0, ticksToSkip: 0, lastSuccessAt: clock.now() });
+    expect(scheduler.status()).toMatchObject({
+      consecutiveFailures: 0,
+      ticksToSkip: 0,
+      lastSuccessAt: clock.now(),
+    });
     expect(ticksUntilRun()).toBe(0);
     runs.last().succeed({ status: 'ok' });
     await scheduler.whenIdle();
   });
 
   it('stops backing off once maxBackoffMs has passed since the failure', async () => {
-    const { cron, runs, scheduler, clock } = setup({ fullRefreshSchedule: null, backoff: { maxBackoffMs: 10 * 60_000 } });
+    const { cron, runs, scheduler, clock } = setup({
+      fullRefreshSchedule: null,
+      backoff: { maxBackoffMs: 10 * 60_000 },
+    });
     scheduler.start();
     runs.last().fail(new Error('1'));
     await scheduler.whenIdle();
@@ -326,7 +349,12 @@ describe('evaluateHealth (pure)', () => {
   });
 
   it('is unhealthy after a failure, naming the error', () => {
-    const report = evaluateHealth({ ...base, lastRunStatus: 'failed', lastError: 'HTTP 401', consecutiveFailures: 2 });
+    const report = evaluateHealth({
+      ...base,
+      lastRunStatus: 'failed',
+      lastError: 'HTTP 401',
+      consecutiveFailures: 2,
+    });
     expect(report).toMatchObject({ status: 'unhealthy', httpStatus: 503, consecutiveFailures: 2 });
     expect(report.reason).toMatch(/failed: HTTP 401 \(2 failures in a row\)/);
   });
@@ -338,9 +366,13 @@ describe('evaluateHealth (pure)', () => {
   });
 
   it('while a run is in progress: healthy with a fresh success or recent progress, else not', () => {
-    expect(evaluateHealth({ ...base, running: true, lastRunStatus: 'failed' }).httpStatus).toBe(200);
+    expect(evaluateHealth({ ...base, running: true, lastRunStatus: 'failed' }).httpStatus).toBe(
+      200,
+    );
     const firstRun = { ...base, running: true, lastSuccessAt: null, lastRunStatus: null };
-    expect(evaluateHealth({ ...firstRun, lastProgressAt: 999_000 })).toMatchObject({ httpStatus: 200 });
+    expect(evaluateHealth({ ...firstRun, lastProgressAt: 999_000 })).toMatchObject({
+      httpStatus: 200,
+    });
     const stuck = evaluateHealth({ ...firstRun, lastProgressAt: 1_000_000 - 700_000 });
     expect(stuck).toMatchObject({ httpStatus: 503, status: 'unhealthy' });
     expect(stuck.reason).toMatch(/committed nothing for 700 s/);
@@ -378,7 +410,11 @@ describe('startDaemon with an injected sync', () => {
       sync: (request) => {
         const promise = runs.run(request);
         const call = runs.last();
-        request.signal.addEventListener('abort', () => call.fail(new InterruptedError('interrupted')), { once: true });
+        request.signal.addEventListener(
+          'abort',
+          () => call.fail(new InterruptedError('interrupted')),
+          { once: true },
+        );
         return promise;
       },
       readStatus: async () => [
@@ -402,7 +438,11 @@ describe('startDaemon with an injected sync', () => {
     });
     const get = async (path: string) => {
       const response = await fetch(`${daemon!.healthServer!.url}${path}`);
-      return { status: response.status, text: await response.text(), type: response.headers.get('content-type') };
+      return {
+        status: response.status,
+        text: await response.text(),
+        type: response.headers.get('content-type'),
+      };
     };
     return { clock, cron, runs, get, cleaned, daemon };
   };
@@ -439,10 +479,20 @@ describe('startDaemon with an injected sync', () => {
     health = await get('/healthz');
     expect(health.status).toBe(503);
     const body = JSON.parse(health.text);
-    expect(body).toMatchObject({ status: 'unhealthy', lastRunStatus: 'failed', consecutiveFailures: 1 });
+    expect(body).toMatchObject({
+      status: 'unhealthy',
+      lastRunStatus: 'failed',
+      consecutiveFailures: 1,
+    });
     expect(body.reason).toMatch(/ECONNREFUSED/);
     expect(Object.keys(body)).toEqual(
-      expect.arrayContaining(['status', 'lastSuccessAt', 'lastRunStatus', 'consecutiveFailures', 'reason']),
+      expect.arrayContaining([
+        'status',
+        'lastSuccessAt',
+        'lastRunStatus',
+        'consecutiveFailures',
+        'reason',
+      ]),
     );
 
     expect((await get('/nope')).status).toBe(404);
@@ -531,7 +581,9 @@ describe('startDaemon with an injected sync', () => {
         sync: () => Promise.reject(new Error('must not run')),
         scheduleFunction: manualCron().schedule,
       }),
-    ).rejects.toThrow(/health.listen 127.0.0.1:\d+ cannot be opened: the address is already in use/);
+    ).rejects.toThrow(
+      /health.listen 127.0.0.1:\d+ cannot be opened: the address is already in use/,
+    );
   });
 });
 
@@ -540,7 +592,11 @@ describe('startDaemon with an injected sync', () => {
 // export server, into SQLite in a temporary folder.
 
 /** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
-async function waitFor<T>(condition: () => T | undefined | false | Promise<T | undefined | false>, what: string, timeoutMs = 30_000): Promise<T> {
+async function waitFor<T>(
+  condition: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
   const deadline = performance.now() + timeoutMs;
   for (;;) {
     const value = await condition();
@@ -551,7 +607,11 @@ async function waitFor<T>(condition: () => T | undefined | false | Promise<T | u
 }
 
 /** Rows of each resource at or before its stored cursor in the source's walk order. */
-function sourceIdsUpToCursor(dataset: FakeDataset, resource: string, cursor: string | null): string[] {
+function sourceIdsUpToCursor(
+  dataset: FakeDataset,
+  resource: string,
+  cursor: string | null,
+): string[] {
   if (cursor === null) return [];
   const kind = dataset.cursorKind(resource);
   const decoded = decodeCursor(kind, cursor);
@@ -561,7 +621,10 @@ function sourceIdsUpToCursor(dataset: FakeDataset, resource: string, cursor: str
       const id = BigInt(row.id);
       if (decoded.kind === 'pk') return id <= BigInt(decoded.id);
       const micros = parseTimestamp(String(row.updated_at))!;
-      return micros < decoded.updatedAtMicros || (micros === decoded.updatedAtMicros && id <= BigInt(decoded.id));
+      return (
+        micros < decoded.updatedAtMicros ||
+        (micros === decoded.updatedAtMicros && id <= BigInt(decoded.id))
+      );
     })
     .map((row) => String(row.id))
     .sort();
@@ -609,7 +672,9 @@ describe('ocs-sync daemon against the fake export server', () => {
       signal: controller.signal,
     });
     const healthUrl = () =>
-      waitFor(() => /"listen":"(127\.0\.0\.1:\d+)"/.exec(logs)?.[1], 'the health server').then((listen) => `http://${listen}`);
+      waitFor(() => /"listen":"(127\.0\.0\.1:\d+)"/.exec(logs)?.[1], 'the health server').then(
+        (listen) => `http://${listen}`,
+      );
     return { controller, exit, logs: () => logs, stderr, healthUrl };
   };
 
@@ -625,23 +690,35 @@ describe('ocs-sync daemon against the fake export server', () => {
       return body.lastRunStatus !== null && { status: response.status, body };
     }, 'the first run');
     expect(health.status).toBe(200);
-    expect(health.body).toMatchObject({ status: 'ok', lastRunStatus: 'ok', consecutiveFailures: 0 });
+    expect(health.body).toMatchObject({
+      status: 'ok',
+      lastRunStatus: 'ok',
+      consecutiveFailures: 0,
+    });
     expect(typeof health.body.lastSuccessAt).toBe('string');
     await expectWarehouseEqualsSource(warehouse!, dataset);
 
     const metrics = await (await fetch(`${url}/metrics`)).text();
     const rowsOf = (resource: string) =>
-      Number(new RegExp(`^ocs_sync_rows_synced_total\\{resource="${resource}"\\} (\\d+)$`, 'm').exec(metrics)?.[1]);
+      Number(
+        new RegExp(`^ocs_sync_rows_synced_total\\{resource="${resource}"\\} (\\d+)$`, 'm').exec(
+          metrics,
+        )?.[1],
+      );
     expect(rowsOf('chat_messages')).toBe(dataset.count('chat_messages'));
     expect(rowsOf('users')).toBe(dataset.count('users'));
     expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
     expect(metrics).toMatch(/^ocs_sync_pages_total\{resource="chat_messages"\} [3-9]$/m);
     expect(metrics).toMatch(/^ocs_sync_http_requests_total\{status="200",outcome="ok"\} \d+$/m);
     expect(metrics).toMatch(/^ocs_sync_resource_lag_seconds\{resource="chat_messages"\} \d/m);
-    expect(metrics).toMatch(/^ocs_sync_schema_changes_total\{kind="create_table",reason="schema"\} \d+$/m);
+    expect(metrics).toMatch(
+      /^ocs_sync_schema_changes_total\{kind="create_table",reason="schema"\} \d+$/m,
+    );
     expect(metrics).toMatch(/^ocs_sync_last_success_timestamp_seconds \d{10}/m);
     expect(metrics).toMatch(/^ocs_sync_consecutive_failures 0$/m);
-    expect(metrics).toMatch(/^ocs_sync_run_duration_seconds_count\{kind="incremental",status="ok"\} 1$/m);
+    expect(metrics).toMatch(
+      /^ocs_sync_run_duration_seconds_count\{kind="incremental",status="ok"\} 1$/m,
+    );
 
     daemon.controller.abort();
     expect(await daemon.exit).toBe(0);
@@ -659,7 +736,12 @@ describe('ocs-sync daemon against the fake export server', () => {
       return body.lastRunStatus !== null && { status: response.status, body };
     }, 'the first run');
     expect(health.status).toBe(503);
-    expect(health.body).toMatchObject({ status: 'unhealthy', lastRunStatus: 'failed', consecutiveFailures: 1, lastSuccessAt: null });
+    expect(health.body).toMatchObject({
+      status: 'unhealthy',
+      lastRunStatus: 'failed',
+      consecutiveFailures: 1,
+      lastSuccessAt: null,
+    });
     expect(String(health.body.reason)).toMatch(/HTTP 401/);
     expect(String(health.body.reason)).not.toContain('wrong-key');
     const metrics = await (await fetch(`${url}/metrics`)).text();
@@ -693,7 +775,9 @@ describe('ocs-sync daemon against the fake export server', () => {
         const cursor = state?.cursor ?? null;
         const expected = sourceIdsUpToCursor(dataset, resource, cursor);
         const stored = (await opened.describeTable(resource))
-          ? (await warehouse!.readTable(resource, { includeDeleted: true })).map((row) => String(row.id)).sort()
+          ? (await warehouse!.readTable(resource, { includeDeleted: true }))
+              .map((row) => String(row.id))
+              .sort()
           : [];
         expect(stored, `${resource}: rows agree with cursor ${cursor}`).toEqual(expected);
         if (expected.length > 0 && expected.length < dataset.count(resource)) partlyStored += 1;
@@ -711,7 +795,10 @@ describe('ocs-sync daemon against the fake export server', () => {
     try {
       const configFile = join(directory.path, 'no-wait.yaml');
       writeFileSync(configFile, 'lock:\n  wait_seconds: 0\n');
-      const resumed = await runCli(['--config', configFile, 'sync'], syncEnv(server!.url, warehouse!.env, { OCS_PAGE_SIZE: '7' }));
+      const resumed = await runCli(
+        ['--config', configFile, 'sync'],
+        syncEnv(server!.url, warehouse!.env, { OCS_PAGE_SIZE: '7' }),
+      );
       expect(resumed.stderr).toBe('');
       expect(resumed.code).toBe(0);
     } finally {
@@ -743,7 +830,12 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         signal: controller.signal,
         scheduleFunction: cron.schedule,
         sync: ({ kind, signal, events, onAttempt }) =>
-          syncOnce(config, logger, { fullRefresh: kind === 'full_refresh', signal, events, onAttempt }),
+          syncOnce(config, logger, {
+            fullRefresh: kind === 'full_refresh',
+            signal,
+            events,
+            onAttempt,
+          }),
         readStatus: async () => {
           const opened = await openWarehouse({ url: config.warehouse.url });
           try {
@@ -758,24 +850,34 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
       // A tick while the start-up run is going is skipped.
       cron.job(/incremental/).fire();
       await daemon.scheduler.whenIdle();
-      expect(daemon.scheduler.status().lastRun).toMatchObject({ kind: 'incremental', status: 'ok' });
+      expect(daemon.scheduler.status().lastRun).toMatchObject({
+        kind: 'incremental',
+        status: 'ok',
+      });
 
       const gone = dataset.ids('chat_messages').slice(0, 3);
       dataset.remove('chat_messages', gone);
       cron.job(/full refresh/).fire();
       expect(daemon.scheduler.status().running?.kind).toBe('full_refresh');
       await daemon.scheduler.whenIdle();
-      expect(daemon.scheduler.status().lastRun).toMatchObject({ kind: 'full_refresh', status: 'ok' });
+      expect(daemon.scheduler.status().lastRun).toMatchObject({
+        kind: 'full_refresh',
+        status: 'ok',
+      });
       expect(daemon.health()).toMatchObject({ status: 'ok', httpStatus: 200 });
       await expectWarehouseEqualsSource(warehouse, dataset);
 
       const metrics = (await daemon.metrics.render()).body;
       expect(metrics).toMatch(/^ocs_sync_skipped_ticks_total\{reason="overlap"\} 1$/m);
       expect(metrics).toMatch(/^ocs_sync_rows_deleted_total\{resource="chat_messages"\} 3$/m);
-      expect(metrics).toContain(`ocs_sync_rows_reconciled_total{resource="chat_messages"} ${dataset.count('chat_messages')}`);
+      expect(metrics).toContain(
+        `ocs_sync_rows_reconciled_total{resource="chat_messages"} ${dataset.count('chat_messages')}`,
+      );
       expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="full_refresh",status="ok"\} 1$/m);
       expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
-      expect(metrics).toContain(`ocs_sync_resource_rows{resource="chat_messages"} ${dataset.count('chat_messages')}`);
+      expect(metrics).toContain(
+        `ocs_sync_resource_rows{resource="chat_messages"} ${dataset.count('chat_messages')}`,
+      );
       expect(metrics).toMatch(/^ocs_sync_resource_deleted_rows\{resource="chat_messages"\} 3$/m);
     } finally {
       controller.abort();

@@ -225,7 +225,11 @@ describe('auth and routing', () => {
       expect(missing.json).toEqual({ detail: 'Authentication credentials were not provided.' });
       expect(missing.headers.get('www-authenticate')).toBe('Api-Key');
 
-      for (const headers of [{ 'X-Api-Key': 'wrong' }, { Authorization: 'Bearer wrong' }]) {
+      const wrongKeys: Array<Record<string, string>> = [
+        { 'X-Api-Key': 'wrong' },
+        { Authorization: 'Bearer wrong' },
+      ];
+      for (const headers of wrongKeys) {
         const invalid = await get(server, path, headers);
         expect(invalid.status).toBe(401);
         expect(invalid.json).toEqual({ detail: 'Invalid token.' });
@@ -325,7 +329,9 @@ describe('paging', () => {
     const { rows, pages } = await walk(server, 'chat_messages', 4);
     expect(new Set(rows.map((row) => row.id)).size).toBe(rows.length);
     expect(rows).toHaveLength(dataset.count('chat_messages'));
-    const keys = rows.map((row) => [parseTimestamp(row.updated_at as string)!, row.id as number]);
+    const keys = rows.map(
+      (row) => [parseTimestamp(row.updated_at as string)!, row.id as number] as const,
+    );
     for (let index = 1; index < keys.length; index += 1) {
       const [time, id] = keys[index]!;
       const [previousTime, previousId] = keys[index - 1]!;

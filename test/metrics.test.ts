@@ -20,7 +20,12 @@ function resourceReport(overrides: Partial<ResourceReport>): ResourceReport {
   };
 }
 
-function status(resource: string, rows: number, newestUpdatedAt: string | null, rowsDeleted = 0): ResourceStatus {
+function status(
+  resource: string,
+  rows: number,
+  newestUpdatedAt: string | null,
+  rowsDeleted = 0,
+): ResourceStatus {
   return {
     resource,
     cursor: null,
@@ -48,7 +53,12 @@ describe('SyncMetrics', () => {
     const second = new SyncMetrics({ processMetrics: true });
     first.onAttempt({ path: 'users/', status: 200, outcome: 'ok', durationMs: 1 });
     expect(await globalRegistry.metrics()).not.toContain('ocs_sync_');
-    expect(sample((await first.render()).body, 'ocs_sync_http_requests_total{status="200",outcome="ok"}')).toBe(1);
+    expect(
+      sample(
+        (await first.render()).body,
+        'ocs_sync_http_requests_total{status="200",outcome="ok"}',
+      ),
+    ).toBe(1);
     expect((await second.render()).body).not.toContain('ocs_sync_http_requests_total{');
     expect((await second.render()).body).toContain('ocs_sync_process_cpu_seconds_total');
     expect((await first.render()).body).not.toContain('process_cpu_seconds_total');
@@ -60,23 +70,38 @@ describe('SyncMetrics', () => {
     events.onPageWritten?.({ resource: 'participants', rows: 100, valuesAltered: 0 });
     events.onPageWritten?.({ resource: 'participants', rows: 40, valuesAltered: 0 });
     events.onPageWritten?.({ resource: 'chats', rows: 3, valuesAltered: 0 });
-    events.onSchemaChange?.({ kind: 'add_column', table: 'chats', column: 'topic', reason: 'schema' });
+    events.onSchemaChange?.({
+      kind: 'add_column',
+      table: 'chats',
+      column: 'topic',
+      reason: 'schema',
+    });
     events.onSchemaChange?.({ kind: 'widen_column', table: 'chats', column: 'n', reason: 'value' });
-    events.onResourceDone?.(resourceReport({ resource: 'participants', rows: 140, deleted: 6, fullRefresh: true }));
+    events.onResourceDone?.(
+      resourceReport({ resource: 'participants', rows: 140, deleted: 6, fullRefresh: true }),
+    );
     // An incremental resource does not count as reconciled; a failed one counts as a problem.
     events.onResourceDone?.(resourceReport({ resource: 'chats', rows: 3 }));
-    events.onResourceDone?.(resourceReport({ resource: 'users', status: 'failed', fullRefresh: true, rows: 5 }));
+    events.onResourceDone?.(
+      resourceReport({ resource: 'users', status: 'failed', fullRefresh: true, rows: 5 }),
+    );
     const text = (await metrics.render()).body;
     expect(sample(text, 'ocs_sync_rows_synced_total{resource="participants"}')).toBe(140);
     expect(sample(text, 'ocs_sync_rows_synced_total{resource="chats"}')).toBe(3);
     expect(sample(text, 'ocs_sync_pages_total{resource="participants"}')).toBe(2);
-    expect(sample(text, 'ocs_sync_schema_changes_total{kind="add_column",reason="schema"}')).toBe(1);
-    expect(sample(text, 'ocs_sync_schema_changes_total{kind="widen_column",reason="value"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_schema_changes_total{kind="add_column",reason="schema"}')).toBe(
+      1,
+    );
+    expect(sample(text, 'ocs_sync_schema_changes_total{kind="widen_column",reason="value"}')).toBe(
+      1,
+    );
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="participants"}')).toBe(140);
     expect(sample(text, 'ocs_sync_rows_deleted_total{resource="participants"}')).toBe(6);
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="chats"}')).toBeUndefined();
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="users"}')).toBeUndefined();
-    expect(sample(text, 'ocs_sync_resource_problems_total{resource="users",status="failed"}')).toBe(1);
+    expect(sample(text, 'ocs_sync_resource_problems_total{resource="users",status="failed"}')).toBe(
+      1,
+    );
   });
 
   it('records HTTP attempts by status and outcome, with retries and durations', async () => {
@@ -91,7 +116,9 @@ describe('SyncMetrics', () => {
     expect(sample(text, 'ocs_sync_http_requests_total{status="401",outcome="error"}')).toBe(1);
     expect(sample(text, 'ocs_sync_http_retries_total')).toBe(2);
     expect(sample(text, 'ocs_sync_http_request_duration_seconds_count{outcome="ok"}')).toBe(1);
-    expect(sample(text, 'ocs_sync_http_request_duration_seconds_sum{outcome="ok"}')).toBeCloseTo(0.04);
+    expect(sample(text, 'ocs_sync_http_request_duration_seconds_sum{outcome="ok"}')).toBeCloseTo(
+      0.04,
+    );
   });
 
   it('tracks runs, the last success, failures in a row and skipped ticks', async () => {
@@ -103,9 +130,27 @@ describe('SyncMetrics', () => {
     metrics.runStarted();
     text = (await metrics.render()).body;
     expect(sample(text, 'ocs_sync_run_in_progress')).toBe(1);
-    metrics.runFinished({ kind: 'full_refresh', status: 'ok', durationMs: 90_000, finishedAt: 1_767_600_000_000, consecutiveFailures: 0 });
-    metrics.runFinished({ kind: 'incremental', status: 'failed', durationMs: 2_000, finishedAt: 1_767_600_900_000, consecutiveFailures: 1 });
-    metrics.runFinished({ kind: 'incremental', status: 'failed', durationMs: 2_000, finishedAt: 1_767_601_800_000, consecutiveFailures: 2 });
+    metrics.runFinished({
+      kind: 'full_refresh',
+      status: 'ok',
+      durationMs: 90_000,
+      finishedAt: 1_767_600_000_000,
+      consecutiveFailures: 0,
+    });
+    metrics.runFinished({
+      kind: 'incremental',
+      status: 'failed',
+      durationMs: 2_000,
+      finishedAt: 1_767_600_900_000,
+      consecutiveFailures: 1,
+    });
+    metrics.runFinished({
+      kind: 'incremental',
+      status: 'failed',
+      durationMs: 2_000,
+      finishedAt: 1_767_601_800_000,
+      consecutiveFailures: 2,
+    });
     metrics.tickSkipped('overlap');
     metrics.tickSkipped('backoff');
     metrics.tickSkipped('backoff');
@@ -113,9 +158,18 @@ describe('SyncMetrics', () => {
     expect(sample(text, 'ocs_sync_run_in_progress')).toBe(0);
     expect(sample(text, 'ocs_sync_runs_total{kind="full_refresh",status="ok"}')).toBe(1);
     expect(sample(text, 'ocs_sync_runs_total{kind="incremental",status="failed"}')).toBe(2);
-    expect(sample(text, 'ocs_sync_run_duration_seconds_sum{kind="full_refresh",status="ok"}')).toBe(90);
-    expect(sample(text, 'ocs_sync_run_duration_seconds_bucket{le="120",kind="full_refresh",status="ok"}')).toBe(1);
-    expect(sample(text, 'ocs_sync_run_duration_seconds_bucket{le="60",kind="full_refresh",status="ok"}')).toBe(0);
+    expect(sample(text, 'ocs_sync_run_duration_seconds_sum{kind="full_refresh",status="ok"}')).toBe(
+      90,
+    );
+    expect(
+      sample(
+        text,
+        'ocs_sync_run_duration_seconds_bucket{le="120",kind="full_refresh",status="ok"}',
+      ),
+    ).toBe(1);
+    expect(
+      sample(text, 'ocs_sync_run_duration_seconds_bucket{le="60",kind="full_refresh",status="ok"}'),
+    ).toBe(0);
     expect(sample(text, 'ocs_sync_last_run_duration_seconds')).toBe(2);
     // Failures do not move the last success.
     expect(sample(text, 'ocs_sync_last_success_timestamp_seconds')).toBe(1_767_600_000);
@@ -158,7 +212,10 @@ describe('combineEvents', () => {
     const events = combineEvents(
       { onPageWritten: ({ resource }) => calls.push(`a:${resource}`) },
       undefined,
-      { onPageWritten: ({ resource }) => calls.push(`b:${resource}`), onRunStart: () => calls.push('b:start') },
+      {
+        onPageWritten: ({ resource }) => calls.push(`b:${resource}`),
+        onRunStart: () => calls.push('b:start'),
+      },
     );
     events.onRunStart?.({ runId: 1, kind: 'incremental', resources: 2 });
     events.onPageWritten?.({ resource: 'x', rows: 1, valuesAltered: 0 });

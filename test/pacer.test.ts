@@ -62,7 +62,10 @@ class FixedWindowBudget {
     const reset = String(Math[this.rounding](msLeft / 1000));
     if (this.used >= this.limit) {
       this.statuses.push(429);
-      return { status: 429, headers: { 'retry-after': reset, 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset } };
+      return {
+        status: 429,
+        headers: { 'retry-after': reset, 'x-ratelimit-remaining': '0', 'x-ratelimit-reset': reset },
+      };
     }
     this.used += 1;
     this.statuses.push(200);
@@ -96,7 +99,12 @@ describe('pacingDelayMs (pure)', () => {
   it('slows down more and more as the remaining budget falls, before it reaches 0', () => {
     const delays: number[] = [];
     for (const remaining of [1999, 1200, 999, 800, 500, 200, 50, 10, 2, 1]) {
-      const reading: RateLimitReading & { at: number } = { limit: 2000, remaining, resetSeconds: 240, at: 0 };
+      const reading: RateLimitReading & { at: number } = {
+        limit: 2000,
+        remaining,
+        resetSeconds: 240,
+        at: 0,
+      };
       delays.push(pacingDelayMs({ now: 0, lastRequestAt: 0, reading, maxRequestsPerMinute: 0 }));
     }
     expect(delays.slice(0, 2)).toEqual([0, 0]);
@@ -112,18 +120,27 @@ describe('pacingDelayMs (pure)', () => {
 
   it('waits for the window to reset when nothing is left', () => {
     const reading = { limit: 100, remaining: 0, resetSeconds: 30, at: 5_000 };
-    const delay = pacingDelayMs({ now: 7_000, lastRequestAt: 6_000, reading, maxRequestsPerMinute: 0 });
+    const delay = pacingDelayMs({
+      now: 7_000,
+      lastRequestAt: 6_000,
+      reading,
+      maxRequestsPerMinute: 0,
+    });
     // The window ends 30 s after the reading; the wait reaches at least that far.
     expect(7_000 + delay).toBeGreaterThanOrEqual(35_000);
     expect(delay).toBeLessThanOrEqual(30_000);
     // Once the window is over, the stale reading no longer holds anything up.
-    expect(pacingDelayMs({ now: 36_500, lastRequestAt: 6_000, reading, maxRequestsPerMinute: 0 })).toBe(0);
+    expect(
+      pacingDelayMs({ now: 36_500, lastRequestAt: 6_000, reading, maxRequestsPerMinute: 0 }),
+    ).toBe(0);
   });
 
   it('takes the later of the cap and the budget', () => {
     const reading = { limit: 100, remaining: 10, resetSeconds: 10, at: 0 };
     // Budget pacing: (10 s + margin) / 10 = 1.1 s; cap 30/min: 2 s.
-    expect(pacingDelayMs({ now: 0, lastRequestAt: 0, reading, maxRequestsPerMinute: 30 })).toBe(2_000);
+    expect(pacingDelayMs({ now: 0, lastRequestAt: 0, reading, maxRequestsPerMinute: 30 })).toBe(
+      2_000,
+    );
     expect(pacingDelayMs({ now: 0, lastRequestAt: 0, reading, maxRequestsPerMinute: 600 })).toBe(
       (10_000 + RESET_MARGIN_MS) / 10,
     );
@@ -149,7 +166,9 @@ describe('RequestPacer with a fake clock', () => {
     const pacer = new RequestPacer(60, clock);
     const order: Array<{ caller: number; at: number }> = [];
     await Promise.all(
-      [0, 1, 2, 3].map((caller) => pacer.beforeRequest().then(() => order.push({ caller, at: clock.now() }))),
+      [0, 1, 2, 3].map((caller) =>
+        pacer.beforeRequest().then(() => order.push({ caller, at: clock.now() })),
+      ),
     );
     expect(order.map((entry) => entry.caller)).toEqual([0, 1, 2, 3]);
     expect(order.map((entry) => entry.at - order[0]!.at)).toEqual([0, 1_000, 2_000, 3_000]);
@@ -200,12 +219,16 @@ describe('RequestPacer with a fake clock', () => {
       // Within the first window: no waiting while more than half is left, then waits that
       // appear before the budget is gone.
       const firstWindow = delays.slice(0, 20);
-      expect(firstWindow.filter((entry) => entry.remainingBefore > 10).every((entry) => entry.delay === 0)).toBe(
-        true,
-      );
-      expect(firstWindow.filter((entry) => entry.remainingBefore < 10 && entry.remainingBefore > 0).every((entry) => entry.delay > 0)).toBe(
-        true,
-      );
+      expect(
+        firstWindow
+          .filter((entry) => entry.remainingBefore > 10)
+          .every((entry) => entry.delay === 0),
+      ).toBe(true);
+      expect(
+        firstWindow
+          .filter((entry) => entry.remainingBefore < 10 && entry.remainingBefore > 0)
+          .every((entry) => entry.delay > 0),
+      ).toBe(true);
     },
   );
 });
@@ -213,9 +236,15 @@ describe('RequestPacer with a fake clock', () => {
 describe('readRateLimitHeaders', () => {
   it('reads the three headers and ignores junk', () => {
     expect(
-      readRateLimitHeaders({ 'x-ratelimit-limit': '2000', 'x-ratelimit-remaining': '17', 'x-ratelimit-reset': '42' }),
+      readRateLimitHeaders({
+        'x-ratelimit-limit': '2000',
+        'x-ratelimit-remaining': '17',
+        'x-ratelimit-reset': '42',
+      }),
     ).toEqual({ limit: 2000, remaining: 17, resetSeconds: 42 });
-    expect(readRateLimitHeaders({ 'x-ratelimit-remaining': 'lots', 'x-ratelimit-reset': ['5', '6'] })).toEqual({
+    expect(
+      readRateLimitHeaders({ 'x-ratelimit-remaining': 'lots', 'x-ratelimit-reset': ['5', '6'] }),
+    ).toEqual({
       limit: undefined,
       remaining: undefined,
       resetSeconds: 5,
@@ -282,7 +311,9 @@ describe('a sync against the fake server with a small API budget', () => {
     expect(report.status).toBe('ok');
     const statuses = server.requests.map((request) => request.status);
     expect(statuses.filter((status) => status === 429)).toEqual([]);
-    const throttled = server.requests.filter((request) => request.endpoint !== 'manifest' && request.endpoint !== 'schema');
+    const throttled = server.requests.filter(
+      (request) => request.endpoint !== 'manifest' && request.endpoint !== 'schema',
+    );
     // More requests than one window allows: pacing had to spread them over several windows.
     expect(throttled.length).toBeGreaterThan(3 * 8);
     const windowsNeeded = Math.ceil(throttled.length / 8) - 1;

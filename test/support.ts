@@ -121,14 +121,17 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
     const directory = temporaryDirectory();
     const path = join(directory.path, 'warehouse.db');
     const open = () => {
-      const db = new Database(path, { readonly: true });
+      const db = new Database(path);
       db.defaultSafeIntegers(true);
       return db;
     };
     const query = async (sql: string) => {
       const db = open();
       try {
-        return db.prepare(sql).all() as StoredRow[];
+        const statement = db.prepare(sql);
+        if (statement.reader) return statement.all() as StoredRow[];
+        statement.run();
+        return [];
       } finally {
         db.close();
       }
@@ -255,4 +258,9 @@ function normalizeSourceRow(row: Record<string, unknown>): Record<string, unknow
     }
   }
   return normalized;
+}
+
+/** The dataset's rows of one resource as the warehouse should hold them, for custom comparisons. */
+export function sourceRowsAsStored(dataset: FakeDataset, resource: string): Array<Record<string, unknown>> {
+  return dataset.rows(resource).map((row) => normalizeSourceRow(row));
 }

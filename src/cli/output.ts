@@ -58,6 +58,11 @@ export function formatSyncSummary(report: SyncReport): string {
   for (const resource of report.resources) {
     if (resource.status !== 'ok') lines.push(`${resource.status}: ${resource.error ?? resource.resource}`);
     for (const warning of resource.warnings) lines.push(`warning: ${warning}`);
+    if (resource.valuesAltered > 0) {
+      lines.push(
+        `note: ${resource.valuesAltered} value(s) of ${resource.resource} had NUL characters removed to fit the database.`,
+      );
+    }
   }
   return lines.join('\n');
 }

@@ -114,7 +114,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       try {
         metrics.warehouseStatus(await options.readStatus());
       } catch (error) {
-        logger.warn({ error: describeError(error) }, 'Could not read the warehouse status for metrics');
+        logger.warn(
+          { error: describeError(error) },
+          'Could not read the warehouse status for metrics',
+        );
       }
     }
     return outcome;
@@ -238,7 +241,10 @@ function outcomeOfReport(report: SyncReport): RunOutcome {
   const status = report.status === 'running' ? 'failed' : report.status;
   return {
     status,
-    error: details.length > 0 ? details.slice(0, 10).join('; ') + (details.length > 10 ? '; …' : '') : undefined,
+    error:
+      details.length > 0
+        ? details.slice(0, 10).join('; ') + (details.length > 10 ? '; …' : '')
+        : undefined,
   };
 }
 
@@ -250,7 +256,13 @@ async function waitAtMost(promise: Promise<unknown>, ms: number): Promise<boolea
     timer.unref();
   });
   try {
-    return await Promise.race([promise.then(() => true, () => true), timeout]);
+    return await Promise.race([
+      promise.then(
+        () => true,
+        () => true,
+      ),
+      timeout,
+    ]);
   } finally {
     clearTimeout(timer);
   }

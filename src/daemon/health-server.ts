@@ -28,9 +28,18 @@ export async function startHealthServer(options: HealthServerOptions): Promise<H
   const { logger } = options;
   const server = createServer((request, response) => {
     handle(request, response, options).catch((error: unknown) => {
-      logger.error({ error: error instanceof Error ? error.message : String(error) }, 'Health server error');
+      logger.error(
+        { error: error instanceof Error ? error.message : String(error) },
+        'Health server error',
+      );
       if (!response.headersSent) {
-        send(response, 500, 'text/plain; charset=utf-8', 'internal error\n', request.method === 'HEAD');
+        send(
+          response,
+          500,
+          'text/plain; charset=utf-8',
+          'internal error\n',
+          request.method === 'HEAD',
+        );
       } else {
         response.destroy();
       }
@@ -89,7 +98,13 @@ async function handle(
   switch (path) {
     case '/healthz': {
       const { httpStatus, ...report } = options.health();
-      send(response, httpStatus, 'application/json; charset=utf-8', `${JSON.stringify(report)}\n`, head);
+      send(
+        response,
+        httpStatus,
+        'application/json; charset=utf-8',
+        `${JSON.stringify(report)}\n`,
+        head,
+      );
       return;
     }
     case '/metrics': {
@@ -98,14 +113,32 @@ async function handle(
       return;
     }
     case '/':
-      send(response, 200, 'text/plain; charset=utf-8', 'ocs-sync daemon: /healthz /metrics\n', head);
+      send(
+        response,
+        200,
+        'text/plain; charset=utf-8',
+        'ocs-sync daemon: /healthz /metrics\n',
+        head,
+      );
       return;
     default:
-      send(response, 404, 'text/plain; charset=utf-8', 'not found: try /healthz or /metrics\n', head);
+      send(
+        response,
+        404,
+        'text/plain; charset=utf-8',
+        'not found: try /healthz or /metrics\n',
+        head,
+      );
   }
 }
 
-function send(response: ServerResponse, status: number, contentType: string, body: string, head: boolean): void {
+function send(
+  response: ServerResponse,
+  status: number,
+  contentType: string,
+  body: string,
+  head: boolean,
+): void {
   response.statusCode = status;
   response.setHeader('content-type', contentType);
   response.setHeader('cache-control', 'no-store');

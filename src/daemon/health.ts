@@ -40,7 +40,9 @@ export function evaluateHealth(input: HealthInput): HealthReport {
   const fresh = successAge !== null && successAge <= maxAgeMs;
   const seconds = (ms: number) => `${Math.round(ms / 1000)} s`;
   const successText =
-    successAge === null ? 'no run has succeeded yet' : `the last success was ${seconds(successAge)} ago`;
+    successAge === null
+      ? 'no run has succeeded yet'
+      : `the last success was ${seconds(successAge)} ago`;
 
   let healthy: boolean;
   let reason: string;
@@ -80,7 +82,8 @@ export function evaluateHealth(input: HealthInput): HealthReport {
   return {
     status: healthy ? 'ok' : 'unhealthy',
     httpStatus: healthy ? 200 : 503,
-    lastSuccessAt: input.lastSuccessAt === null ? null : new Date(input.lastSuccessAt).toISOString(),
+    lastSuccessAt:
+      input.lastSuccessAt === null ? null : new Date(input.lastSuccessAt).toISOString(),
     lastRunStatus: input.lastRunStatus,
     consecutiveFailures: input.consecutiveFailures,
     running: input.running,

@@ -152,16 +152,17 @@ export class SyncMetrics {
       labelNames: ['resource'],
       registers,
     });
-    const metrics = this;
+    const { clock, newestUpdatedAt } = this;
     new Gauge({
       name: name('resource_lag_seconds'),
       help: 'Now minus the newest updated_at stored, per resource that has updated_at (as of the last run).',
       labelNames: ['resource'],
       registers,
+      // Computed at scrape time, so lag keeps growing between runs.
       collect() {
         this.reset();
-        const now = metrics.clock.now();
-        for (const [resource, newest] of metrics.newestUpdatedAt) {
+        const now = clock.now();
+        for (const [resource, newest] of newestUpdatedAt) {
           this.set({ resource }, Math.max(0, (now - newest) / 1000));
         }
       },
@@ -170,9 +171,11 @@ export class SyncMetrics {
     this.lastSuccess.set(0);
     this.consecutiveFailures.set(0);
     this.runInProgress.set(0);
-    for (const reason of ['overlap', 'backoff'] satisfies SkipReason[]) this.skippedTicks.inc({ reason }, 0);
+    for (const reason of ['overlap', 'backoff'] satisfies SkipReason[])
+      this.skippedTicks.inc({ reason }, 0);
     this.httpRetries.inc(0);
-    if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    if (options.processMetrics)
+      collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
   }
 
   /** SyncEvents for one run; combine with others via `combineEvents`. */
@@ -187,7 +190,8 @@ export class SyncMetrics {
           this.rowsReconciled.inc({ resource: report.resource }, report.rows);
           this.rowsDeleted.inc({ resource: report.resource }, report.deleted);
         }
-        if (report.status !== 'ok') this.resourceProblems.inc({ resource: report.resource, status: report.status });
+        if (report.status !== 'ok')
+          this.resourceProblems.inc({ resource: report.resource, status: report.status });
       },
       onSchemaChange: (change) => {
         this.schemaChanges.inc({ kind: change.kind, reason: change.reason });
@@ -217,7 +221,8 @@ export class SyncMetrics {
     this.runs.inc({ kind: info.kind, status: info.status });
     this.runDuration.observe({ kind: info.kind, status: info.status }, info.durationMs / 1000);
     this.lastRunDuration.set(info.durationMs / 1000);
-    if (info.status === 'ok' || info.status === 'partial') this.lastSuccess.set(info.finishedAt / 1000);
+    if (info.status === 'ok' || info.status === 'partial')
+      this.lastSuccess.set(info.finishedAt / 1000);
     this.consecutiveFailures.set(info.consecutiveFailures);
   }
 

@@ -149,7 +149,12 @@ export class Scheduler {
     const { schedule, fullRefreshSchedule, timezone, scheduleFunction } = this.options;
     this.jobs.push({
       name: 'incremental',
-      job: scheduleFunction(schedule, timezone, () => this.tick('incremental', 'schedule'), 'ocs-sync incremental'),
+      job: scheduleFunction(
+        schedule,
+        timezone,
+        () => this.tick('incremental', 'schedule'),
+        'ocs-sync incremental',
+      ),
     });
     if (fullRefreshSchedule !== null) {
       this.jobs.push({
@@ -174,7 +179,11 @@ export class Scheduler {
       source === 'start'
         ? { action: 'run' as const }
         : decideTick(
-            { running: this.running !== null, ticksToSkip: this.ticksToSkip, lastFailureAt: this.lastFailureAt },
+            {
+              running: this.running !== null,
+              ticksToSkip: this.ticksToSkip,
+              lastFailureAt: this.lastFailureAt,
+            },
             now,
             this.policy,
           );
@@ -186,7 +195,9 @@ export class Scheduler {
           {
             tick: kind,
             runningKind: this.running?.kind,
-            runningForSeconds: this.running ? Math.round((now - this.running.startedAt) / 1000) : undefined,
+            runningForSeconds: this.running
+              ? Math.round((now - this.running.startedAt) / 1000)
+              : undefined,
             ...(kind === 'full_refresh' ? { fullRefreshDeferred: true } : {}),
           },
           'Skipped a scheduled sync: the previous run is still in progress',
@@ -207,7 +218,8 @@ export class Scheduler {
       return;
     }
     this.ticksToSkip = 0;
-    const runKind: RunKind = kind === 'full_refresh' || this.fullRefreshPending ? 'full_refresh' : 'incremental';
+    const runKind: RunKind =
+      kind === 'full_refresh' || this.fullRefreshPending ? 'full_refresh' : 'incremental';
     this.fullRefreshPending = false;
     this.current = this.execute(runKind);
   }
@@ -251,7 +263,10 @@ export class Scheduler {
       case 'interrupted':
         // Shutdown: neither a success nor the server's fault.
         if (kind === 'full_refresh') this.fullRefreshPending = true;
-        logger.info({ kind, status: 'interrupted' }, 'Sync run interrupted; every committed page is kept');
+        logger.info(
+          { kind, status: 'interrupted' },
+          'Sync run interrupted; every committed page is kept',
+        );
         break;
     }
     this.options.onRunFinished?.(outcome, kind, this.status());
@@ -274,7 +289,10 @@ export class Scheduler {
       try {
         await job.stop();
       } catch (error) {
-        this.options.logger.warn({ job: name, error: describeError(error) }, 'Could not stop a cron job');
+        this.options.logger.warn(
+          { job: name, error: describeError(error) },
+          'Could not stop a cron job',
+        );
       }
     }
   }
@@ -308,7 +326,10 @@ export function nodeCronScheduleFunction(logger: Logger): ScheduleFunction {
     info: (message) => logger.debug({ source: 'node-cron' }, message),
     warn: (message) => logger.warn({ source: 'node-cron' }, message),
     error: (message, error) =>
-      logger.error({ source: 'node-cron', error: describeError(error ?? message) }, String(message)),
+      logger.error(
+        { source: 'node-cron', error: describeError(error ?? message) },
+        String(message),
+      ),
     debug: (message) => logger.debug({ source: 'node-cron' }, String(message)),
   };
   return (cronExpression, timezone, callback, name) => {

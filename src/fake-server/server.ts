@@ -609,7 +609,6 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     request: IncomingMessage,
     endpoint: string,
     params: URLSearchParams,
-    log: RequestLogEntry,
   ): Promise<Reply> => {
     const served = currentDocuments();
     if (endpoint === 'manifest') return jsonReply(200, served.manifest);
@@ -706,7 +705,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       };
     } else {
       try {
-        reply = await route(request, endpoint, url.searchParams, log);
+        reply = await route(request, endpoint, url.searchParams);
       } catch (error) {
         reply = jsonReply(500, { detail: 'A server error occurred.' });
         process.emitWarning(

@@ -444,8 +444,10 @@ class SyncRun {
       });
     }
     if (report.valuesAltered > 0) {
-      report.warnings.push(
-        `${report.valuesAltered} value(s) of ${resource} were altered to fit the database (NUL characters removed).`,
+      // Reported, not a failure: the rows are stored, minus characters the database cannot hold.
+      logger.warn(
+        { resource, valuesAltered: report.valuesAltered },
+        `${report.valuesAltered} value(s) of ${resource} had NUL characters removed to fit the database`,
       );
     }
     if (fullRefresh) {

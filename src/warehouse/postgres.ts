@@ -370,6 +370,9 @@ interface PageStatements {
   };
 }
 
+/** Something to run one query on: the pool (any free connection) or a held connection. */
+type Queryable = Pick<pg.ClientBase, 'query'>;
+
 interface HeldLock {
   token: string;
   client: pg.Client;
@@ -494,12 +497,12 @@ export class PostgresWarehouse implements Warehouse {
     });
   }
 
-  private async run(client: pg.ClientBase, query: Compilable): Promise<pg.QueryResult> {
+  private async run(client: Queryable, query: Compilable): Promise<pg.QueryResult> {
     const compiled = query.compile();
     return client.query(compiled.sql, compiled.parameters as unknown[]);
   }
 
-  private async tableExistsOn(client: pg.ClientBase, table: string): Promise<boolean> {
+  private async tableExistsOn(client: Queryable, table: string): Promise<boolean> {
     const result = await client.query(
       `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
        WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
@@ -508,7 +511,7 @@ export class PostgresWarehouse implements Warehouse {
     return (result.rowCount ?? 0) > 0;
   }
 
-  private async physicalColumns(client: pg.ClientBase, table: string): Promise<Set<string>> {
+  private async physicalColumns(client: Queryable, table: string): Promise<Set<string>> {
     const result = await client.query<{ name: string }>(
       `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
        JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
@@ -519,7 +522,7 @@ export class PostgresWarehouse implements Warehouse {
     return new Set(result.rows.map((row) => row.name));
   }
 
-  private async storedColumns(client: pg.ClientBase, table: string): Promise<ColumnSpec[]> {
+  private async storedColumns(client: Queryable, table: string): Promise<ColumnSpec[]> {
     const result = await this.run(client, this.bookkeeping.columnsQuery(table));
     return (result.rows as Array<{ column_name: string; column_type: ColumnType }>).map((row) => ({
       name: row.column_name,
@@ -527,11 +530,7 @@ export class PostgresWarehouse implements Warehouse {
     }));
   }
 
-  private async columnType(
-    client: pg.ClientBase,
-    table: string,
-    column: string,
-  ): Promise<ColumnType> {
+  private async columnType(client: Queryable, table: string, column: string): Promise<ColumnType> {
     const spec = (await this.storedColumns(client, table)).find((c) => c.name === column);
     if (!spec) throw new WarehouseError(`Table ${table} has no column ${column} in the warehouse.`);
     return spec.type;
@@ -634,28 +633,28 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   status(): Promise<ResourceStatus[]> {
+    // The inspector queries through the pool, never a held connection: the bookkeeping takes
+    // connections of its own meanwhile, and a pool of one would wait for itself.
     return this.guard('Reading the status', () =>
-      this.withClient((client) =>
-        this.bookkeeping.status({
-          tableExists: (table) => this.tableExistsOn(client, table),
-          newestUpdatedAt: async (table) => {
-            const type = await this.columnType(client, table, 'updated_at');
-            const expression =
-              type === 'datetime' || type === 'date'
-                ? readExpression('updated_at', type)
-                : type === 'text'
-                  ? q('updated_at')
-                  : undefined;
-            if (!expression) return null;
-            // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-            const result = await client.query<{ value: string | null }>(
-              `SELECT ${expression} AS value FROM ${this.table(table)}
-               WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
-            );
-            return result.rows[0]?.value ?? null;
-          },
-        }),
-      ),
+      this.bookkeeping.status({
+        tableExists: (table) => this.tableExistsOn(this.pool, table),
+        newestUpdatedAt: async (table) => {
+          const type = await this.columnType(this.pool, table, 'updated_at');
+          const expression =
+            type === 'datetime' || type === 'date'
+              ? readExpression('updated_at', type)
+              : type === 'text'
+                ? q('updated_at')
+                : undefined;
+          if (!expression) return null;
+          // Ordered by the stored value (a time for timestamptz), shown as ISO text.
+          const result = await this.pool.query<{ value: string | null }>(
+            `SELECT ${expression} AS value FROM ${this.table(table)}
+             WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
+          );
+          return result.rows[0]?.value ?? null;
+        },
+      }),
     );
   }
 
