@@ -42,6 +42,8 @@ export interface StageResult {
   rows: number;
   pages: number;
   seconds: number;
+  /** CPU time (user + system) of the stage's process during the measured work. */
+  cpuSeconds: number;
   /** HTTP requests the stage sent (0 without network). */
   requests: number;
   /** The process's peak resident set, MB (1 MB = 2^20 bytes). */
@@ -52,10 +54,13 @@ export interface StageResult {
 
 const MB = 1024 * 1024;
 
+/** What a stage measures itself; cpuSeconds when only part of the work is measured. */
+type Measured = Omit<StageResult, 'peakRssMb' | 'rssProfileMb' | 'cpuSeconds'> & { cpuSeconds?: number };
+
 export async function runStage(request: StageRequest): Promise<StageResult> {
   const logger = createLogger({ level: 'warn', pretty: false });
   const sampler = startRssSampler();
-  let measured: Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>;
+  let measured: Measured;
   switch (request.kind) {
     case 'sync':
       measured = await syncStage(request, logger, sampler);
@@ -74,6 +79,7 @@ export async function runStage(request: StageRequest): Promise<StageResult> {
   // resourceUsage().maxRSS is in kilobytes.
   return {
     ...measured,
+    cpuSeconds: measured.cpuSeconds ?? sampler.cpuSeconds(),
     peakRssMb: (process.resourceUsage().maxRSS * 1024) / MB,
     rssProfileMb: sampler.profile(),
   };
@@ -118,7 +124,7 @@ async function syncStage(
   request: Extract<StageRequest, { kind: 'sync' }>,
   logger: Logger,
   sampler: RssSampler,
-): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+): Promise<Measured> {
   const warehouse = await openTarget(request.warehouse, logger);
   const source = createSource(request.server, logger, request.pagesInFlight + 1);
   try {
@@ -152,7 +158,7 @@ async function fetchOnlyStage(
   request: Extract<StageRequest, { kind: 'fetch-only' }>,
   logger: Logger,
   sampler: RssSampler,
-): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+): Promise<Measured> {
   const source = createSource(request.server, logger, 1);
   try {
     const started = sampler.begin();
@@ -193,7 +199,7 @@ async function writeOnlyStage(
   request: Extract<StageRequest, { kind: 'write-only' }>,
   logger: Logger,
   sampler: RssSampler,
-): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+): Promise<Measured> {
   const warehouse = await openTarget(request.warehouse, logger);
   try {
     const lock = await warehouse.acquireLock(10_000);
@@ -203,11 +209,13 @@ async function writeOnlyStage(
     let rows = 0;
     let pages = 0;
     let writingMs = 0;
+    let writingCpuMicros = 0;
     sampler.begin();
     // Only the writes are timed; generating the rows is not part of the floor.
     for (const page of generateBenchPages(request.rows, request.pageSize, request.seed)) {
       cursor = cursorAfterPage({ rows: page, cursor: null, hasMore: false, bare: false }, 'updated_at_id', cursor);
       const started = performance.now();
+      const cpuBefore = process.cpuUsage();
       const result = await warehouse.writePage({
         runId,
         resource: BENCH_RESOURCE,
@@ -217,14 +225,16 @@ async function writeOnlyStage(
         cursorKind: 'updated_at_id',
         history: false,
       });
+      const cpu = process.cpuUsage(cpuBefore);
       writingMs += performance.now() - started;
+      writingCpuMicros += cpu.user + cpu.system;
       rows += result.rowsWritten;
       pages += 1;
     }
     sampler.end();
     await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: 0 });
     await lock.release();
-    return { rows, pages, seconds: writingMs / 1000, requests: 0 };
+    return { rows, pages, seconds: writingMs / 1000, cpuSeconds: writingCpuMicros / 1e6, requests: 0 };
   } finally {
     await closeTarget(warehouse, request.warehouse);
   }
@@ -234,7 +244,7 @@ async function baselineStage(
   request: Extract<StageRequest, { kind: 'baseline' }>,
   logger: Logger,
   sampler: RssSampler,
-): Promise<Omit<StageResult, 'peakRssMb' | 'rssProfileMb'>> {
+): Promise<Measured> {
   const warehouse = await openTarget(request.warehouse, logger);
   const source = createSource(request.server, logger, 1);
   try {
@@ -283,12 +293,16 @@ interface RssSampler {
   end(): void;
   stop(): void;
   profile(): number[];
+  /** CPU seconds between begin() and end(). */
+  cpuSeconds(): number;
 }
 
 /** RSS every 50 ms during the measured part, to see whether memory grows along the run. */
 function startRssSampler(): RssSampler {
   const samples: number[] = [];
   let timer: NodeJS.Timeout | undefined;
+  let cpuAtBegin: NodeJS.CpuUsage | undefined;
+  let cpu: NodeJS.CpuUsage | undefined;
   const sample = () => samples.push(process.memoryUsage.rss() / MB);
   const stop = () => {
     if (timer) clearInterval(timer);
@@ -296,13 +310,18 @@ function startRssSampler(): RssSampler {
   };
   return {
     begin() {
+      cpuAtBegin = process.cpuUsage();
       sample();
       timer = setInterval(sample, 50);
       return performance.now();
     },
     end() {
+      if (cpuAtBegin) cpu = process.cpuUsage(cpuAtBegin);
       stop();
       sample();
+    },
+    cpuSeconds() {
+      return cpu ? (cpu.user + cpu.system) / 1e6 : 0;
     },
     stop,
     profile() {

@@ -752,6 +752,17 @@ describe('ocs-sync daemon against the fake export server', () => {
     expect(daemon.logs()).not.toContain('wrong-key');
   });
 
+  it('exits 1 at start, before serving or syncing, when the private key cannot be used', async () => {
+    await startServer(createSampleDataset({ rowsPerResource: 3, seed: 2 }));
+    const daemon = launch({
+      OCS_PRIVATE_KEY: '-----BEGIN PRIVATE KEY-----\\nAAAA\\n-----END PRIVATE KEY-----',
+    });
+    expect(await daemon.exit).toBe(1);
+    expect(daemon.stderr.join('\n')).toMatch(/key/i);
+    expect(daemon.logs()).not.toContain('Serving /healthz');
+    expect(server!.requests).toEqual([]);
+  });
+
   it('on the signal mid-walk, stops with exit 0 and leaves rows and cursors that agree; a resumed sync completes exactly', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 30, seed: 8 });
     await startServer(dataset);

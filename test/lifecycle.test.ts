@@ -255,7 +255,7 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     expect(tags.lastFullRefreshAt).toMatch(/^\d{4}-/);
 
     // History: the edit is a second version; the deletion closed the row's version.
-    const versions = await warehouse.query(`SELECT id, _valid_to FROM ${dialect === 'postgres' ? `"${warehouse.env.OCS_WAREHOUSE_SCHEMA}".` : ''}"tags__history" ORDER BY _version_id`);
+    const versions = await warehouse.query(`SELECT id, _valid_to FROM "tags__history" ORDER BY _version_id`);
     expect(versions.filter((row) => Number(row.id) === Number(edited))).toHaveLength(2);
     const goneVersions = versions.filter((row) => Number(row.id) === Number(gone));
     expect(goneVersions).toHaveLength(1);
@@ -266,13 +266,13 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     dataset.insert('tags', [goneRow]);
     expect((await sync(['--full-refresh', 'tags'])).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset, { resources: ['tags'] });
-    const after = await warehouse.query(`SELECT id, _valid_to FROM ${dialect === 'postgres' ? `"${warehouse.env.OCS_WAREHOUSE_SCHEMA}".` : ''}"tags__history" WHERE id = ${String(gone)} ORDER BY _version_id`);
+    const after = await warehouse.query(`SELECT id, _valid_to FROM "tags__history" WHERE id = ${String(gone)} ORDER BY _version_id`);
     expect(after).toHaveLength(2);
     expect(after[1]?._valid_to).toBeNull();
     // Unchanged reruns write no new version.
-    const count = (await warehouse.query(`SELECT count(*) AS n FROM ${dialect === 'postgres' ? `"${warehouse.env.OCS_WAREHOUSE_SCHEMA}".` : ''}"tags__history"`))[0]?.n;
+    const count = (await warehouse.query(`SELECT count(*) AS n FROM "tags__history"`))[0]?.n;
     expect((await sync(['--full-refresh', 'tags'])).code).toBe(0);
-    const again = (await warehouse.query(`SELECT count(*) AS n FROM ${dialect === 'postgres' ? `"${warehouse.env.OCS_WAREHOUSE_SCHEMA}".` : ''}"tags__history"`))[0]?.n;
+    const again = (await warehouse.query(`SELECT count(*) AS n FROM "tags__history"`))[0]?.n;
     expect(Number(again)).toBe(Number(count));
   });
 

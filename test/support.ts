@@ -140,7 +140,7 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
       dialect,
       env: { OCS_WAREHOUSE_URL: path },
       query,
-      readTable: (table, options) => readDecoded(query, table, '', options),
+      readTable: (table, options) => readDecoded(query, table, options, true),
       dispose: async () => directory.remove(),
     };
   }
@@ -150,13 +150,13 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
   const schema = `t_${Math.random().toString(36).slice(2, 10)}`;
   const client = new pg.Client({ connectionString: postgresUrl, types: { getTypeParser: textTypeParser(pg) } });
   await client.connect();
-  await client.query("SET TIME ZONE 'UTC'");
-  const query = async (sql: string) => (await client.query(sql.replaceAll('"_ocs_', `"${schema}"."_ocs_`))).rows as StoredRow[];
+  await client.query(`SET TIME ZONE 'UTC'; SET search_path TO "${schema}"`);
+  const query = async (sql: string) => (await client.query(sql)).rows as StoredRow[];
   return {
     dialect,
     env: { OCS_WAREHOUSE_URL: postgresUrl!, OCS_WAREHOUSE_SCHEMA: schema },
     query: (sql) => query(sql),
-    readTable: (table, options) => readDecoded(query, table, `"${schema}".`, options),
+    readTable: (table, options) => readDecoded(query, table, options, false),
     dispose: async () => {
       await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await client.end();
@@ -186,20 +186,21 @@ function textTypeParser(pg: typeof import('pg').default) {
 async function readDecoded(
   query: (sql: string) => Promise<StoredRow[]>,
   table: string,
-  prefix: string,
   options: { includeDeleted?: boolean } = {},
+  /** SQLite keeps JSON as text; pg hands jsonb over parsed. */
+  jsonAsText: boolean,
 ): Promise<StoredRow[]> {
   const columns = await query(
-    `SELECT column_name, column_type FROM ${prefix}"_ocs_columns" WHERE table_name = '${table}'`,
+    `SELECT column_name, column_type FROM "_ocs_columns" WHERE table_name = '${table}'`,
   );
   const types = new Map((columns as unknown as ColumnRow[]).map((row) => [row.column_name, row.column_type]));
   const where = options.includeDeleted ? '' : 'WHERE "_deleted_at" IS NULL';
-  const rows = await query(`SELECT * FROM ${prefix}"${table}" ${where} ORDER BY id`);
+  const rows = await query(`SELECT * FROM "${table}" ${where} ORDER BY id`);
   return rows.map((row) => {
     const decoded: StoredRow = {};
     for (const [key, value] of Object.entries(row)) {
       if (RESERVED_COLUMNS.has(key)) continue;
-      decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key));
+      decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key), jsonAsText);
     }
     return decoded;
   });
@@ -215,7 +216,7 @@ function canonicalDateTime(value: unknown): unknown {
   return `${match[1]}${/^0+$/.test(fraction) ? '' : `.${fraction}`}Z`;
 }
 
-function decode(value: unknown, type: string | undefined): unknown {
+function decode(value: unknown, type: string | undefined, jsonAsText: boolean): unknown {
   if (value === null) return null;
   if (typeof value === 'string') value = canonicalDateTime(value);
   if (typeof value === 'bigint') {
@@ -226,7 +227,7 @@ function decode(value: unknown, type: string | undefined): unknown {
     case 'boolean':
       return value === true || value === 1 || value === 1n;
     case 'json':
-      return typeof value === 'string' ? JSON.parse(value) : value;
+      return jsonAsText && typeof value === 'string' ? JSON.parse(value) : value;
     default:
       return value;
   }

@@ -9,14 +9,17 @@ import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { runDaemon } from '../daemon/daemon.js';
 import type { CommandContext } from './main.js';
 import { syncOnce } from './sync-command.js';
-import { createWarehouse } from './wiring.js';
+import { createSecrets, createWarehouse } from './wiring.js';
 
 /** Exit this long after shutdown if something (a hung request, a lock wait) still holds the process. */
-const FORCED_EXIT_AFTER_MS = 1_500;
+const FORCED_EXIT_AFTER_MS = 500;
 
 export async function runDaemonCommand(context: CommandContext): Promise<number> {
   const config = context.config({ server: true });
   const logger = context.logger(config);
+  // Key files are read at every run; a bad one should stop the daemon now (exit 1), not make
+  // every run fail while it looks alive.
+  createSecrets(config, logger);
   const cleanup = new CleanupStack();
   const fromProcess = context.environment.signal === undefined;
   const signal = context.environment.signal ?? processSignal(logger, cleanup);

@@ -54,7 +54,7 @@ export interface DaemonOptions {
   scheduleFunction?: ScheduleFunction;
   clock?: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;
-  /** How long shutdown waits for the run in progress to stop. Default 8 s (exit within 10 s). */
+  /** How long shutdown waits for the run in progress to stop. Default 7 s (exit within 10 s). */
   shutdownGraceMs?: number;
   metrics?: SyncMetrics;
   /** Cleanups registered by the caller before the daemon starts (they run last). */
@@ -76,7 +76,7 @@ export interface Daemon {
   readonly stopped: Promise<DaemonStopResult>;
 }
 
-export const DEFAULT_SHUTDOWN_GRACE_MS = 8_000;
+export const DEFAULT_SHUTDOWN_GRACE_MS = 7_000;
 
 export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { logger, signal } = options;

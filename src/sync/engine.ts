@@ -355,8 +355,10 @@ class SyncRun {
         throw error;
       }
       if (!(error instanceof OcsSyncError)) throw error;
-      await this.record(report, error instanceof SkipResource ? 'skipped' : 'failed', error, started);
-      logger.error({ resource: entry.resource, rows: report.rows }, report.error);
+      // A skip is the configuration or the server saying "not this one": a warning, not a failure.
+      const skipped = error instanceof SkipResource;
+      await this.record(report, skipped ? 'skipped' : 'failed', error, started);
+      logger[skipped ? 'warn' : 'error']({ resource: entry.resource, rows: report.rows }, report.error);
       return report;
     }
     await this.record(report, 'ok', undefined, started);

@@ -399,6 +399,7 @@ export class PostgresWarehouse implements Warehouse {
   private readonly pageStatements = new Map<string, PageStatements>();
   private heldLock?: HeldLock;
   private closed = false;
+  private readonly saveCursor: { name: string; text: string };
 
   constructor(options: PostgresWarehouseOptions) {
     this.schema = options.schema ?? 'ocs';
@@ -436,6 +437,11 @@ export class PostgresWarehouse implements Warehouse {
       dialect: new PostgresDialect({ pool: this.pool }),
     });
     this.bookkeeping = new Bookkeeping(this.kysely);
+    this.saveCursor = named(
+      `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, last_run_id)
+       VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
+       cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+    );
   }
 
   // ---------------------------------------------------------------- plumbing
@@ -830,10 +836,7 @@ export class PostgresWarehouse implements Warehouse {
         }
         if (page.cursor !== null) {
           await client.query({
-            name: 'ocs_save_cursor',
-            text: `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, last_run_id)
-              VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET
-              cursor = excluded.cursor, cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+            ...this.saveCursor,
             values: [table, page.cursor, page.cursorKind, page.runId],
           });
         }
