@@ -207,6 +207,7 @@ export function formatReport(results: BenchResults): string {
       STAGE_LABELS[id],
       formatInteger(stage.rows),
       formatSeconds(stage.seconds),
+      formatSeconds(stage.cpuSeconds),
       stage.rows > 0 ? formatInteger(rowsPerSecond(stage)) : '-',
       stage.peakRssMb.toFixed(1),
       String(stage.serverRequests),
@@ -214,9 +215,9 @@ export function formatReport(results: BenchResults): string {
   });
   lines.push(
     ...table(
-      ['stage', 'rows', 'seconds', 'rows/s', 'peak RSS MB', 'requests'],
+      ['stage', 'rows', 'seconds', 'CPU s', 'rows/s', 'peak RSS MB', 'requests'],
       rows,
-      [false, true, true, true, true, true],
+      [false, true, true, true, true, true, true],
     ),
   );
   lines.push('');

@@ -30,7 +30,8 @@ import {
 /** 20 rows per resource in pages of 7: three pages, so "an earlier page" exists. */
 const PAGE_SIZE = 7;
 const ROWS_PER_RESOURCE = 20;
-const FAST_RETRIES_YAML = 'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
+const FAST_RETRIES_YAML =
+  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 /** Overrides syncEnv's OCS_PRIVATE_KEY: the run has no private key at all. */
 const NO_PRIVATE_KEY = { OCS_PRIVATE_KEY: undefined };
 /** Every sealed value on the wire is base64 of `{"k": "`…: this prefix marks a leaked token. */
@@ -68,11 +69,17 @@ function otherPrivateKey(): string {
 
 /** Flip one character in the middle of the Fernet token inside a sealed value's envelope. */
 function tamperToken(sealed: string): string {
-  const envelope = JSON.parse(Buffer.from(sealed, 'base64').toString('utf8')) as { k: string; v: string };
+  const envelope = JSON.parse(Buffer.from(sealed, 'base64').toString('utf8')) as {
+    k: string;
+    v: string;
+  };
   const middle = Math.floor(envelope.v.length / 2);
   const flipped = envelope.v[middle] === 'A' ? 'B' : 'A';
   const v = envelope.v.slice(0, middle) + flipped + envelope.v.slice(middle + 1);
-  return Buffer.from(`{"k": ${JSON.stringify(envelope.k)}, "v": ${JSON.stringify(v)}}`, 'utf8').toString('base64');
+  return Buffer.from(
+    `{"k": ${JSON.stringify(envelope.k)}, "v": ${JSON.stringify(v)}}`,
+    'utf8',
+  ).toString('base64');
 }
 
 function everythingPrinted(result: CliResult): string {
@@ -98,7 +105,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
 
   const start = async (options: Partial<Parameters<typeof startFakeServer>[0]> = {}) => {
     dataset = createSampleDataset({ rowsPerResource: ROWS_PER_RESOURCE, seed: 13 });
-    const sealedFields = new Map(sealedResourcesOf(dataset).map((entry) => [entry.resource, entry.fields]));
+    const sealedFields = new Map(
+      sealedResourcesOf(dataset).map((entry) => [entry.resource, entry.fields]),
+    );
     served = new Map();
     server = await startFakeServer({
       dataset,
@@ -106,7 +115,8 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       // Records the tokens on the wire (transformRow sees rows after sealing).
       transformRow: (resource, row) => {
         for (const field of sealedFields.get(resource) ?? []) {
-          if (typeof row[field] === 'string') served.set(`${resource}/${String(row.id)}/${field}`, row[field]);
+          if (typeof row[field] === 'string')
+            served.set(`${resource}/${String(row.id)}/${field}`, row[field]);
         }
         return row;
       },
@@ -121,16 +131,27 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
   const statusJson = async () => {
     const status = await runCli(['status', '--json'], warehouse.env);
     expect(status.code).toBe(0);
-    return JSON.parse(status.stdout) as Array<{ resource: string; rows: number; lastError: string | null }>;
+    return JSON.parse(status.stdout) as Array<{
+      resource: string;
+      rows: number;
+      lastError: string | null;
+    }>;
   };
   /** Each sealed resource's stored rows: ids equal to the source, unsealed columns equal too. */
   const expectSealedTables = async (
-    checkValue: (stored: unknown, plaintext: unknown, where: { resource: string; id: string; field: string }) => void,
+    checkValue: (
+      stored: unknown,
+      plaintext: unknown,
+      where: { resource: string; id: string; field: string },
+    ) => void,
   ) => {
     for (const { resource, fields } of sealedResourcesOf(dataset)) {
       const stored = await warehouse.readTable(resource);
       const source = sourceRowsAsStored(dataset, resource);
-      expect(stored.map((row) => row.id), `${resource} ids`).toEqual(source.map((row) => row.id));
+      expect(
+        stored.map((row) => row.id),
+        `${resource} ids`,
+      ).toEqual(source.map((row) => row.id));
       stored.forEach((row, index) => {
         const sourceRow = source[index]!;
         for (const field of fields) {
@@ -138,16 +159,32 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
         }
       });
       const withoutSealed = (rows: StoredRow[]) =>
-        rows.map((row) => Object.fromEntries(Object.entries(row).filter(([key]) => !fields.includes(key))));
+        rows.map((row) =>
+          Object.fromEntries(Object.entries(row).filter(([key]) => !fields.includes(key))),
+        );
       expect(withoutSealed(stored), `${resource} unsealed columns`).toEqual(withoutSealed(source));
     }
   };
   const columnTypes = async (resource: string) =>
     Object.fromEntries(
       (
-        await warehouse.query(`SELECT column_name, column_type FROM "_ocs_columns" WHERE table_name = '${resource}'`)
+        await warehouse.query(
+          `SELECT column_name, column_type FROM "_ocs_columns" WHERE table_name = '${resource}'`,
+        )
       ).map((row) => [row.column_name, row.column_type]),
     );
+  /** The SQL type of a column: PostgreSQL's data_type, SQLite's declared type. */
+  const sqlType = async (table: string, column: string) => {
+    if (dialect === 'postgres') {
+      const [row] = await warehouse.query(
+        `SELECT data_type FROM information_schema.columns WHERE table_schema = '${warehouse.env.OCS_WAREHOUSE_SCHEMA}' ` +
+          `AND table_name = '${table}' AND column_name = '${column}'`,
+      );
+      return row?.data_type;
+    }
+    const columns = await warehouse.query(`PRAGMA table_info("${table}")`);
+    return columns.find((row) => row.name === column)?.type;
+  };
   const writeConfig = (yaml: string) => writeFileSync(configFile, FAST_RETRIES_YAML + yaml);
 
   beforeEach(async () => {
@@ -175,13 +212,23 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     );
     const expectedTokens = sealed.reduce(
       (sum, { resource, fields }) =>
-        sum + sourceRowsAsStored(dataset, resource).reduce((n, row) => n + fields.filter((f) => row[f] !== null).length, 0),
+        sum +
+        sourceRowsAsStored(dataset, resource).reduce(
+          (n, row) => n + fields.filter((f) => row[f] !== null).length,
+          0,
+        ),
       0,
     );
     expect(served.size).toBe(expectedTokens);
     for (const token of served.values()) expect(token.startsWith(TOKEN_PREFIX)).toBe(true);
     expect(await columnTypes('llm_providers')).toMatchObject({ config: 'json' });
-    expect(await columnTypes('participant_data')).toMatchObject({ data: 'json', encryption_key: 'json' });
+    expect(await sqlType('llm_providers', 'config')).toBe(
+      dialect === 'postgres' ? 'jsonb' : 'TEXT',
+    );
+    expect(await columnTypes('participant_data')).toMatchObject({
+      data: 'json',
+      encryption_key: 'json',
+    });
   });
 
   it('sealed: stores the server tokens as received, needs no private key', async () => {
@@ -195,12 +242,16 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       const where = `${resource}/${id}/${field}`;
       expect(typeof stored, where).toBe('string');
       expect(stored, where).toBe(served.get(where));
-      expect(asJsonColumnValue(openSealedValue(stored as string, privateKey)), where).toEqual(plaintext);
+      expect(asJsonColumnValue(openSealedValue(stored as string, privateKey)), where).toEqual(
+        plaintext,
+      );
       checked += 1;
     });
     expect(checked).toBe(served.size);
     expect(await columnTypes('llm_providers')).toMatchObject({ config: 'text' });
-    await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedResourcesOf(dataset).map((e) => e.resource) });
+    await expectWarehouseEqualsSource(warehouse, dataset, {
+      skip: sealedResourcesOf(dataset).map((e) => e.resource),
+    });
   });
 
   it('reseal: keygen --archive, sync stores archive ciphertext only, unseal prints and opens it in place', async () => {
@@ -225,7 +276,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     let archived = 0;
     await expectSealedTables((stored, plaintext, { resource, id, field }) => {
       expect(typeof stored).toBe('string');
-      expect((stored as string).startsWith(ARCHIVE_PREFIX), `${resource}/${id}/${field}`).toBe(true);
+      expect((stored as string).startsWith(ARCHIVE_PREFIX), `${resource}/${id}/${field}`).toBe(
+        true,
+      );
       expect(stored).not.toBe(served.get(`${resource}/${id}/${field}`));
       plaintexts.push(typeof plaintext === 'string' ? plaintext : JSON.stringify(plaintext));
       archived += 1;
@@ -233,8 +286,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(archived).toBe(served.size);
     // No plaintext anywhere in the stored sealed tables (the api keys are the telling part).
     for (const { resource } of sealed) {
-      const dump = JSON.stringify(await warehouse.query(`SELECT * FROM "${resource}"`), (_key, value: unknown) =>
-        typeof value === 'bigint' ? value.toString() : value,
+      const dump = JSON.stringify(
+        await warehouse.query(`SELECT * FROM "${resource}"`),
+        (_key, value: unknown) => (typeof value === 'bigint' ? value.toString() : value),
       );
       for (const config of sourceRowsAsStored(dataset, resource).map((row) => row.config)) {
         const apiKey = (config as { api_key?: string } | undefined)?.api_key;
@@ -250,35 +304,61 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const lines = printed.stdout
       .split('\n')
       .filter((line) => line !== '')
-      .map((line) => JSON.parse(line) as { resource: string; id: number; field: string; value: unknown });
+      .map(
+        (line) =>
+          JSON.parse(line) as { resource: string; id: number; field: string; value: unknown },
+      );
+    // Each value exactly once (a dialect that pages by id text instead of number would repeat rows).
     expect(lines).toHaveLength(served.size);
-    const opened = new Map(lines.map((line) => [`${line.resource}/${line.id}/${line.field}`, line.value]));
+    const opened = new Map(
+      lines.map((line) => [`${line.resource}/${line.id}/${line.field}`, line.value]),
+    );
     await expectSealedTables((stored, plaintext, { resource, id, field }) => {
       expect((stored as string).startsWith(ARCHIVE_PREFIX)).toBe(true);
-      expect(opened.get(`${resource}/${id}/${field}`), `${resource}/${id}/${field}`).toEqual(plaintext);
+      expect(opened.get(`${resource}/${id}/${field}`), `${resource}/${id}/${field}`).toEqual(
+        plaintext,
+      );
     });
     expect(printed.logs).not.toContain(secretKeyText);
 
     // Only some resources.
-    const some = await runCli(['unseal', '--archive-key', secretKeyFile, '--resource', 'llm_providers'], warehouse.env);
+    const some = await runCli(
+      ['unseal', '--archive-key', secretKeyFile, '--resource', 'llm_providers'],
+      warehouse.env,
+    );
     expect(some.code).toBe(0);
     const someLines = some.stdout.split('\n').filter((line) => line !== '');
     expect(someLines).toHaveLength(ROWS_PER_RESOURCE);
-    expect(someLines.every((line) => (JSON.parse(line) as { resource: string }).resource === 'llm_providers')).toBe(true);
+    expect(
+      someLines.every(
+        (line) => (JSON.parse(line) as { resource: string }).resource === 'llm_providers',
+      ),
+    ).toBe(true);
 
     // In place: the columns (text) then hold the opened values as JSON text.
-    const inPlace = await runCli(['unseal', '--archive-key', secretKeyFile, '--in-place'], warehouse.env);
+    const inPlace = await runCli(
+      ['unseal', '--archive-key', secretKeyFile, '--in-place'],
+      warehouse.env,
+    );
     expect(inPlace.code).toBe(0);
     expect(inPlace.stdout).toBe('');
     expect(inPlace.logs).toMatch(new RegExp(`"opened":${served.size}\\b`));
     expect(await columnTypes('llm_providers')).toMatchObject({ config: 'text' });
+    expect(await sqlType('llm_providers', 'config')).toBe(dialect === 'postgres' ? 'text' : 'TEXT');
     await expectSealedTables((stored, plaintext, where) => {
       expect(typeof stored, `${where.resource}/${where.id}/${where.field}`).toBe('string');
-      expect(JSON.parse(stored as string), `${where.resource}/${where.id}/${where.field}`).toEqual(plaintext);
+      expect(JSON.parse(stored as string), `${where.resource}/${where.id}/${where.field}`).toEqual(
+        plaintext,
+      );
     });
-    await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealed.map((entry) => entry.resource) });
+    await expectWarehouseEqualsSource(warehouse, dataset, {
+      skip: sealed.map((entry) => entry.resource),
+    });
     // Repeating finds nothing left to open.
-    const again = await runCli(['unseal', '--archive-key', secretKeyFile, '--in-place'], warehouse.env);
+    const again = await runCli(
+      ['unseal', '--archive-key', secretKeyFile, '--in-place'],
+      warehouse.env,
+    );
     expect(again.code).toBe(0);
     expect(again.logs).toMatch(/"opened":0\b/);
   });
@@ -304,7 +384,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       dropped += 1;
     });
     expect(dropped).toBeGreaterThanOrEqual(sealedResourcesOf(dataset).length * ROWS_PER_RESOURCE);
-    await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedResourcesOf(dataset).map((e) => e.resource) });
+    await expectWarehouseEqualsSource(warehouse, dataset, {
+      skip: sealedResourcesOf(dataset).map((e) => e.resource),
+    });
   });
 
   it('a per-resource policy overrides the default', async () => {
@@ -320,7 +402,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       expect(row.encryption_key).toBeNull();
     }
     const source = sourceRowsAsStored(dataset, 'participant_data');
-    expect(participantData.map((row) => row.participant)).toEqual(source.map((row) => row.participant));
+    expect(participantData.map((row) => row.participant)).toEqual(
+      source.map((row) => row.participant),
+    );
     // Every other sealed resource is opened as the default says.
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['participant_data'] });
   });
@@ -336,22 +420,32 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       );
     }
     expect(result.stdout).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
-    const skippedLogs = logLines(result).filter((line) => /skipped: it has sealed fields/.test(String(line.msg)));
-    expect(skippedLogs.map((line) => line.resource).sort()).toEqual(sealed.map((entry) => entry.resource).sort());
+    const skippedLogs = logLines(result).filter((line) =>
+      /skipped: it has sealed fields/.test(String(line.msg)),
+    );
+    expect(skippedLogs.map((line) => line.resource).sort()).toEqual(
+      sealed.map((entry) => entry.resource).sort(),
+    );
     for (const line of skippedLogs) {
       expect(line.level).toBe(40);
       expect(line.msg).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
     }
     const summary = logLines(result).find((line) => line.msg === 'Sync partial');
-    expect((summary?.skipped as string[]).sort()).toEqual(sealed.map((entry) => entry.resource).sort());
+    expect((summary?.skipped as string[]).sort()).toEqual(
+      sealed.map((entry) => entry.resource).sort(),
+    );
     // Nothing was even asked of the server for them.
     const sealedNames = new Set(sealed.map((entry) => entry.resource));
-    expect(server.requests.filter((request) => request.resource && sealedNames.has(request.resource))).toEqual([]);
+    expect(
+      server.requests.filter((request) => request.resource && sealedNames.has(request.resource)),
+    ).toEqual([]);
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: [...sealedNames] });
 
     const status = await statusJson();
     for (const resource of sealedNames) {
-      expect(status.find((row) => row.resource === resource)?.lastError, resource).toMatch(/private key/);
+      expect(status.find((row) => row.resource === resource)?.lastError, resource).toMatch(
+        /private key/,
+      );
     }
     expect(status.find((row) => row.resource === 'users')?.lastError).toBeNull();
 
@@ -374,10 +468,15 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
         `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
       );
     }
-    expect(result.stdout).toMatch(/hint: Register the team public key printed by `ocs-sync keygen`/);
-    expect(server.requests.filter((request) => request.status === 400).map((r) => r.resource).sort()).toEqual(
-      [...sealedNames].sort(),
+    expect(result.stdout).toMatch(
+      /hint: Register the team public key printed by `ocs-sync keygen`/,
     );
+    expect(
+      server.requests
+        .filter((request) => request.status === 400)
+        .map((r) => r.resource)
+        .sort(),
+    ).toEqual([...sealedNames].sort());
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
 
     const status = await statusJson();
@@ -407,13 +506,18 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     );
     for (const { resource, fields } of sealed) {
       expect(wrong.stdout).toMatch(
-        new RegExp(`failed: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`),
+        new RegExp(
+          `failed: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`,
+        ),
       );
       expect(await warehouse.readTable(resource), resource).toEqual([]);
     }
-    expect(wrong.stdout).toMatch(/hint: Check that the private key matches the public key registered on the team/);
+    expect(wrong.stdout).toMatch(
+      /hint: Check that the private key matches the public key registered on the team/,
+    );
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
-    for (const token of served.values()) expect(everythingPrinted(wrong)).not.toContain(token.slice(20, 60));
+    for (const token of served.values())
+      expect(everythingPrinted(wrong)).not.toContain(token.slice(20, 60));
     const status = await statusJson();
     expect(status.find((row) => row.resource === 'llm_providers')?.lastError).toMatch(
       new RegExp(`llm_providers\\.config of row id ${firstId}`),
@@ -426,7 +530,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const [added] = dataset.insert('llm_providers', 2);
     const again = await sync({ OCS_PRIVATE_KEY: otherPrivateKey() });
     expect(again.code).toBe(3);
-    expect(again.stdout).toContain(`failed: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`);
+    expect(again.stdout).toContain(
+      `failed: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`,
+    );
     expect(await warehouse.readTable('llm_providers')).toEqual(before);
     expect((await sync()).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);
@@ -452,7 +558,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(result.stdout.match(/^failed:/gm)).toHaveLength(1);
     const stored = await warehouse.readTable('llm_providers');
     expect(stored).toEqual(sourceRowsAsStored(dataset, 'llm_providers').slice(0, PAGE_SIZE));
-    expect(everythingPrinted(result)).not.toContain(served.get(`llm_providers/${tamperedId}/config`)!.slice(20, 60));
+    expect(everythingPrinted(result)).not.toContain(
+      served.get(`llm_providers/${tamperedId}/config`)!.slice(20, 60),
+    );
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['llm_providers'] });
 
     // Untampered, the next run resumes at that page.
@@ -494,10 +602,16 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(result.code).toBe(0);
     expectNoSecrets(everythingPrinted(result));
     // A failing run too: the error names the row, never the value.
-    const failing = await runCli(['--config', configFile, 'sync', '--full-refresh', 'llm_providers'], {
-      ...syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: String(PAGE_SIZE), OCS_LOG_LEVEL: 'trace' }),
-      OCS_PRIVATE_KEY: otherPrivateKey(),
-    });
+    const failing = await runCli(
+      ['--config', configFile, 'sync', '--full-refresh', 'llm_providers'],
+      {
+        ...syncEnv(server.url, warehouse.env, {
+          OCS_PAGE_SIZE: String(PAGE_SIZE),
+          OCS_LOG_LEVEL: 'trace',
+        }),
+        OCS_PRIVATE_KEY: otherPrivateKey(),
+      },
+    );
     expect(failing.code).toBe(3);
     expectNoSecrets(everythingPrinted(failing));
   });
@@ -521,7 +635,10 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(printed).not.toContain(ARCHIVE_PREFIX);
 
     // unseal prints the values on stdout (asked for), but not in its logs.
-    const unsealed = await runCli(['unseal', '--archive-key', secretKeyFile], { ...warehouse.env, OCS_LOG_LEVEL: 'trace' });
+    const unsealed = await runCli(['unseal', '--archive-key', secretKeyFile], {
+      ...warehouse.env,
+      OCS_LOG_LEVEL: 'trace',
+    });
     expect(unsealed.code).toBe(0);
     expect(unsealed.stdout).toContain(distinctivePlaintexts()[0]!);
     expectNoSecrets(unsealed.stderr + unsealed.logs, [archiveSecret]);
@@ -560,7 +677,9 @@ describe('team keys through the CLI', () => {
     const privateKeyFile = join(keysDir, 'ocs-team-private.pem');
     const publicKeyFile = join(keysDir, 'ocs-team-public.pem');
     expect(statSync(privateKeyFile).mode & 0o777).toBe(0o600);
-    const publicKeyPem = /-----BEGIN PUBLIC KEY-----[\s\S]+?-----END PUBLIC KEY-----/.exec(keygen.stdout)?.[0];
+    const publicKeyPem = /-----BEGIN PUBLIC KEY-----[\s\S]+?-----END PUBLIC KEY-----/.exec(
+      keygen.stdout,
+    )?.[0];
     expect(publicKeyPem).toBeDefined();
     expect(readFileSync(publicKeyFile, 'utf8').trim()).toBe(publicKeyPem);
     expect(keygen.stdout).toMatch(/Register this public key on your team in Open Chat Studio/);
@@ -593,7 +712,9 @@ describe('team keys through the CLI', () => {
     chmodSync(privateKeyFile, 0o640);
     const exposed = await runCli(['sync'], env);
     expect(exposed.code).toBe(0);
-    const warning = logLines(exposed).find((line) => /accessible to group or others/.test(String(line.msg)));
+    const warning = logLines(exposed).find((line) =>
+      /accessible to group or others/.test(String(line.msg)),
+    );
     expect(warning?.level).toBe(40);
     expect(warning?.msg).toBe(
       `Private key file ${privateKeyFile} is accessible to group or others (mode 0640); restrict it with: chmod 600 ${privateKeyFile}`,
@@ -601,7 +722,10 @@ describe('team keys through the CLI', () => {
   });
 
   it('keygen refuses a key shorter than 2048 bits', async () => {
-    const result = await runCli(['keygen', '--out', join(directory.path, 'small'), '--bits', '1024'], {});
+    const result = await runCli(
+      ['keygen', '--out', join(directory.path, 'small'), '--bits', '1024'],
+      {},
+    );
     expect(result.code).toBe(1);
     expect(result.stderr).toMatch(/RSA key size 1024 is not allowed; use 2048 to 16384 bits/);
   });
@@ -613,7 +737,10 @@ describe('team keys through the CLI', () => {
       privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
       publicKeyEncoding: { type: 'spki', format: 'pem' },
     });
-    const ecRun = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_PRIVATE_KEY: ec.privateKey });
+    const ecRun = await runCli(['sync'], {
+      ...syncEnv(server.url, warehouse.env),
+      OCS_PRIVATE_KEY: ec.privateKey,
+    });
     expect(ecRun.code).toBe(1);
     expect(ecRun.stderr).toMatch(
       /The OCS_PRIVATE_KEY holds a key of type ec \(curve prime256v1\); sealed values need an RSA key \(RSA-OAEP\) of at least 2048 bits\./,
@@ -625,7 +752,10 @@ describe('team keys through the CLI', () => {
       privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
       publicKeyEncoding: { type: 'spki', format: 'pem' },
     });
-    const shortRun = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_PRIVATE_KEY: short.privateKey });
+    const shortRun = await runCli(['sync'], {
+      ...syncEnv(server.url, warehouse.env),
+      OCS_PRIVATE_KEY: short.privateKey,
+    });
     expect(shortRun.code).toBe(1);
     expect(shortRun.stderr).toMatch(/holds an RSA key of 1024 bits; at least 2048 bits are needed/);
     expect(shortRun.stderr).toMatch(/hint: Generate a new key pair with `ocs-sync keygen`/);

@@ -20,14 +20,43 @@ export async function runSyncCommand(context: CommandContext, options: SyncComma
     : {};
   const config = context.config({ server: true }, flags);
   const logger = context.logger(config);
-  const report = await syncOnce(config, logger, {
-    fullRefresh: options.fullRefresh,
-    acceptSchemaChange: options.acceptSchemaChange,
-    signal: context.environment.signal,
-    events: createProgressEvents(logger, context.environment.logStream ?? process.stderr),
-  });
-  context.output.out(options.json ? JSON.stringify(report, jsonReplacer, 2) : formatSyncSummary(report));
-  return exitCodeFor(report);
+  const stop = context.environment.signal ? undefined : stopOnSignals(logger);
+  try {
+    const report = await syncOnce(config, logger, {
+      fullRefresh: options.fullRefresh,
+      acceptSchemaChange: options.acceptSchemaChange,
+      signal: context.environment.signal ?? stop?.signal,
+      events: createProgressEvents(logger, context.environment.logStream ?? process.stderr),
+    });
+    context.output.out(
+      options.json ? JSON.stringify(report, jsonReplacer, 2) : formatSyncSummary(report),
+    );
+    return exitCodeFor(report);
+  } finally {
+    stop?.dispose();
+  }
+}
+
+/**
+ * SIGTERM/SIGINT end the run after the page in flight commits or rolls back (the lock is released
+ * and the next run resumes there); a second signal exits at once.
+ */
+function stopOnSignals(logger: Logger): { signal: AbortSignal; dispose(): void } {
+  const controller = new AbortController();
+  const onSignal = (name: NodeJS.Signals) => {
+    if (controller.signal.aborted) process.exit(128 + (name === 'SIGINT' ? 2 : 15));
+    logger.warn({ signal: name }, 'Stopping after the page in flight');
+    controller.abort();
+  };
+  process.on('SIGTERM', onSignal);
+  process.on('SIGINT', onSignal);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGTERM', onSignal);
+      process.off('SIGINT', onSignal);
+    },
+  };
 }
 
 /** One sync pass with the real parts; the daemon and `demo` use it too. */

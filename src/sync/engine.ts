@@ -173,7 +173,7 @@ class SyncRun {
     );
 
     const reports: ResourceReport[] = [];
-    let status: RunStatus = 'ok';
+    let status: RunStatus;
     let runError: unknown;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
@@ -297,7 +297,8 @@ class SyncRun {
     const row = { ...team, id: team.id } as Parameters<typeof planColumnsForRows>[2][number];
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
-    await warehouse.writePage({
+    const started = performance.now();
+    const written = await warehouse.writePage({
       runId: this.runId,
       resource: TEAM_TABLE,
       columns,
@@ -305,6 +306,14 @@ class SyncRun {
       cursor: null,
       cursorKind: null,
       history: this.historyFor(TEAM_TABLE),
+    });
+    await warehouse.recordResourceOutcome({
+      runId: this.runId,
+      resource: TEAM_TABLE,
+      status: 'ok',
+      rows: written.rowsWritten,
+      pages: 1,
+      durationMs: Math.round(performance.now() - started),
     });
   }
 
@@ -338,7 +347,7 @@ class SyncRun {
       deleted: 0,
       fullRefresh,
     };
-    const { logger, warehouse } = this.options;
+    const { logger } = this.options;
     if (!isSafeResourceName(entry.resource)) {
       report.status = 'skipped';
       report.error = new UnsafeNameError('resource', entry.resource, 'the manifest').message;
