@@ -131,6 +131,25 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
     await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
+  it('stops cleanly when interrupted mid-walk and resumes from the last committed page', async () => {
+    await start();
+    const controller = new AbortController();
+    let pages = 0;
+    server.options.onPageServed = () => {
+      if (++pages === 6) controller.abort();
+    };
+    const interrupted = await runCli(
+      ['--config', configFile, 'sync'],
+      syncEnv(server.url, warehouse.env, SMALL_PAGES),
+      { signal: controller.signal },
+    );
+    expect(interrupted.code).toBe(1);
+    expect(interrupted.stderr).toMatch(/interrupted; every committed page is kept/);
+    server.options.onPageServed = undefined;
+    expect((await sync()).code).toBe(0);
+    await expectWarehouseEqualsSource(warehouse, dataset);
+  });
+
   it('waits out 429 with Retry-After and retries 5xx, dropped connections, truncated JSON and HTML pages', async () => {
     await start();
     server.faults.failNext(1, { kind: 'rate_limit', retryAfterSeconds: 1 }, { resource: 'users' });

@@ -1054,18 +1054,19 @@ export class PostgresWarehouse implements Warehouse {
       }
       return this.withClient(async (client) => {
         const type = await this.columnType(client, table, column);
-        const select = `SELECT "id"::text AS id, ${readExpression(column, type)} AS value FROM ${this.table(table)}`;
+        const select = `SELECT "id"::text AS id_text, ${readExpression(column, type)} AS value FROM ${this.table(table)}`;
         const result =
           afterId === null
-            ? await client.query<{ id: string; value: unknown }>(
+            ? await client.query<{ id_text: string; value: unknown }>(
                 `${select} ORDER BY "id" LIMIT $1`,
                 [limit],
               )
-            : await client.query<{ id: string; value: unknown }>(
+            : await client.query<{ id_text: string; value: unknown }>(
                 `${select} WHERE "id" > $1::bigint ORDER BY "id" LIMIT $2`,
                 [parseIdText(afterId, table).toString(), limit],
               );
-        return result.rows.map((row) => ({ id: row.id, value: decodeValue(type, row.value) }));
+        // Aliased apart from "id" so ORDER BY sorts by the bigint column, not its text.
+        return result.rows.map((row) => ({ id: row.id_text, value: decodeValue(type, row.value) }));
       });
     });
   }
