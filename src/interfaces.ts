@@ -201,7 +201,12 @@ export interface Warehouse {
   /** Upsert rows by id and save the cursor, in one transaction. */
   writePage(page: PageWrite): Promise<PageWriteResult>;
   /** After a complete full refresh: rows of `table` not written by `runId` are marked or removed. */
-  markMissingAsDeleted(table: string, runId: number, mode: DeleteMode, history: boolean): Promise<number>;
+  markMissingAsDeleted(
+    table: string,
+    runId: number,
+    mode: DeleteMode,
+    history: boolean,
+  ): Promise<number>;
 
   /** Page through one column's values by id (for tools such as `unseal`). */
   readColumn(
@@ -211,7 +216,11 @@ export interface Warehouse {
     limit: number,
   ): Promise<Array<{ id: string; value: unknown }>>;
   /** Overwrite one column's value for the given ids, in one transaction. */
-  updateColumn(table: string, column: string, values: Array<{ id: string; value: unknown }>): Promise<void>;
+  updateColumn(
+    table: string,
+    column: string,
+    values: Array<{ id: string; value: unknown }>,
+  ): Promise<void>;
 
   status(): Promise<ResourceStatus[]>;
   close(): Promise<void>;

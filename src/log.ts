@@ -41,7 +41,13 @@ export function createLogger(options: LoggerOptions): Logger {
   if (usePretty) {
     return pino(
       base,
-      pretty({ destination, sync: true, colorize: true, ignore: 'pid,hostname', translateTime: 'SYS:HH:MM:ss' }),
+      pretty({
+        destination,
+        sync: true,
+        colorize: true,
+        ignore: 'pid,hostname',
+        translateTime: 'SYS:HH:MM:ss',
+      }),
     );
   }
   if (destination === process.stderr || destination === process.stdout) {

@@ -53,7 +53,11 @@ function schemas(): { before: FixtureResource[]; after: FixtureResource[] } {
     {
       ...before[0]!,
       // weight widens to a number; colour is new.
-      fields: { ...before[0]!.fields, weight: { kind: 'number' }, colour: { kind: 'string', text: 'word' } },
+      fields: {
+        ...before[0]!.fields,
+        weight: { kind: 'number' },
+        colour: { kind: 'string', text: 'word' },
+      },
     },
     before[1]!,
     {
@@ -73,11 +77,17 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
   let directory: ReturnType<typeof temporaryDirectory>;
   let configFile: string;
 
-  const writeConfig = (yaml: string) => writeFileSync(configFile, `http:\n  min_retry_delay_ms: 5\n${yaml}`);
+  const writeConfig = (yaml: string) =>
+    writeFileSync(configFile, `http:\n  min_retry_delay_ms: 5\n${yaml}`);
   const sync = (args: string[] = [], env: Record<string, string> = {}) =>
-    runCli(['--config', configFile, 'sync', ...args], { ...syncEnv(server!.url, warehouse.env, { OCS_PAGE_SIZE: '5' }), ...env });
+    runCli(['--config', configFile, 'sync', ...args], {
+      ...syncEnv(server!.url, warehouse.env, { OCS_PAGE_SIZE: '5' }),
+      ...env,
+    });
   const changes = () =>
-    warehouse.query(`SELECT table_name, column_name, change, from_type, to_type, reason, from_checksum, to_checksum FROM "_ocs_schema_changes" ORDER BY id`);
+    warehouse.query(
+      `SELECT table_name, column_name, change, from_type, to_type, reason, from_checksum, to_checksum FROM "_ocs_schema_changes" ORDER BY id`,
+    );
 
   beforeEach(async () => {
     directory = temporaryDirectory();
@@ -129,7 +139,9 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     await expectWarehouseEqualsSource(warehouse, dataset, { resources: ['orders', 'invoices'] });
 
     const recorded = await changes();
-    const summary = recorded.map((row) => `${row.change}:${row.table_name}:${row.column_name ?? ''}:${row.to_type ?? ''}`);
+    const summary = recorded.map(
+      (row) => `${row.change}:${row.table_name}:${row.column_name ?? ''}:${row.to_type ?? ''}`,
+    );
     expect(summary).toEqual(
       expect.arrayContaining([
         'widen_column:widgets:weight:number',
@@ -207,7 +219,9 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     const second = await sync();
     release!();
     expect(second.code).toBe(3);
-    expect(second.stderr).toMatch(new RegExp(`Another ocs-sync \\(pid ${process.pid} on ${hostname()}, since \\d{4}-`));
+    expect(second.stderr).toMatch(
+      new RegExp(`Another ocs-sync \\(pid ${process.pid} on ${hostname()}, since \\d{4}-`),
+    );
     expect((await first).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);
     // The lock is free again.
@@ -242,20 +256,26 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     dataset.edit('tags', [edited!], { name: 'renamed on the server' });
     // A cursor walk sees neither.
     expect((await sync()).code).toBe(0);
-    expect((await warehouse.readTable('tags')).find((row) => row.id === Number(edited))?.name).not.toBe('renamed on the server');
+    expect(
+      (await warehouse.readTable('tags')).find((row) => row.id === Number(edited))?.name,
+    ).not.toBe('renamed on the server');
 
     const refresh = await sync(['--full-refresh', 'tags']);
     expect(refresh.code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset, { resources: ['tags'] });
     const all = await warehouse.readTable('tags', { includeDeleted: true });
     expect(all.find((row) => row.id === Number(gone))).toBeDefined();
-    const status = JSON.parse((await runCli(['status', '--json'], warehouse.env)).stdout) as Array<Record<string, unknown>>;
+    const status = JSON.parse((await runCli(['status', '--json'], warehouse.env)).stdout) as Array<
+      Record<string, unknown>
+    >;
     const tags = status.find((row) => row.resource === 'tags')!;
     expect(tags.rowsDeleted).toBe(1);
     expect(tags.lastFullRefreshAt).toMatch(/^\d{4}-/);
 
     // History: the edit is a second version; the deletion closed the row's version.
-    const versions = await warehouse.query(`SELECT id, _valid_to FROM "tags__history" ORDER BY _version_id`);
+    const versions = await warehouse.query(
+      `SELECT id, _valid_to FROM "tags__history" ORDER BY _version_id`,
+    );
     expect(versions.filter((row) => Number(row.id) === Number(edited))).toHaveLength(2);
     const goneVersions = versions.filter((row) => Number(row.id) === Number(gone));
     expect(goneVersions).toHaveLength(1);
@@ -266,7 +286,9 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     dataset.insert('tags', [goneRow]);
     expect((await sync(['--full-refresh', 'tags'])).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset, { resources: ['tags'] });
-    const after = await warehouse.query(`SELECT id, _valid_to FROM "tags__history" WHERE id = ${String(gone)} ORDER BY _version_id`);
+    const after = await warehouse.query(
+      `SELECT id, _valid_to FROM "tags__history" WHERE id = ${String(gone)} ORDER BY _version_id`,
+    );
     expect(after).toHaveLength(2);
     expect(after[1]?._valid_to).toBeNull();
     // Unchanged reruns write no new version.
@@ -285,7 +307,11 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     let served = 0;
     server.options.onPageServed = ({ resource }) => {
       if (resource === 'users' && ++served === 1) {
-        server!.faults.failNext(50, { kind: 'status', status: 400, body: ['simulated failure'] }, { resource: 'users' });
+        server!.faults.failNext(
+          50,
+          { kind: 'status', status: 400, body: ['simulated failure'] },
+          { resource: 'users' },
+        );
       }
     };
     const failed = await sync(['--full-refresh', 'users']);

@@ -25,12 +25,19 @@ describe('names', () => {
   it.each(['users', 'chat_messages', 'a', 'x'.repeat(63)])('accepts %s', (name) => {
     expect(isSafeResourceName(name)).toBe(true);
   });
-  it.each(['', 'Users', '1abc', 'a-b', 'a b', 'x'.repeat(64), 'robert"); drop table x; --', '_ocs_runs', 'é'])(
-    'refuses %j',
-    (name) => {
-      expect(isSafeResourceName(name)).toBe(false);
-    },
-  );
+  it.each([
+    '',
+    'Users',
+    '1abc',
+    'a-b',
+    'a b',
+    'x'.repeat(64),
+    'robert"); drop table x; --',
+    '_ocs_runs',
+    'é',
+  ])('refuses %j', (name) => {
+    expect(isSafeResourceName(name)).toBe(false);
+  });
 });
 
 describe('field names', () => {
@@ -50,7 +57,10 @@ describe('cursors', () => {
   });
 
   it('derives an updated_at_id cursor the server accepts', () => {
-    const cursor = deriveCursor('updated_at_id', { id: 9007199254740993n, updated_at: '2026-11-20T10:00:00.123456Z' });
+    const cursor = deriveCursor('updated_at_id', {
+      id: 9007199254740993n,
+      updated_at: '2026-11-20T10:00:00.123456Z',
+    });
     const decoded = Buffer.from(cursor, 'base64').toString('utf8');
     expect(decoded).toBe('{"updated_at": "2026-11-20T10:00:00.123456Z", "id": 9007199254740993}');
   });
@@ -109,7 +119,12 @@ describe('column types', () => {
 describe('table planning', () => {
   it('creates, adds and widens but never narrows or drops', () => {
     expect(planTable('t', undefined, [{ name: 'a', type: 'text' }], 'schema').changes).toEqual([
-      { kind: 'create_table', table: 't', columns: [{ name: 'a', type: 'text' }], reason: 'schema' },
+      {
+        kind: 'create_table',
+        table: 't',
+        columns: [{ name: 'a', type: 'text' }],
+        reason: 'schema',
+      },
     ]);
     const plan = planTable(
       't',
@@ -125,7 +140,12 @@ describe('table planning', () => {
       ],
       'schema',
     );
-    expect(plan.columns.map((c) => `${c.name}:${c.type}`)).toEqual(['a:number', 'gone:text', 'wide:json', 'b:datetime']);
+    expect(plan.columns.map((c) => `${c.name}:${c.type}`)).toEqual([
+      'a:number',
+      'gone:text',
+      'wide:json',
+      'b:datetime',
+    ]);
     expect(plan.changes.map((c) => c.kind)).toEqual(['widen_column', 'add_column']);
   });
 
@@ -159,17 +179,35 @@ describe('OpenAPI columns', () => {
     const document = {
       paths: {
         '/api/export/things/': {
-          get: { responses: { '200': { content: { 'application/json': { schema: { $ref: '#/components/schemas/ThingList' } } } } } },
+          get: {
+            responses: {
+              '200': {
+                content: {
+                  'application/json': { schema: { $ref: '#/components/schemas/ThingList' } },
+                },
+              },
+            },
+          },
         },
         '/api/export/Bad-Resource/': {
-          get: { responses: { '200': { content: { 'application/json': { schema: { $ref: '#/components/schemas/ThingList' } } } } } },
+          get: {
+            responses: {
+              '200': {
+                content: {
+                  'application/json': { schema: { $ref: '#/components/schemas/ThingList' } },
+                },
+              },
+            },
+          },
         },
       },
       components: {
         schemas: {
           ThingList: {
             type: 'object',
-            properties: { results: { type: 'array', items: { $ref: '#/components/schemas/ThingDetail' } } },
+            properties: {
+              results: { type: 'array', items: { $ref: '#/components/schemas/ThingDetail' } },
+            },
           },
           StatusEnum: { enum: ['a', 'b'], type: 'string' },
           BlankEnum: { enum: [''] },
@@ -183,7 +221,12 @@ describe('OpenAPI columns', () => {
               at: { type: 'string', format: 'date-time' },
               day: { type: 'string', format: 'date' },
               price: { type: 'string', format: 'decimal' },
-              status: { oneOf: [{ $ref: '#/components/schemas/StatusEnum' }, { $ref: '#/components/schemas/BlankEnum' }] },
+              status: {
+                oneOf: [
+                  { $ref: '#/components/schemas/StatusEnum' },
+                  { $ref: '#/components/schemas/BlankEnum' },
+                ],
+              },
               kind: { allOf: [{ $ref: '#/components/schemas/StatusEnum' }] },
               free: {},
               vector: { type: 'array', items: { type: 'number' } },
@@ -212,7 +255,9 @@ describe('OpenAPI columns', () => {
 
 describe('exact JSON', () => {
   it('keeps 64-bit integers exact and leaves the rest to JSON.parse', () => {
-    const parsed = parseJsonExact('{"results":[{"id":9223372036854775807,"x":1.5,"s":"12345678901234567"}]}') as {
+    const parsed = parseJsonExact(
+      '{"results":[{"id":9223372036854775807,"x":1.5,"s":"12345678901234567"}]}',
+    ) as {
       results: Array<Record<string, unknown>>;
     };
     expect(parsed.results[0]).toEqual({ id: 9223372036854775807n, x: 1.5, s: '12345678901234567' });

@@ -15,7 +15,10 @@ export const ADMIN_KEY = 'test-admin-key';
 export const MEMBER_KEY = 'test-member-key';
 
 /** `../shared/ocs-export` beside the repository, when it is there. */
-export const SHARED_EXPORT_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '../../shared/ocs-export');
+export const SHARED_EXPORT_DIR = resolve(
+  dirname(fileURLToPath(import.meta.url)),
+  '../../shared/ocs-export',
+);
 export const hasSharedExport = existsSync(join(SHARED_EXPORT_DIR, 'manifest.json'));
 
 export function temporaryDirectory(): { path: string; remove(): void } {
@@ -148,7 +151,10 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
   if (reason) throw new Error(`PostgreSQL tests cannot run: ${reason}`);
   const pg = (await import('pg')).default;
   const schema = `t_${Math.random().toString(36).slice(2, 10)}`;
-  const client = new pg.Client({ connectionString: postgresUrl, types: { getTypeParser: textTypeParser(pg) } });
+  const client = new pg.Client({
+    connectionString: postgresUrl,
+    types: { getTypeParser: textTypeParser(pg) },
+  });
   await client.connect();
   await client.query(`SET TIME ZONE 'UTC'; SET search_path TO "${schema}"`);
   const query = async (sql: string) => (await client.query(sql)).rows as StoredRow[];
@@ -193,7 +199,9 @@ async function readDecoded(
   const columns = await query(
     `SELECT column_name, column_type FROM "_ocs_columns" WHERE table_name = '${table}'`,
   );
-  const types = new Map((columns as unknown as ColumnRow[]).map((row) => [row.column_name, row.column_type]));
+  const types = new Map(
+    (columns as unknown as ColumnRow[]).map((row) => [row.column_name, row.column_type]),
+  );
   const where = options.includeDeleted ? '' : 'WHERE "_deleted_at" IS NULL';
   const rows = await query(`SELECT * FROM "${table}" ${where} ORDER BY id`);
   return rows.map((row) => {
@@ -243,7 +251,10 @@ export async function expectWarehouseEqualsSource(
     if (options.skip?.includes(resource)) continue;
     const stored = await warehouse.readTable(resource);
     const source = dataset.rows(resource).map((row) => normalizeSourceRow(row));
-    expect(stored.map((row) => row.id), `${resource} ids`).toEqual(source.map((row) => row.id));
+    expect(
+      stored.map((row) => row.id),
+      `${resource} ids`,
+    ).toEqual(source.map((row) => row.id));
     expect(stored, `${resource} rows`).toEqual(source);
   }
 }
@@ -255,13 +266,17 @@ function normalizeSourceRow(row: Record<string, unknown>): Record<string, unknow
     if (typeof value === 'bigint') {
       normalized[key] = Number.isSafeInteger(Number(value)) ? Number(value) : value;
     } else {
-      normalized[key] = value === undefined ? null : canonicalDateTime(JSON.parse(JSON.stringify(value)));
+      normalized[key] =
+        value === undefined ? null : canonicalDateTime(JSON.parse(JSON.stringify(value)));
     }
   }
   return normalized;
 }
 
 /** The dataset's rows of one resource as the warehouse should hold them, for custom comparisons. */
-export function sourceRowsAsStored(dataset: FakeDataset, resource: string): Array<Record<string, unknown>> {
+export function sourceRowsAsStored(
+  dataset: FakeDataset,
+  resource: string,
+): Array<Record<string, unknown>> {
   return dataset.rows(resource).map((row) => normalizeSourceRow(row));
 }

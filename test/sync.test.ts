@@ -26,7 +26,8 @@ import {
 
 const SMALL_PAGES = { OCS_PAGE_SIZE: '7' };
 /** Quick retries so fault tests do not wait long. */
-const FAST_RETRIES_YAML = 'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
+const FAST_RETRIES_YAML =
+  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 
 describe.each(testDialects)('sync against the fake export server (%s)', (dialect) => {
   let server: FakeServer;
@@ -88,7 +89,9 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
     expect((await sync()).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);
     // Only the new pages were asked for: far fewer requests than a full walk.
-    expect(pageRequests().filter((r) => r.resource === 'chat_messages').length).toBeLessThanOrEqual(4);
+    expect(pageRequests().filter((r) => r.resource === 'chat_messages').length).toBeLessThanOrEqual(
+      4,
+    );
   });
 
   it('keeps the latest version of rows edited while paging', async () => {
@@ -117,7 +120,8 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
       let served = 0;
       server.options.onPageServed = () => {
         served += 1;
-        if (served === allowed) server.faults.failNext(1000, { kind: 'status', status: 400, body: ['simulated crash'] });
+        if (served === allowed)
+          server.faults.failNext(1000, { kind: 'status', status: 400, body: ['simulated crash'] });
       };
       const result = await sync();
       server.faults.clear();
@@ -177,13 +181,19 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
 
   it('stops on 401 and 403 with the server detail and a hint', async () => {
     await start();
-    const wrongKey = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_API_KEY: 'not-a-key' });
+    const wrongKey = await runCli(['sync'], {
+      ...syncEnv(server.url, warehouse.env),
+      OCS_API_KEY: 'not-a-key',
+    });
     expect(wrongKey.code).toBe(1);
     expect(wrongKey.stderr).toMatch(/refused the API key \(HTTP 401\): Invalid token\./);
     expect(wrongKey.stderr).toMatch(/hint: Check OCS_API_KEY/);
     expect(wrongKey.stderr + wrongKey.logs).not.toContain('not-a-key');
 
-    const member = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_API_KEY: MEMBER_KEY });
+    const member = await runCli(['sync'], {
+      ...syncEnv(server.url, warehouse.env),
+      OCS_API_KEY: MEMBER_KEY,
+    });
     expect(member.code).toBe(1);
     expect(member.stderr).toMatch(/\(HTTP 403\): You do not have permission/);
     expect(member.stderr).toMatch(/team admin/);
@@ -191,17 +201,29 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
 
   it('skips a resource the server does not know (404) and one it refuses (400), and exits 3', async () => {
     await start();
-    server.faults.failNext(1, { kind: 'status', status: 404, body: { detail: 'Unknown resource.' } }, { resource: 'tags' });
-    server.faults.failNext(1, { kind: 'status', status: 400, body: ['`limit` must be an integer.'] }, { resource: 'traces' });
+    server.faults.failNext(
+      1,
+      { kind: 'status', status: 404, body: { detail: 'Unknown resource.' } },
+      { resource: 'tags' },
+    );
+    server.faults.failNext(
+      1,
+      { kind: 'status', status: 400, body: ['`limit` must be an integer.'] },
+      { resource: 'traces' },
+    );
     const result = await sync();
     expect(result.code).toBe(3);
-    expect(result.stdout).toMatch(/skipped: tags skipped: the server does not export it \(HTTP 404: Unknown resource\.\)/);
-    expect(result.stdout).toMatch(/failed: GET traces\/ answered HTTP 400: `limit` must be an integer\./);
+    expect(result.stdout).toMatch(
+      /skipped: tags skipped: the server does not export it \(HTTP 404: Unknown resource\.\)/,
+    );
+    expect(result.stdout).toMatch(
+      /failed: GET traces\/ answered HTTP 400: `limit` must be an integer\./,
+    );
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['tags', 'traces'] });
     const status = await runCli(['status', '--json'], warehouse.env);
-    const tags = (JSON.parse(status.stdout) as Array<{ resource: string; lastError: string | null }>).find(
-      (row) => row.resource === 'tags',
-    );
+    const tags = (
+      JSON.parse(status.stdout) as Array<{ resource: string; lastError: string | null }>
+    ).find((row) => row.resource === 'tags');
     expect(tags?.lastError).toMatch(/404/);
     // The next run picks them up.
     expect((await sync()).code).toBe(0);
@@ -238,7 +260,9 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
   it('records the schema checksum and reports when it changes', async () => {
     await start();
     expect((await sync()).code).toBe(0);
-    const [stored] = await warehouse.query(`SELECT value FROM "_ocs_state" WHERE key = 'schema_checksum'`);
+    const [stored] = await warehouse.query(
+      `SELECT value FROM "_ocs_state" WHERE key = 'schema_checksum'`,
+    );
     expect(stored?.value).toBe(server.manifest().schema_checksum);
   });
 });
@@ -252,9 +276,13 @@ describe('hostile names from the server', () => {
       teamPublicKeyPem: teamKeys().publicKey,
       transformManifest: (manifest) => ({
         ...manifest,
-        entries: [...manifest.entries, { model: 'x.y', resource: 'bad"; DROP TABLE users; --', cursor: 'pk', secret: false }],
+        entries: [
+          ...manifest.entries,
+          { model: 'x.y', resource: 'bad"; DROP TABLE users; --', cursor: 'pk', secret: false },
+        ],
       }),
-      transformRow: (resource, row) => (resource === 'users' ? { ...row, 'Robert"); --': 'x' } : row),
+      transformRow: (resource, row) =>
+        resource === 'users' ? { ...row, 'Robert"); --': 'x' } : row,
     });
     try {
       const result = await runCli(['sync'], syncEnv(server.url, warehouse.env));
@@ -269,25 +297,40 @@ describe('hostile names from the server', () => {
   });
 });
 
-describe.skipIf(!hasSharedExport)('conformance with the real manifest and OpenAPI (../shared/ocs-export)', () => {
-  it('syncs every resource of the real export surface', async () => {
-    const warehouse = await createTestWarehouse('sqlite');
-    const openApi = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8')) as unknown;
-    const manifest = JSON.parse(readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8')) as unknown;
-    const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 6, seed: 5 });
-    const server = await startFakeServer({ dataset, openApi, manifest, teamPublicKeyPem: teamKeys().publicKey });
-    try {
-      const result = await runCli(['sync'], { ...syncEnv(server.url, warehouse.env), OCS_PAGE_SIZE: '4' });
-      expect(result.stdout).not.toMatch(/skipped|failed/);
-      expect(result.code).toBe(0);
-      expect(dataset.resources()).toHaveLength(61);
-      await expectWarehouseEqualsSource(warehouse, dataset);
-    } finally {
-      await server.close();
-      await warehouse.dispose();
-    }
-  });
-});
+describe.skipIf(!hasSharedExport)(
+  'conformance with the real manifest and OpenAPI (../shared/ocs-export)',
+  () => {
+    it('syncs every resource of the real export surface', async () => {
+      const warehouse = await createTestWarehouse('sqlite');
+      const openApi = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'openapi.json'), 'utf8'),
+      ) as unknown;
+      const manifest = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'manifest.json'), 'utf8'),
+      ) as unknown;
+      const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 6, seed: 5 });
+      const server = await startFakeServer({
+        dataset,
+        openApi,
+        manifest,
+        teamPublicKeyPem: teamKeys().publicKey,
+      });
+      try {
+        const result = await runCli(['sync'], {
+          ...syncEnv(server.url, warehouse.env),
+          OCS_PAGE_SIZE: '4',
+        });
+        expect(result.stdout).not.toMatch(/skipped|failed/);
+        expect(result.code).toBe(0);
+        expect(dataset.resources()).toHaveLength(61);
+        await expectWarehouseEqualsSource(warehouse, dataset);
+      } finally {
+        await server.close();
+        await warehouse.dispose();
+      }
+    });
+  },
+);
 if (!hasSharedExport) {
   console.warn(`Skipping the conformance test: ${SHARED_EXPORT_DIR} is absent.`);
 }

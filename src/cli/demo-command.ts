@@ -36,7 +36,11 @@ export async function runDemoCommand(
   });
   try {
     // A flaky moment, so the log shows retries doing their job.
-    server.faults.failNext(1, { kind: 'status', status: 503, html: true }, { resource: 'chat_messages' });
+    server.faults.failNext(
+      1,
+      { kind: 'status', status: 503, html: true },
+      { resource: 'chat_messages' },
+    );
     server.faults.failNext(1, { kind: 'truncate' }, { resource: 'participants' });
 
     const config = context.config(

@@ -27,11 +27,16 @@ export async function runKeygenCommand(
     return ExitCode.ok;
   }
   const bits = Number(options.bits ?? DEFAULT_RSA_BITS);
-  if (!Number.isInteger(bits)) throw new UsageError(`--bits must be a whole number, got ${options.bits}.`);
+  if (!Number.isInteger(bits))
+    throw new UsageError(`--bits must be a whole number, got ${options.bits}.`);
   const pair = await generateTeamKeyPair(options.out, bits);
-  out(`Wrote the team private key to ${pair.privateKeyPath} (mode 0600) and the public key to ${pair.publicKeyPath}.`);
+  out(
+    `Wrote the team private key to ${pair.privateKeyPath} (mode 0600) and the public key to ${pair.publicKeyPath}.`,
+  );
   out('');
-  out('1. Register this public key on your team in Open Chat Studio (team settings, export public key):');
+  out(
+    '1. Register this public key on your team in Open Chat Studio (team settings, export public key):',
+  );
   out('');
   out(pair.publicKeyPem.trimEnd());
   out('');

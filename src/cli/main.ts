@@ -63,7 +63,10 @@ export class CommandContext {
   }
 }
 
-export function buildProgram(environment: CliEnvironment, setExitCode: (code: number) => void): Command {
+export function buildProgram(
+  environment: CliEnvironment,
+  setExitCode: (code: number) => void,
+): Command {
   const program = new Command('ocs-sync');
   const { output } = environment;
   program
@@ -97,7 +100,10 @@ export function buildProgram(environment: CliEnvironment, setExitCode: (code: nu
   program
     .command('sync')
     .description('Run one sync pass, then exit.')
-    .option('--full-refresh [resources...]', 'walk from the start (all, or these) and mark deleted rows')
+    .option(
+      '--full-refresh [resources...]',
+      'walk from the start (all, or these) and mark deleted rows',
+    )
     .option('--accept-schema-change', 'apply a schema change that on_schema_change=stop held back')
     .option('--resources <names>', 'only these resources (comma-separated)')
     .option('--json', 'print the run report as JSON')
@@ -115,7 +121,9 @@ export function buildProgram(environment: CliEnvironment, setExitCode: (code: nu
 
   program
     .command('demo')
-    .description('Start a built-in fake export server, sync it into ./ocs-demo.db, and show the status.')
+    .description(
+      'Start a built-in fake export server, sync it into ./ocs-demo.db, and show the status.',
+    )
     .option('--db <path>', 'SQLite file to write', './ocs-demo.db')
     .option('--rows <count>', 'rows per resource in the fake server', '200')
     .action(async (options, command: Command) => {

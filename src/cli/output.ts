@@ -25,14 +25,25 @@ export function formatTable(headers: string[], rows: Array<Array<string | number
       )
       .join('  ')
       .trimEnd();
-  return [line(headers), line(widths.map((width) => '-'.repeat(width))), ...cells.slice(1).map(line)].join(
-    '\n',
-  );
+  return [
+    line(headers),
+    line(widths.map((width) => '-'.repeat(width))),
+    ...cells.slice(1).map(line),
+  ].join('\n');
 }
 
 export function formatStatusTable(statuses: ResourceStatus[], now = Date.now()): string {
   return formatTable(
-    ['resource', 'rows', 'deleted', 'lag', 'last success', 'last full refresh', 'cursor', 'last error'],
+    [
+      'resource',
+      'rows',
+      'deleted',
+      'lag',
+      'last success',
+      'last full refresh',
+      'cursor',
+      'last error',
+    ],
     statuses.map((status) => [
       status.resource,
       status.rows,
@@ -52,11 +63,14 @@ export function formatSyncSummary(report: SyncReport): string {
       `${report.requests} requests, ${(report.durationMs / 1000).toFixed(1)} s`,
   ];
   if (report.previousSchemaChecksum && report.previousSchemaChecksum !== report.schemaChecksum) {
-    lines.push(`Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`);
+    lines.push(
+      `Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
+    );
   }
   for (const problem of report.problems) lines.push(`problem: ${problem}`);
   for (const resource of report.resources) {
-    if (resource.status !== 'ok') lines.push(`${resource.status}: ${resource.error ?? resource.resource}`);
+    if (resource.status !== 'ok')
+      lines.push(`${resource.status}: ${resource.error ?? resource.resource}`);
     for (const warning of resource.warnings) lines.push(`warning: ${warning}`);
     if (resource.valuesAltered > 0) {
       lines.push(

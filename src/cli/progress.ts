@@ -58,7 +58,8 @@ export function createProgressEvents(
       show();
     },
     onResourceDone: () => {
-      if (live && index + 1 >= total) stream.write(`\r${' '.repeat(Math.max(20, (stream.columns ?? 100) - 1))}\r`);
+      if (live && index + 1 >= total)
+        stream.write(`\r${' '.repeat(Math.max(20, (stream.columns ?? 100) - 1))}\r`);
     },
   };
 }

@@ -14,9 +14,17 @@ export interface SyncCommandOptions {
   json?: boolean;
 }
 
-export async function runSyncCommand(context: CommandContext, options: SyncCommandOptions): Promise<number> {
+export async function runSyncCommand(
+  context: CommandContext,
+  options: SyncCommandOptions,
+): Promise<number> {
   const flags = options.resources
-    ? { resources: options.resources.split(',').map((name) => name.trim()).filter(Boolean) }
+    ? {
+        resources: options.resources
+          .split(',')
+          .map((name) => name.trim())
+          .filter(Boolean),
+      }
     : {};
   const config = context.config({ server: true }, flags);
   const logger = context.logger(config);

@@ -19,8 +19,12 @@ export function createSource(
 ): HttpExportSource {
   if (!config.baseUrl || !config.apiKey) {
     throw new ConfigError([
-      ...(config.baseUrl ? [] : ['base_url is not set: set OCS_BASE_URL or base_url in the config file']),
-      ...(config.apiKey ? [] : ['api_key is not set: set OCS_API_KEY (or api_key in the config file)']),
+      ...(config.baseUrl
+        ? []
+        : ['base_url is not set: set OCS_BASE_URL or base_url in the config file']),
+      ...(config.apiKey
+        ? []
+        : ['api_key is not set: set OCS_API_KEY (or api_key in the config file)']),
     ]);
   }
   return new HttpExportSource({
@@ -74,7 +78,12 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
 
 export function syncOptionsFromConfig(
   config: Config,
-  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger; secrets: SecretsSettings },
+  parts: {
+    source: HttpExportSource;
+    warehouse: Warehouse;
+    logger: Logger;
+    secrets: SecretsSettings;
+  },
 ): SyncOptions {
   return {
     ...parts,

@@ -143,7 +143,12 @@ export class HttpExportSource implements ExportSource {
           this.retryCount += 1;
           const delay = retryDelayMs(attemptNumber, settings, error.retryAfterMs);
           this.options.logger.warn(
-            { path: stripQuery(path), attempt: attemptNumber, reason: error.message, retryInMs: delay },
+            {
+              path: stripQuery(path),
+              attempt: attemptNumber,
+              reason: error.message,
+              retryInMs: delay,
+            },
             'Request failed; retrying',
           );
           await this.clock.sleep(delay, signal);
@@ -271,7 +276,10 @@ export function describeErrorBody(body: unknown, text: string): string {
   if (isPlainObject(body) && typeof body.detail === 'string') return body.detail;
   if (Array.isArray(body) && body.every((item) => typeof item === 'string')) return body.join(' ');
   if (body !== undefined) return JSON.stringify(body).slice(0, 200);
-  const plain = text.replace(/<[^>]*>/g, ' ').replace(/\s+/g, ' ').trim();
+  const plain = text
+    .replace(/<[^>]*>/g, ' ')
+    .replace(/\s+/g, ' ')
+    .trim();
   return plain === '' ? '(empty body)' : plain.slice(0, 200);
 }
 
@@ -335,7 +343,9 @@ function checkRows(rows: unknown[], resource: string): Row[] {
   for (const row of rows) {
     const id = isPlainObject(row) ? row.id : undefined;
     if (!(typeof id === 'bigint' || (typeof id === 'number' && Number.isInteger(id)))) {
-      throw new ProtocolError(`A row of ${resource} has no integer \`id\`; the page was not stored.`);
+      throw new ProtocolError(
+        `A row of ${resource} has no integer \`id\`; the page was not stored.`,
+      );
     }
   }
   return rows as Row[];

@@ -197,7 +197,12 @@ class SyncRun {
       }
     } catch (error) {
       runError = error;
-      status = error instanceof InterruptedError ? 'interrupted' : error instanceof SchemaChangeStoppedError ? 'partial' : 'failed';
+      status =
+        error instanceof InterruptedError
+          ? 'interrupted'
+          : error instanceof SchemaChangeStoppedError
+            ? 'partial'
+            : 'failed';
     }
 
     const requests = (source.requestCount ?? 0) - requestsBefore;
@@ -257,8 +262,10 @@ class SyncRun {
   ): Promise<void> {
     const { warehouse, logger, source } = this.options;
     const changed = previous !== null && previous !== current;
-    const missingTable = await someAsync([TEAM_TABLE, ...entries.map((e) => e.resource)], async (table) =>
-      isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
+    const missingTable = await someAsync(
+      [TEAM_TABLE, ...entries.map((e) => e.resource)],
+      async (table) =>
+        isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
     );
     if (previous === null || changed || missingTable) {
       this.schema = columnsFromOpenApi(await source.openApi());
@@ -269,7 +276,7 @@ class SyncRun {
     if (!changed) return;
     logger.warn(
       { previousChecksum: previous, checksum: current },
-      'The server\'s export schema changed since the last run',
+      "The server's export schema changed since the last run",
     );
     if (this.options.onSchemaChange === 'stop' && !this.options.acceptSchemaChange) {
       const planned: string[] = [];
@@ -278,12 +285,18 @@ class SyncRun {
         const desired = this.desiredColumns(entry, this.policyOf(entry));
         if (!desired) continue;
         const existing = await warehouse.describeTable(entry.resource);
-        planned.push(...planTable(entry.resource, existing, desired, 'schema').changes.map(describeSchemaChange));
+        planned.push(
+          ...planTable(entry.resource, existing, desired, 'schema').changes.map(
+            describeSchemaChange,
+          ),
+        );
       }
       throw new SchemaChangeStoppedError(
         `The server's export schema changed (checksum ${previous.slice(0, 12)}… -> ${current.slice(0, 12)}…) ` +
           `and on_schema_change is "stop". Planned changes:\n` +
-          (planned.length > 0 ? planned.map((line) => `  - ${line}`).join('\n') : '  (none to the tables)'),
+          (planned.length > 0
+            ? planned.map((line) => `  - ${line}`).join('\n')
+            : '  (none to the tables)'),
         { hint: 'Review them, then run `ocs-sync sync --accept-schema-change`.' },
       );
     }
@@ -358,8 +371,14 @@ class SyncRun {
     try {
       await this.walk(entry, report, fullRefresh);
     } catch (caught) {
-      const error = this.options.signal?.aborted ? interrupted() : (asSkip(caught, entry.resource) ?? caught);
-      if (error instanceof AuthError || error instanceof ServerUnavailableError || error instanceof InterruptedError) {
+      const error = this.options.signal?.aborted
+        ? interrupted()
+        : (asSkip(caught, entry.resource) ?? caught);
+      if (
+        error instanceof AuthError ||
+        error instanceof ServerUnavailableError ||
+        error instanceof InterruptedError
+      ) {
         await this.record(report, 'failed', error, started);
         throw error;
       }
@@ -367,7 +386,10 @@ class SyncRun {
       // A skip is the configuration or the server saying "not this one": a warning, not a failure.
       const skipped = error instanceof SkipResource;
       await this.record(report, skipped ? 'skipped' : 'failed', error, started);
-      logger[skipped ? 'warn' : 'error']({ resource: entry.resource, rows: report.rows }, report.error);
+      logger[skipped ? 'warn' : 'error'](
+        { resource: entry.resource, rows: report.rows },
+        report.error,
+      );
       return report;
     }
     await this.record(report, 'ok', undefined, started);
@@ -385,7 +407,11 @@ class SyncRun {
     return report;
   }
 
-  private async walk(entry: ManifestEntry, report: ResourceReport, fullRefresh: boolean): Promise<void> {
+  private async walk(
+    entry: ManifestEntry,
+    report: ResourceReport,
+    fullRefresh: boolean,
+  ): Promise<void> {
     const { source, warehouse, logger, pageSize } = this.options;
     const { resource } = entry;
     const policy = this.policyOf(entry);
@@ -395,7 +421,10 @@ class SyncRun {
     const state = await warehouse.getResourceState(resource);
     let cursor = fullRefresh ? null : (state?.cursor ?? null);
     if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
-      logger.warn({ resource }, 'The cursor kind changed on the server; walking this resource from the start');
+      logger.warn(
+        { resource },
+        'The cursor kind changed on the server; walking this resource from the start',
+      );
       cursor = null;
     }
     const history = this.historyFor(resource);
@@ -412,7 +441,9 @@ class SyncRun {
       const after = cursorAfterPage(page, entry.cursor, fetchCursor);
       const last = !hasNextPage(page, pageSize);
       if (!last && after === fetchCursor) {
-        throw new ProtocolError(`GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`);
+        throw new ProtocolError(
+          `GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`,
+        );
       }
       fetchCursor = after;
       return { value: { page, after }, last };
@@ -423,7 +454,13 @@ class SyncRun {
       let rows = page.rows;
       if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
       if (entry.secret && entry.sealedFields.length > 0) {
-        rows = applySealingPolicy(resource, rows, entry.sealedFields, policy, this.options.secrets.keys);
+        rows = applySealingPolicy(
+          resource,
+          rows,
+          entry.sealedFields,
+          policy,
+          this.options.secrets.keys,
+        );
       }
       const rowPlan = planColumnsForRows(resource, columns, rows);
       for (const field of rowPlan.refusedFields) {
@@ -464,7 +501,12 @@ class SyncRun {
     if (fullRefresh) {
       this.throwIfAborted();
       // Only a complete walk may say what is gone; then the cursor moves to where the walk ended.
-      report.deleted = await warehouse.markMissingAsDeleted(resource, this.runId, this.options.deletes, history);
+      report.deleted = await warehouse.markMissingAsDeleted(
+        resource,
+        this.runId,
+        this.options.deletes,
+        history,
+      );
       const stored = state?.cursor ?? null;
       await warehouse.writePage({
         runId: this.runId,
@@ -488,13 +530,17 @@ class SyncRun {
     if (needsPrivateKey(policy) && !keys.privateKey) {
       throw new SkipResource(
         `${entry.resource} skipped: it has sealed fields (${entry.sealedFields.join(', ')}) and the "${policy}" policy needs the team's private key, which is not configured.`,
-        { hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.' },
+        {
+          hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.',
+        },
       );
     }
     if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
       throw new SkipResource(
         `${entry.resource} skipped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
-        { hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.' },
+        {
+          hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.',
+        },
       );
     }
   }
@@ -514,7 +560,10 @@ class SyncRun {
   }
 
   /** Create or evolve a table to the desired columns; returns its columns (undefined: no table yet). */
-  private async ensureTable(table: string, desired: ColumnSpec[] | undefined): Promise<ColumnSpec[] | undefined> {
+  private async ensureTable(
+    table: string,
+    desired: ColumnSpec[] | undefined,
+  ): Promise<ColumnSpec[] | undefined> {
     const existing = await this.options.warehouse.describeTable(table);
     if (!desired) {
       if (existing) return existing;
@@ -524,14 +573,20 @@ class SyncRun {
     return this.applyChanges(plan.changes, plan.columns);
   }
 
-  private async applyChanges(changes: SchemaChange[], columns: ColumnSpec[]): Promise<ColumnSpec[]> {
+  private async applyChanges(
+    changes: SchemaChange[],
+    columns: ColumnSpec[],
+  ): Promise<ColumnSpec[]> {
     if (changes.length === 0) return columns;
     await this.options.warehouse.applySchemaChanges(changes, this.checksums);
     for (const change of changes) {
       this.schemaChanges.push(change);
       this.options.events?.onSchemaChange?.(change);
       const level = change.reason === 'value' ? 'warn' : 'info';
-      this.options.logger[level]({ table: change.table, change: change.kind }, `Schema: ${describeSchemaChange(change)}`);
+      this.options.logger[level](
+        { table: change.table, change: change.kind },
+        `Schema: ${describeSchemaChange(change)}`,
+      );
     }
     return columns;
   }
@@ -586,9 +641,12 @@ class SkipResource extends OcsSyncError {}
 function asSkip(error: unknown, resource: string): SkipResource | undefined {
   if (!(error instanceof HttpStatusError)) return undefined;
   if (error.status === 404) {
-    return new SkipResource(`${resource} skipped: the server does not export it (HTTP 404: ${error.detail})`, {
-      hint: 'Remove it from `resources`, or upgrade the server.',
-    });
+    return new SkipResource(
+      `${resource} skipped: the server does not export it (HTTP 404: ${error.detail})`,
+      {
+        hint: 'Remove it from `resources`, or upgrade the server.',
+      },
+    );
   }
   if (error.status === 400 && /public key/i.test(error.detail)) {
     return new SkipResource(`${resource} skipped: the server says "${error.detail}"`, {
@@ -598,8 +656,10 @@ function asSkip(error: unknown, resource: string): SkipResource | undefined {
   return undefined;
 }
 
-async function someAsync<T>(items: T[], predicate: (item: T) => Promise<boolean>): Promise<boolean> {
+async function someAsync<T>(
+  items: T[],
+  predicate: (item: T) => Promise<boolean>,
+): Promise<boolean> {
   for (const item of items) if (await predicate(item)) return true;
   return false;
 }
-

@@ -35,7 +35,11 @@ export function columnsFromOpenApi(document: unknown): SchemaColumns {
       ? resolver.resolve(responseSchema.properties.results)
       : undefined;
     const rowSchema =
-      resource === 'team' ? responseSchema : isObject(results) ? resolver.resolve(results.items) : undefined;
+      resource === 'team'
+        ? responseSchema
+        : isObject(results)
+          ? resolver.resolve(results.items)
+          : undefined;
     if (!isObject(rowSchema) || !isObject(rowSchema.properties)) continue;
     if (!isSafeResourceName(resource)) {
       refused.push(`resource ${JSON.stringify(resource)}`);

@@ -14,7 +14,6 @@ import type {
 import { isSafeFieldName } from '../names.js';
 import { inferColumnType, isWidening, valueFits, widenColumnType } from './column-types.js';
 
-
 /**
  * The cursor that resumes after `row` (REFERENCE.md, Paging): the server gives none on the last
  * page, so we build the same one it would have given.
@@ -32,7 +31,11 @@ export function deriveCursor(kind: CursorKind, row: Row): string {
 }
 
 /** The cursor to store with this page: the server's when it gave one, else derived from the last row. */
-export function cursorAfterPage(page: Page, kind: CursorKind, previous: string | null): string | null {
+export function cursorAfterPage(
+  page: Page,
+  kind: CursorKind,
+  previous: string | null,
+): string | null {
   if (page.cursor !== null) return page.cursor;
   const last = page.rows[page.rows.length - 1];
   return last === undefined ? previous : deriveCursor(kind, last);
@@ -114,7 +117,11 @@ export interface RowColumnPlan extends TablePlan {
  * are all null waits for its first value before it gets a column (null is what a missing column
  * reads as anyway).
  */
-export function planColumnsForRows(table: string, existing: ColumnSpec[], rows: Row[]): RowColumnPlan {
+export function planColumnsForRows(
+  table: string,
+  existing: ColumnSpec[],
+  rows: Row[],
+): RowColumnPlan {
   const byName = new Map(existing.map((column) => [column.name, column.type]));
   const needed = new Map<string, ColumnType>();
   const refused = new Set<string>();
