@@ -6,7 +6,8 @@
 #     on the rules this project relies on: the first line is `ARG BASE=<image>:<tag>` and every
 #     stage is `FROM ${BASE}`; no `latest` (or missing) tag; `apt-get update` and `install` in one
 #     RUN with -y and --no-install-recommends, and /var/lib/apt/lists removed in it; no ADD; no
-#     sudo or apt-get upgrade; absolute WORKDIR; `npm ci`, not `npm install`; the final stage runs
+#     sudo or apt-get upgrade; absolute WORKDIR; `npm ci` (`npm install` only as its fallback when
+#     `cmp` proves the lockfile unchanged); the final stage runs
 #     as a non-root USER, has a HEALTHCHECK, EXPOSE 9464, VOLUME /data and the OCS_* defaults;
 #     CMD and ENTRYPOINT in JSON form.
 #  2. Try the image's ENTRYPOINT dispatch with /app mapped to this checkout: `IMAGE --version` and
@@ -96,7 +97,9 @@ for (const instruction of instructions) {
   if (keyword !== 'RUN') continue;
   if (/\bsudo\b/.test(args)) problem(line, 'no sudo in RUN');
   if (/apt-get\s+(dist-)?upgrade/.test(args)) problem(line, 'no apt-get upgrade; update the base image instead');
-  if (/\bnpm\s+(install|i)\b/.test(args)) problem(line, 'use npm ci (the lockfile), not npm install');
+  if (/\bnpm\s+(install|i)\b/.test(args) && !(/\bnpm ci\b/.test(args) && /\bcmp package-lock\.json\b/.test(args))) {
+    problem(line, 'use npm ci (the lockfile); npm install only as its fallback, proven by cmp to leave the lockfile unchanged');
+  }
   if (/apt-get\s+install/.test(args)) {
     if (!/apt-get\s+update/.test(args)) problem(line, 'apt-get update and apt-get install belong in one RUN');
     if (!/\s(-y|--yes|--assume-yes)\b/.test(args)) problem(line, 'apt-get install needs -y');

@@ -45,6 +45,8 @@ export interface BenchOutput {
   out(text: string): void;
   /** Progress while it runs (stderr). */
   progress(text: string): void;
+  /** The results as data, for callers that check them (the smoke test). */
+  results?(results: BenchResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -266,6 +268,7 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
   }
   try {
     const results = await runBenchmark(options, output);
+    output.results?.(results);
     output.out(options.json ? resultsAsJson(results) : formatReport(results));
     return 0;
   } catch (error) {

@@ -215,7 +215,8 @@ const SUSPECT_JSON_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
 /** JSON text jsonb accepts; the value is only walked when its text shows a suspect escape. */
 export function cleanJsonText(value: unknown, altered: AlteredCounter): string {
   const text = toJsonText(value);
-  if (!SUSPECT_JSON_ESCAPE.test(text) && isWellFormed(text)) return text;
+  // JSON.stringify writes NUL and lone surrogates only as \u escapes: most texts have none.
+  if (!text.includes('\\u') || !SUSPECT_JSON_ESCAPE.test(text)) return text;
   const cleaned = cleanJsonValue(value);
   if (cleaned === value) return text;
   altered.count += 1;
