@@ -13,7 +13,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
 import { LockHeldError, UnsafeNameError, WarehouseError } from '../src/errors.js';
-import { openWarehouse, parseWarehouseUrl } from '../src/warehouse/open.js';
+import { openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
 import {
   advisoryLockKey,
@@ -1291,36 +1291,6 @@ for (const harness of dialects) {
 }
 
 // --------------------------------------------------------------------------- dialect-free parts
-
-describe('parseWarehouseUrl', () => {
-  it('recognises SQLite paths and URLs, and PostgreSQL URLs', () => {
-    expect(parseWarehouseUrl('./data/ocs.db')).toEqual({
-      dialect: 'sqlite',
-      path: './data/ocs.db',
-    });
-    expect(parseWarehouseUrl('sqlite:data/ocs.db')).toEqual({
-      dialect: 'sqlite',
-      path: 'data/ocs.db',
-    });
-    expect(parseWarehouseUrl('sqlite:///var/lib/ocs.db')).toEqual({
-      dialect: 'sqlite',
-      path: '/var/lib/ocs.db',
-    });
-    expect(parseWarehouseUrl('file:///var/lib/ocs.db')).toEqual({
-      dialect: 'sqlite',
-      path: '/var/lib/ocs.db',
-    });
-    expect(parseWarehouseUrl(':memory:')).toEqual({ dialect: 'sqlite', path: ':memory:' });
-    expect(parseWarehouseUrl('postgresql://u:p@h/db')).toEqual({
-      dialect: 'postgres',
-      url: 'postgresql://u:p@h/db',
-    });
-    expect(() => parseWarehouseUrl('  ')).toThrow(/empty/);
-    expect(() => parseWarehouseUrl('mysql://h/db')).toThrow(
-      /Unsupported warehouse URL scheme mysql/,
-    );
-  });
-});
 
 describe('openWarehouse (SQLite specifics)', () => {
   let directory: string;
