@@ -14,18 +14,10 @@ RUN apt-get update \
 WORKDIR /app
 # Dependencies first, so source edits do not redo them. Scripts are held back until the sources
 # are here (`prepare` builds them); only better-sqlite3's install script is needed now.
-# `npm ci` refuses a lockfile that lacks optional platform packages (a registry mirror without
-# them writes such lockfiles); then `npm install` installs from the same lockfile, and `cmp`
-# proves it changed nothing, so the image still gets exactly the locked versions.
 COPY package.json package-lock.json ./
-RUN cp package-lock.json /tmp/package-lock.json \
-    && { npm ci --ignore-scripts --no-audit --no-fund \
-        || { echo 'npm ci refused the lockfile; installing from it with npm install' >&2 \
-            && npm install --ignore-scripts --no-audit --no-fund \
-            && cmp package-lock.json /tmp/package-lock.json; }; } \
+RUN npm ci --ignore-scripts --no-audit --no-fund \
     && npm rebuild better-sqlite3 \
-    && npm cache clean --force \
-    && rm /tmp/package-lock.json
+    && npm cache clean --force
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 RUN npm run build \
