@@ -6,9 +6,8 @@
 #     on the rules this project relies on: the first line is `ARG BASE=<image>:<tag>` and every
 #     stage is `FROM ${BASE}`; no `latest` (or missing) tag; `apt-get update` and `install` in one
 #     RUN with -y and --no-install-recommends, and /var/lib/apt/lists removed in it; no ADD; no
-#     sudo or apt-get upgrade; absolute WORKDIR; `npm ci` (`npm install` only as its fallback when
-#     `cmp` proves the lockfile unchanged); the final stage runs
-#     as a non-root USER, has a HEALTHCHECK, EXPOSE 9464, VOLUME /data and the OCS_* defaults;
+#     sudo or apt-get upgrade; absolute WORKDIR; `npm ci` (the lockfile), not `npm install`; the
+#     final stage runs as a non-root USER, has a HEALTHCHECK, EXPOSE 9464, VOLUME /data and the OCS_* defaults;
 #     CMD and ENTRYPOINT in JSON form.
 #  2. Try the image's ENTRYPOINT dispatch with /app mapped to this checkout: `IMAGE --version` and
 #     `IMAGE sync --help` reach ocs-sync, `IMAGE node …` runs node.

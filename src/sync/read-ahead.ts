@@ -47,6 +47,7 @@ export async function* readAhead<T>(
       const step = buffered.shift();
       if (step) {
         wakeProducer?.();
+        if (!step.last && !producerDone) await requestsOnTheWire();
         yield step.value;
         if (step.last) return;
         continue;
@@ -61,4 +62,16 @@ export async function* readAhead<T>(
     wakeProducer?.();
     await producer;
   }
+}
+
+/**
+ * Lets the fetch the producer has just started send its request before the consumer's work
+ * begins. undici writes a request on a reused keep-alive socket from a setImmediate, so a
+ * synchronous page write started in the same microtask run would hold the request back until it
+ * ends: the server would idle through every write and the walk would cost fetch + write per page
+ * instead of the larger of the two. Two turns: the second lands after any immediate queued now.
+ */
+async function requestsOnTheWire(): Promise<void> {
+  await new Promise<void>((resolve) => setImmediate(resolve));
+  await new Promise<void>((resolve) => setImmediate(resolve));
 }
