@@ -5,7 +5,11 @@
  */
 import type { Row } from '../src/interfaces.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
-import { datasetFromFixture, sampleFixture, type FixtureResource } from '../src/fake-server/fixture.js';
+import {
+  datasetFromFixture,
+  sampleFixture,
+  type FixtureResource,
+} from '../src/fake-server/fixture.js';
 
 export const BENCH_RESOURCE = 'chat_messages';
 export const DEFAULT_BENCH_SEED = 42;

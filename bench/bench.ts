@@ -28,7 +28,12 @@ import {
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
-import { dropPostgresSchema, type StageRequest, type StageResult, type WarehouseTarget } from './stages.js';
+import {
+  dropPostgresSchema,
+  type StageRequest,
+  type StageResult,
+  type WarehouseTarget,
+} from './stages.js';
 
 export interface BenchOptions {
   rows: number;
@@ -65,11 +70,18 @@ const USAGE = `Usage: npm run bench -- [options]
 
 export class BenchUsageError extends Error {}
 
-function positiveInteger(text: string | undefined, flag: string, fallback: number, allowZero = false): number {
+function positiveInteger(
+  text: string | undefined,
+  flag: string,
+  fallback: number,
+  allowZero = false,
+): number {
   if (text === undefined) return fallback;
   const value = Number(text.replace(/_/g, ''));
   if (!Number.isSafeInteger(value) || value < (allowZero ? 0 : 1)) {
-    throw new BenchUsageError(`${flag} must be a ${allowZero ? 'non-negative' : 'positive'} integer, not ${JSON.stringify(text)}.`);
+    throw new BenchUsageError(
+      `${flag} must be a ${allowZero ? 'non-negative' : 'positive'} integer, not ${JSON.stringify(text)}.`,
+    );
   }
   return value;
 }
@@ -98,7 +110,10 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const { values } = parsed;
   if (values.help) throw new BenchUsageError(USAGE);
   const pageSize = positiveInteger(values['page-size'], '--page-size', 1000);
-  if (pageSize > 1000) throw new BenchUsageError('--page-size may be at most 1000 (the server cuts larger pages to 1000).');
+  if (pageSize > 1000)
+    throw new BenchUsageError(
+      '--page-size may be at most 1000 (the server cuts larger pages to 1000).',
+    );
   const postgresUrl = values.postgres ?? env.OCS_BENCH_POSTGRES_URL ?? env.OCS_TEST_POSTGRES_URL;
   return {
     rows: positiveInteger(values.rows, '--rows', 1_000_000),
@@ -147,7 +162,10 @@ async function runStageProcess(request: StageRequest): Promise<StageResult> {
   }
 }
 
-export async function runBenchmark(options: BenchOptions, output: BenchOutput): Promise<BenchResults> {
+export async function runBenchmark(
+  options: BenchOptions,
+  output: BenchOutput,
+): Promise<BenchResults> {
   const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-bench-'));
   const stages: BenchResults['stages'] = {};
   const schemaPrefix = `ocs_bench_${process.pid}_${Date.now().toString(36)}`;
@@ -188,7 +206,13 @@ export async function runBenchmark(options: BenchOptions, output: BenchOutput): 
       seed: options.seed,
       pageSize,
     });
-    await measure('sync-sqlite', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+    await measure('sync-sqlite', {
+      kind: 'sync',
+      server: target,
+      warehouse: main,
+      pageSize,
+      pagesInFlight,
+    });
     if (options.postgresUrl) {
       await measure('write-only-postgres', {
         kind: 'write-only',
@@ -211,9 +235,21 @@ export async function runBenchmark(options: BenchOptions, output: BenchOutput): 
       warehouse: sqliteTarget('baseline'),
       pageSize: BASELINE_PAGE_SIZE,
     });
-    await measure('rerun-unchanged', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+    await measure('rerun-unchanged', {
+      kind: 'sync',
+      server: target,
+      warehouse: main,
+      pageSize,
+      pagesInFlight,
+    });
     await server.request({ type: 'insert', count: insertedRows });
-    await measure('rerun-incremental', { kind: 'sync', server: target, warehouse: main, pageSize, pagesInFlight });
+    await measure('rerun-incremental', {
+      kind: 'sync',
+      server: target,
+      warehouse: main,
+      pageSize,
+      pagesInFlight,
+    });
 
     await server.close();
     server = await startServer(options, tenthRows);
@@ -245,7 +281,9 @@ export async function runBenchmark(options: BenchOptions, output: BenchOutput): 
     if (options.postgresUrl) {
       // Stages drop their schemas; this catches one left by a stage that failed half-way.
       for (const name of ['write_only', 'sync']) {
-        await dropPostgresSchema(options.postgresUrl, `${schemaPrefix}_${name}`).catch(() => undefined);
+        await dropPostgresSchema(options.postgresUrl, `${schemaPrefix}_${name}`).catch(
+          () => undefined,
+        );
       }
     }
   }
@@ -272,12 +310,15 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
     output.out(options.json ? resultsAsJson(results) : formatReport(results));
     return 0;
   } catch (error) {
-    output.progress(`The benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    output.progress(
+      `The benchmark failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+    );
     return 1;
   }
 }
 
-const invokedDirectly = process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
+const invokedDirectly =
+  process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
 if (invokedDirectly) {
   process.exitCode = await main(process.argv.slice(2));
 }

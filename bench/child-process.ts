@@ -22,12 +22,16 @@ export type ChildReply<T> = { ok: true; value: T } | { ok: false; error: string 
 function viteNodeCli(): string {
   const require = createRequire(import.meta.url);
   const cli = join(dirname(require.resolve('vite-node/package.json')), 'vite-node.mjs');
-  if (!existsSync(cli)) throw new Error(`vite-node is needed to run the benchmark from source (${cli} is missing).`);
+  if (!existsSync(cli))
+    throw new Error(`vite-node is needed to run the benchmark from source (${cli} is missing).`);
   return cli;
 }
 
 /** Starts `bench/<name>` (.js built, .ts from source) with an IPC channel. */
-export function startBenchChild(name: string, options: { nodeOptions?: string[] } = {}): ChildProcess {
+export function startBenchChild(
+  name: string,
+  options: { nodeOptions?: string[] } = {},
+): ChildProcess {
   const script = join(benchDirectory, `${name}${fromSource ? '.ts' : '.js'}`);
   const execArgv = options.nodeOptions ?? [];
   const stdio: ['ignore', 'inherit', 'inherit', 'ipc'] = ['ignore', 'inherit', 'inherit', 'ipc'];
@@ -50,7 +54,11 @@ export function ask<T>(child: ChildProcess, message: unknown): Promise<T> {
     };
     const onExit = (code: number | null, signal: NodeJS.Signals | null) => {
       cleanup();
-      reject(new Error(`The benchmark child process exited (${signal ?? `code ${code}`}) before answering.`));
+      reject(
+        new Error(
+          `The benchmark child process exited (${signal ?? `code ${code}`}) before answering.`,
+        ),
+      );
     };
     const cleanup = () => {
       child.off('message', onMessage);
@@ -70,7 +78,8 @@ export function exited(child: ChildProcess): Promise<void> {
 
 /** In a child: answer each request from the parent with `handle`'s result; exit when it disconnects. */
 export function serveParent<Request>(handle: (request: Request) => Promise<unknown>): void {
-  if (!process.send) throw new Error('This module is a benchmark child process; run `npm run bench`.');
+  if (!process.send)
+    throw new Error('This module is a benchmark child process; run `npm run bench`.');
   process.on('message', (request: Request) => {
     handle(request).then(
       (value) => process.send?.({ ok: true, value } satisfies ChildReply<unknown>),

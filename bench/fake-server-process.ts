@@ -2,7 +2,12 @@
  * Child process of the benchmark: the fake export server with the benchmark's one resource.
  * Run by bench.ts, never by hand; it answers requests from its parent over IPC.
  */
-import { startFakeServer, DEFAULT_ADMIN_API_KEY, serializeJson, type FakeServer } from '../src/fake-server/server.js';
+import {
+  startFakeServer,
+  DEFAULT_ADMIN_API_KEY,
+  serializeJson,
+  type FakeServer,
+} from '../src/fake-server/server.js';
 import { BENCH_RESOURCE, createBenchDataset } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
 
@@ -31,7 +36,11 @@ async function handle(request: ServerRequest): Promise<unknown> {
       server = await startFakeServer({ dataset, pageLatencyMs: request.pageLatencyMs });
       const sample = dataset.pageAfter(BENCH_RESOURCE, 'updated_at_id', null, 1000).rows;
       const bytesPerRow = sample.length === 0 ? 0 : serializeJson(sample).length / sample.length;
-      return { url: server.url, apiKey: DEFAULT_ADMIN_API_KEY, bytesPerRow } satisfies ServerStarted;
+      return {
+        url: server.url,
+        apiKey: DEFAULT_ADMIN_API_KEY,
+        bytesPerRow,
+      } satisfies ServerStarted;
     }
     case 'insert':
       requireServer().dataset.insert(BENCH_RESOURCE, request.count);

@@ -104,7 +104,9 @@ export function computeChecks(settings: BenchSettings, stages: BenchResults['sta
   const syncPostgres = stages['sync-postgres'];
   const writePostgres = stages['write-only-postgres'];
   if (syncPostgres && writePostgres) {
-    checks.push(syncOverFloor('sync / floor, PostgreSQL (time)', syncPostgres, fetch, writePostgres));
+    checks.push(
+      syncOverFloor('sync / floor, PostgreSQL (time)', syncPostgres, fetch, writePostgres),
+    );
   }
 
   const tenth = need(stages, 'sync-sqlite-tenth');
@@ -182,10 +184,14 @@ const STAGE_ORDER: StageId[] = [
 ];
 
 function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
-  const widths = header.map((cell, index) => Math.max(cell.length, ...rows.map((row) => row[index]!.length)));
+  const widths = header.map((cell, index) =>
+    Math.max(cell.length, ...rows.map((row) => row[index]!.length)),
+  );
   const line = (cells: string[]) =>
     cells
-      .map((cell, index) => (rightAligned[index] ? cell.padStart(widths[index]!) : cell.padEnd(widths[index]!)))
+      .map((cell, index) =>
+        rightAligned[index] ? cell.padStart(widths[index]!) : cell.padEnd(widths[index]!),
+      )
       .join(' | ');
   return [line(header), widths.map((width) => '-'.repeat(width)).join('-|-'), ...rows.map(line)];
 }
@@ -199,7 +205,9 @@ export function formatReport(results: BenchResults): string {
       `(~${Math.round(settings.bytesPerRow)} bytes a row as JSON), page size ${settings.pageSize}, ` +
       `${settings.pagesInFlight} pages in flight, fake page latency ${settings.latencyMs} ms`,
   );
-  lines.push(`Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`);
+  lines.push(
+    `Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`,
+  );
   lines.push('');
   const rows = STAGE_ORDER.filter((id) => stages[id]).map((id) => {
     const stage = stages[id]!;
@@ -214,11 +222,15 @@ export function formatReport(results: BenchResults): string {
     ];
   });
   lines.push(
-    ...table(
-      ['stage', 'rows', 'seconds', 'CPU s', 'rows/s', 'peak RSS MB', 'requests'],
-      rows,
-      [false, true, true, true, true, true, true],
-    ),
+    ...table(['stage', 'rows', 'seconds', 'CPU s', 'rows/s', 'peak RSS MB', 'requests'], rows, [
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]),
   );
   lines.push('');
   const nameWidth = Math.max(...checks.map((check) => check.name.length));
@@ -238,7 +250,9 @@ export function formatReport(results: BenchResults): string {
     );
   }
   if (!settings.postgres) {
-    lines.push('PostgreSQL stages skipped: give --postgres URL (or OCS_BENCH_POSTGRES_URL / OCS_TEST_POSTGRES_URL).');
+    lines.push(
+      'PostgreSQL stages skipped: give --postgres URL (or OCS_BENCH_POSTGRES_URL / OCS_TEST_POSTGRES_URL).',
+    );
   }
   return lines.join('\n');
 }
@@ -250,7 +264,11 @@ export function resultsAsJson(results: BenchResults): string {
       stages: Object.fromEntries(
         Object.entries(results.stages).map(([id, stage]) => [
           id,
-          { label: STAGE_LABELS[id as StageId], ...stage, rowsPerSecond: Math.round(rowsPerSecond(stage)) },
+          {
+            label: STAGE_LABELS[id as StageId],
+            ...stage,
+            rowsPerSecond: Math.round(rowsPerSecond(stage)),
+          },
         ]),
       ),
       checks: results.checks,

@@ -30,7 +30,13 @@ export interface ServerTarget {
 
 export type StageRequest =
   /** runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun. */
-  | { kind: 'sync'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number; pagesInFlight: number }
+  | {
+      kind: 'sync';
+      server: ServerTarget;
+      warehouse: WarehouseTarget;
+      pageSize: number;
+      pagesInFlight: number;
+    }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
   /** The same rows (generated page by page here) written with writePage, no network. */
@@ -55,7 +61,9 @@ export interface StageResult {
 const MB = 1024 * 1024;
 
 /** What a stage measures itself; cpuSeconds when only part of the work is measured. */
-type Measured = Omit<StageResult, 'peakRssMb' | 'rssProfileMb' | 'cpuSeconds'> & { cpuSeconds?: number };
+type Measured = Omit<StageResult, 'peakRssMb' | 'rssProfileMb' | 'cpuSeconds'> & {
+  cpuSeconds?: number;
+};
 
 export async function runStage(request: StageRequest): Promise<StageResult> {
   const logger = createLogger({ level: 'warn', pretty: false });
@@ -145,7 +153,9 @@ async function syncStage(
     const seconds = (performance.now() - started) / 1000;
     sampler.end();
     if (report.status !== 'ok') {
-      throw new Error(`The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`);
+      throw new Error(
+        `The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`,
+      );
     }
     return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
   } finally {
@@ -191,7 +201,8 @@ function benchColumns(openApi: unknown): ColumnSpec[] {
 async function prepareTable(warehouse: Warehouse, columns: ColumnSpec[]): Promise<ColumnSpec[]> {
   const existing = await warehouse.describeTable(BENCH_RESOURCE);
   const plan = planTable(BENCH_RESOURCE, existing, columns, 'schema');
-  if (plan.changes.length > 0) await warehouse.applySchemaChanges(plan.changes, { from: null, to: null });
+  if (plan.changes.length > 0)
+    await warehouse.applySchemaChanges(plan.changes, { from: null, to: null });
   return plan.columns;
 }
 
@@ -213,7 +224,11 @@ async function writeOnlyStage(
     sampler.begin();
     // Only the writes are timed; generating the rows is not part of the floor.
     for (const page of generateBenchPages(request.rows, request.pageSize, request.seed)) {
-      cursor = cursorAfterPage({ rows: page, cursor: null, hasMore: false, bare: false }, 'updated_at_id', cursor);
+      cursor = cursorAfterPage(
+        { rows: page, cursor: null, hasMore: false, bare: false },
+        'updated_at_id',
+        cursor,
+      );
       const started = performance.now();
       const cpuBefore = process.cpuUsage();
       const result = await warehouse.writePage({
@@ -234,7 +249,13 @@ async function writeOnlyStage(
     sampler.end();
     await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: 0 });
     await lock.release();
-    return { rows, pages, seconds: writingMs / 1000, cpuSeconds: writingCpuMicros / 1e6, requests: 0 };
+    return {
+      rows,
+      pages,
+      seconds: writingMs / 1000,
+      cpuSeconds: writingCpuMicros / 1e6,
+      requests: 0,
+    };
   } finally {
     await closeTarget(warehouse, request.warehouse);
   }
@@ -326,7 +347,8 @@ function startRssSampler(): RssSampler {
     stop,
     profile() {
       if (samples.length === 0) return [];
-      const at = (share: number) => samples[Math.min(samples.length - 1, Math.round(share * (samples.length - 1)))]!;
+      const at = (share: number) =>
+        samples[Math.min(samples.length - 1, Math.round(share * (samples.length - 1)))]!;
       return [at(0.1), at(0.5), at(0.9), at(1)].map((value) => Math.round(value * 10) / 10);
     },
   };

@@ -3,9 +3,15 @@
  * child processes (from source, through vite-node), and the report names every stage and ratio.
  * No timing assertions: only that it runs and says everything it should.
  */
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
 import { STAGE_LABELS, resultsAsJson, type BenchResults } from '../bench/report.js';
+import { parseJsonExact } from '../src/source/json.js';
+import { readAhead } from '../src/sync/read-ahead.js';
 
 const postgresUrl = process.env.OCS_BENCH_POSTGRES_URL ?? process.env.OCS_TEST_POSTGRES_URL;
 
@@ -57,7 +63,9 @@ describe('benchmark smoke run', () => {
       'requests of the 1% incremental rerun',
       ...(postgresUrl ? ['sync / floor, PostgreSQL (time)'] : []),
     ]) {
-      expect(out).toMatch(new RegExp(`^${check.replace(/[()/%]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'));
+      expect(out).toMatch(
+        new RegExp(`^${check.replace(/[()/%]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
+      );
     }
     // Reruns cost what they should, whatever the timing.
     expect(out).toMatch(/^requests of an unchanged rerun +3 +target <= 3 +met /m);
@@ -68,7 +76,10 @@ describe('benchmark smoke run', () => {
     expect(captured).toBeDefined();
     const results = JSON.parse(resultsAsJson(captured!)) as {
       settings: { rows: number; insertedRows: number };
-      stages: Record<string, { rows: number; peakRssMb: number; serverRequests: number; rowsPerSecond: number }>;
+      stages: Record<
+        string,
+        { rows: number; peakRssMb: number; serverRequests: number; rowsPerSecond: number }
+      >;
       checks: Array<{ name: string; met: boolean }>;
     };
     expect(results.settings).toMatchObject({ rows: 2000, insertedRows: 20 });
@@ -87,10 +98,14 @@ describe('benchmark smoke run', () => {
   });
 
   it('refuses bad flags with a usage message', async () => {
-    expect(() => parseBenchArgs(['--rows', 'many'], {})).toThrow(/--rows must be a positive integer/);
+    expect(() => parseBenchArgs(['--rows', 'many'], {})).toThrow(
+      /--rows must be a positive integer/,
+    );
     expect(() => parseBenchArgs(['--page-size', '5000'], {})).toThrow(/at most 1000/);
     expect(() => parseBenchArgs(['--frobnicate'], {})).toThrow(/Unknown option/);
-    expect(parseBenchArgs([], { OCS_TEST_POSTGRES_URL: 'postgres://x@127.0.0.1/db' })).toMatchObject({
+    expect(
+      parseBenchArgs([], { OCS_TEST_POSTGRES_URL: 'postgres://x@127.0.0.1/db' }),
+    ).toMatchObject({
       rows: 1_000_000,
       latencyMs: 0,
       pageSize: 1000,
@@ -100,5 +115,77 @@ describe('benchmark smoke run', () => {
     const { code, progress } = await runBench(['--latency', '-3']);
     expect(code).toBe(2);
     expect(progress).toMatch(/--latency/);
+  });
+});
+
+/** Hot-path behaviour the benchmark's numbers depend on (fixed while building it). */
+describe('hot path', () => {
+  it('puts the next page request on the wire before the consumer works on the current page', async () => {
+    const server = createServer((incoming, response) => {
+      const page = Number(
+        new URL(incoming.url ?? '/', 'http://fake.invalid').searchParams.get('page'),
+      );
+      response.end(JSON.stringify({ page }));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/`;
+    const agent = new Agent({ connections: 2 });
+    const events: string[] = [];
+    const onSent = (message: unknown) =>
+      events.push(`sent ${(message as { request: { path: string } }).request.path}`);
+    subscribe('undici:client:sendHeaders', onSent);
+    try {
+      let next = 0;
+      const pages = readAhead(async (signal) => {
+        const page = next++;
+        // Pacing and retry wrappers: a few awaits before the request is dispatched.
+        for (let hop = 0; hop < 5; hop += 1) await Promise.resolve();
+        const response = await request(`${url}?page=${page}`, { dispatcher: agent, signal });
+        const body = (await response.body.json()) as { page: number };
+        return { value: body.page, last: page === 3 };
+      }, 2);
+      // The consumer's work is synchronous (as SQLite page writes are): unless the event loop
+      // turns first, it runs before the producer's awaits reach the dispatch, and before undici
+      // writes a request on a reused socket (from a setImmediate), holding the request back.
+      for await (const page of pages) events.push(`work ${page}`);
+    } finally {
+      unsubscribe('undici:client:sendHeaders', onSent);
+      await agent.close();
+      await new Promise((resolve) => server.close(resolve));
+    }
+    for (const page of [0, 1, 2]) {
+      expect(events.indexOf(`sent /?page=${page + 1}`), events.join(', ')).toBeLessThan(
+        events.indexOf(`work ${page}`),
+      );
+    }
+    expect(events.filter((event) => event.startsWith('work'))).toEqual([
+      'work 0',
+      'work 1',
+      'work 2',
+      'work 3',
+    ]);
+  });
+
+  it('parses pages exactly: ids past 2^53 as bigint, everything else as JSON.parse does', () => {
+    expect(parseJsonExact('{"id":9007199254740991,"n":-9007199254740991}')).toEqual({
+      id: 9007199254740991,
+      n: -9007199254740991,
+    });
+    expect(parseJsonExact('{"a":[{"id":9007199254740993}],"b":-9223372036854775808}')).toEqual({
+      a: [{ id: 9007199254740993n }],
+      b: -9223372036854775808n,
+    });
+    // Large floats stay numbers; long digit runs inside strings stay strings.
+    expect(
+      parseJsonExact('{"f":1e300,"g":12345678901234567.5,"s":"123456789012345678901"}'),
+    ).toEqual({
+      f: 1e300,
+      g: Number('12345678901234567.5'),
+      s: '123456789012345678901',
+    });
+    // Nesting deeper than the call stack is no problem for the check.
+    const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
+    expect(Array.isArray(parseJsonExact(deep))).toBe(true);
+    expect(() => parseJsonExact('{"id": 9007199254740993')).toThrow(SyntaxError);
   });
 });
