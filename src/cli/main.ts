@@ -5,7 +5,7 @@
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
 import { loadConfig } from '../config/load.js';
-import type { Config } from '../config/schema.js';
+import { LOG_LEVELS, type Config } from '../config/schema.js';
 import { createLogger, type Logger } from '../log.js';
 import { runDemoCommand } from './demo-command.js';
 import { runKeygenCommand, runUnsealCommand } from './keys-commands.js';
@@ -76,17 +76,7 @@ export function buildProgram(
     .option('-w, --warehouse <url>', 'warehouse: a file path, sqlite:PATH, or postgres://…')
     .option('--base-url <url>', 'server base URL (OCS_BASE_URL)')
     .option('--page-size <rows>', 'rows per page, 1..1000 (OCS_PAGE_SIZE)')
-    .addOption(
-      new Option('--log-level <level>', 'log level (OCS_LOG_LEVEL)').choices([
-        'trace',
-        'debug',
-        'info',
-        'warn',
-        'error',
-        'fatal',
-        'silent',
-      ]),
-    )
+    .addOption(new Option('--log-level <level>', 'log level (OCS_LOG_LEVEL)').choices(LOG_LEVELS))
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({

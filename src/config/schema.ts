@@ -11,9 +11,9 @@ import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-
 
 export type AuthScheme = 'api-key' | 'bearer';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
-/** What is stored for a sealed field: the opened value, the token as sent, a token re-sealed to
- * the archive key, or nothing. */
-export type SecretPolicy = 'plaintext' | 'sealed' | 'reseal' | 'drop';
+// The sealing module owns the list of secrets policies; config validates against it.
+import { SECRET_POLICIES, type SecretPolicy } from '../sealing/policy.js';
+export { SECRET_POLICIES, type SecretPolicy };
 export type SchemaChangePolicy = 'evolve' | 'stop';
 
 export const AUTH_SCHEMES = ['api-key', 'bearer'] as const satisfies readonly AuthScheme[];
@@ -26,12 +26,6 @@ export const LOG_LEVELS = [
   'fatal',
   'silent',
 ] as const satisfies readonly LogLevel[];
-export const SECRET_POLICIES = [
-  'plaintext',
-  'sealed',
-  'reseal',
-  'drop',
-] as const satisfies readonly SecretPolicy[];
 export const SCHEMA_CHANGE_POLICIES = [
   'evolve',
   'stop',
