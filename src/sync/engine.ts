@@ -21,6 +21,7 @@ import type {
   ManifestEntry,
   Page,
   ResourceOutcomeStatus,
+  Row,
   RunKind,
   RunStatus,
   SchemaChange,
@@ -192,7 +193,8 @@ class SyncRun {
         this.problems.length > 0 ||
         reports.some((report) => report.status !== 'ok' || report.warnings.length > 0);
       status = partial ? 'partial' : 'ok';
-      if (!partial || reports.every((report) => report.status === 'ok')) {
+      // Skipped or failed resources may not have their tables evolved yet: re-read the schema next time.
+      if (reports.every((report) => report.status === 'ok')) {
         await warehouse.setState(SCHEMA_CHECKSUM_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
@@ -307,7 +309,7 @@ class SyncRun {
     const team = await source.team();
     const desired = this.schema?.tables.get(TEAM_TABLE);
     let columns = await this.ensureTable(TEAM_TABLE, desired);
-    const row = { ...team, id: team.id } as Parameters<typeof planColumnsForRows>[2][number];
+    const row = team as Row;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
     const started = performance.now();

@@ -33,7 +33,6 @@ import type {
   Warehouse,
 } from '../interfaces.js';
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
-import { isWidening } from '../sync/column-types.js';
 import { Bookkeeping, nowIso, toIsoText, type BookkeepingTables } from './bookkeeping.js';
 import { planHistoryVersions } from './history.js';
 import {
@@ -42,6 +41,13 @@ import {
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
+import {
+  assertSafeSchemaChanges,
+  checkDataColumns,
+  requireColumn,
+  requireType,
+  wideningNeeded,
+} from './schema-changes.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import type { WarehouseLogger } from './sqlite.js';
 import {
@@ -87,7 +93,6 @@ export const POSTGRES_TYPE: Record<ColumnType, string> = {
 };
 
 const SAFE_SCHEMA = /^[a-z][a-z0-9_]{0,62}$/;
-const RESERVED_COLUMNS = new Set(['id', '_synced_at', '_run_id', '_deleted_at']);
 const LOCK_NAME = 'writer';
 const LOCK_POLL_MS = 250;
 const INT8_OID = 20;
@@ -672,11 +677,7 @@ export class PostgresWarehouse implements Warehouse {
     checksums: { from: string | null; to: string | null },
   ): Promise<void> {
     return this.guard('Changing the warehouse schema', async () => {
-      for (const change of changes) {
-        assertSafeTableName(change.table);
-        if (change.column !== undefined) assertSafeColumnName(change.column, change.table);
-        for (const column of change.columns ?? []) assertSafeColumnName(column.name, change.table);
-      }
+      assertSafeSchemaChanges(changes);
       try {
         // DDL is transactional in PostgreSQL: all the changes land, or none.
         await this.transaction(async (client) => {
@@ -762,17 +763,7 @@ export class PostgresWarehouse implements Warehouse {
         const column = requireColumn(change);
         const to = requireType(change, change.toType);
         const current = await this.columnType(client, table, column);
-        if (current === to) return false;
-        if (change.fromType !== undefined && change.fromType !== current) {
-          throw new WarehouseError(
-            `Cannot widen ${table}.${column} from ${change.fromType}: the warehouse has it as ${current}.`,
-          );
-        }
-        if (!isWidening(current, to)) {
-          throw new WarehouseError(
-            `Refusing to change ${table}.${column} from ${current} to ${to}: columns only widen.`,
-          );
-        }
+        if (!wideningNeeded(change, column, current, to)) return false;
         const alter = (target: string) =>
           client.query(
             `ALTER TABLE ${this.table(target)} ALTER COLUMN ${q(column)} TYPE ${POSTGRES_TYPE[to]} ` +
@@ -1293,39 +1284,4 @@ function encodePage(
   if (last.size !== ids.length)
     encoded.lastIndexOfEachId = [...last.values()].sort((a, b) => a - b);
   return encoded;
-}
-
-function checkDataColumns(table: string, columns: readonly ColumnSpec[]): void {
-  const seen = new Set<string>();
-  for (const column of columns) {
-    assertSafeColumnName(column.name, table);
-    if (RESERVED_COLUMNS.has(column.name) || column.name.endsWith('__ocs_widening')) {
-      throw new WarehouseError(`Column name ${column.name} of ${table} is reserved by ocs-sync.`);
-    }
-    if (seen.has(column.name)) {
-      throw new WarehouseError(`Column ${table}.${column.name} is listed twice.`);
-    }
-    if (!(column.type in POSTGRES_TYPE)) {
-      throw new WarehouseError(
-        `Column ${table}.${column.name} has unknown type ${String(column.type)}.`,
-      );
-    }
-    seen.add(column.name);
-  }
-}
-
-function requireColumn(change: SchemaChange): string {
-  if (!change.column) {
-    throw new WarehouseError(`A ${change.kind} change of ${change.table} names no column.`);
-  }
-  return change.column;
-}
-
-function requireType(change: SchemaChange, type: ColumnType | undefined): ColumnType {
-  if (!type || !(type in POSTGRES_TYPE)) {
-    throw new WarehouseError(
-      `The ${change.kind} change of ${change.table}.${change.column} has no valid type.`,
-    );
-  }
-  return type;
 }

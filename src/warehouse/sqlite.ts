@@ -30,7 +30,6 @@ import type {
   Warehouse,
 } from '../interfaces.js';
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
-import { isWidening } from '../sync/column-types.js';
 import { Bookkeeping, nowIso, type BookkeepingTables } from './bookkeeping.js';
 import { planHistoryVersions } from './history.js';
 import {
@@ -39,6 +38,13 @@ import {
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
+import {
+  assertSafeSchemaChanges,
+  checkDataColumns,
+  requireColumn,
+  requireType,
+  wideningNeeded,
+} from './schema-changes.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import {
   assertValueFits,
@@ -80,7 +86,6 @@ const SQLITE_TYPE: Record<ColumnType, string> = {
 };
 
 /** Our own columns on every resource table; data columns may not use these names. */
-const RESERVED_COLUMNS = new Set(['id', '_synced_at', '_run_id', '_deleted_at']);
 const LOCK_NAME = 'writer';
 const LOCK_POLL_MS = 250;
 /** Rows read per batch when a widened column's values are converted. */
@@ -357,11 +362,7 @@ export class SqliteWarehouse implements Warehouse {
     checksums: { from: string | null; to: string | null },
   ): Promise<void> {
     return this.exclusive(() => {
-      for (const change of changes) {
-        assertSafeTableName(change.table);
-        if (change.column !== undefined) assertSafeColumnName(change.column, change.table);
-        for (const column of change.columns ?? []) assertSafeColumnName(column.name, change.table);
-      }
+      assertSafeSchemaChanges(changes);
       try {
         this.writeTransaction(() => {
           const now = nowIso();
@@ -432,17 +433,7 @@ export class SqliteWarehouse implements Warehouse {
         const column = requireColumn(change);
         const to = requireType(change, change.toType);
         const current = this.columnTypeNow(table, column);
-        if (current === to) return false;
-        if (change.fromType !== undefined && change.fromType !== current) {
-          throw new WarehouseError(
-            `Cannot widen ${table}.${column} from ${change.fromType}: the warehouse has it as ${current}.`,
-          );
-        }
-        if (!isWidening(current, to)) {
-          throw new WarehouseError(
-            `Refusing to change ${table}.${column} from ${current} to ${to}: columns only widen.`,
-          );
-        }
+        if (!wideningNeeded(change, column, current, to)) return false;
         this.widenColumn(table, 'id', column, current, to);
         const history = historyTableName(table);
         if (this.tableExistsNow(history) && this.physicalColumns(history).includes(column)) {
@@ -842,42 +833,6 @@ export class SqliteWarehouse implements Warehouse {
     await this.kysely.destroy();
     if (this.db.open) this.db.close();
   }
-}
-
-function checkDataColumns(table: string, columns: readonly ColumnSpec[]): void {
-  const seen = new Set<string>();
-  for (const column of columns) {
-    assertSafeColumnName(column.name, table);
-    if (RESERVED_COLUMNS.has(column.name)) {
-      throw new WarehouseError(`Column name ${column.name} of ${table} is reserved by ocs-sync.`);
-    }
-    if (column.name.endsWith('__ocs_widening')) {
-      throw new WarehouseError(`Column name ${column.name} of ${table} is reserved by ocs-sync.`);
-    }
-    if (seen.has(column.name))
-      throw new WarehouseError(`Column ${table}.${column.name} is listed twice.`);
-    if (!(column.type in SQLITE_TYPE)) {
-      throw new WarehouseError(
-        `Column ${table}.${column.name} has unknown type ${String(column.type)}.`,
-      );
-    }
-    seen.add(column.name);
-  }
-}
-
-function requireColumn(change: SchemaChange): string {
-  if (!change.column)
-    throw new WarehouseError(`A ${change.kind} change of ${change.table} names no column.`);
-  return change.column;
-}
-
-function requireType(change: SchemaChange, type: ColumnType | undefined): ColumnType {
-  if (!type || !(type in SQLITE_TYPE)) {
-    throw new WarehouseError(
-      `The ${change.kind} change of ${change.table}.${change.column} has no valid type.`,
-    );
-  }
-  return type;
 }
 
 function processExists(pid: number): boolean {
