@@ -1,0 +1,78 @@
+/** Progress for people watching: a live line on a terminal, periodic log lines otherwise. */
+import { Writable } from 'node:stream';
+import { describe, expect, it } from 'vitest';
+import { createProgressEvents } from '../src/cli/progress.js';
+import { createLogger } from '../src/log.js';
+
+function capture(
+  isTTY: boolean,
+): Writable & { isTTY: boolean; columns: number; text: () => string } {
+  let written = '';
+  const stream = new Writable({
+    write(chunk, _encoding, callback) {
+      written += chunk.toString();
+      callback();
+    },
+  }) as Writable & { isTTY: boolean; columns: number; text: () => string };
+  stream.isTTY = isTTY;
+  stream.columns = 120;
+  stream.text = () => written;
+  return stream;
+}
+
+function drive(events: ReturnType<typeof createProgressEvents>, clock: { now: number }): void {
+  events.onRunStart?.({ runId: 1, kind: 'incremental', resources: 2 });
+  events.onResourceStart?.({ resource: 'users', index: 0, total: 2 });
+  clock.now += 1000;
+  events.onPageWritten?.({ resource: 'users', rows: 500, valuesAltered: 0 });
+  events.onResourceDone?.({} as never);
+  events.onResourceStart?.({ resource: 'chat_messages', index: 1, total: 2 });
+  for (let page = 0; page < 4; page += 1) {
+    clock.now += 10_000;
+    events.onPageWritten?.({ resource: 'chat_messages', rows: 1000, valuesAltered: 0 });
+  }
+  events.onResourceDone?.({} as never);
+}
+
+describe('progress', () => {
+  it('draws a live line with resource i of n, rows and rows/s on a terminal', () => {
+    const terminal = capture(true);
+    const clock = { now: 0 };
+    const logs = capture(false);
+    drive(
+      createProgressEvents(
+        createLogger({ level: 'info', destination: logs }),
+        terminal,
+        () => clock.now,
+      ),
+      clock,
+    );
+    expect(terminal.text()).toMatch(/\r\[1\/2\] users: 0 rows/);
+    expect(terminal.text()).toMatch(
+      /\r\[2\/2\] chat_messages: 4000 rows \| total 4500 rows, 110 rows\/s/,
+    );
+    expect(logs.text()).toBe('');
+  });
+
+  it('writes periodic progress log lines, not carriage returns, when not on a terminal', () => {
+    const logs = capture(false);
+    const clock = { now: 0 };
+    drive(
+      createProgressEvents(
+        createLogger({ level: 'info', destination: logs }),
+        logs,
+        () => clock.now,
+      ),
+      clock,
+    );
+    const lines = logs
+      .text()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { msg: string; rows: number });
+    expect(logs.text()).not.toContain('\r');
+    // One line per 15 s at most: pages at 21 s and 41 s of the run.
+    expect(lines.map((line) => line.rows)).toEqual([2500, 4500]);
+    expect(lines[0]?.msg).toMatch(/^Progress: \[2\/2\] chat_messages: 2000 rows/);
+  });
+});
