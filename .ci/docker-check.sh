@@ -202,8 +202,20 @@ for _ in $(seq 1 600); do
 done
 [ -n "$healthy" ] || { cat "$WORK/daemon.log" >&2; fail "HEALTHCHECK never passed within 60 s"; }
 echo "healthcheck: passed"
-METRICS=$(node -e 'fetch(process.argv[1]).then((r) => r.text()).then((t) => process.stdout.write(t))' "http://127.0.0.1:$HEALTH_PORT/metrics")
-grep -q '^ocs_sync_runs_total{kind="incremental",status="ok"} 1$' <<<"$METRICS" || fail "/metrics does not count the first run"
+# /healthz is already 200 while the first run is moving, so wait for that run to finish before
+# reading its counters (a loaded machine can take a while).
+METRICS=''
+for _ in $(seq 1 600); do
+  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/daemon.log" >&2; fail "the daemon exited during its first run"; }
+  METRICS=$(node -e 'fetch(process.argv[1]).then((r) => r.text()).then((t) => process.stdout.write(t))' "http://127.0.0.1:$HEALTH_PORT/metrics" || true)
+  grep -q '^ocs_sync_runs_total{' <<<"$METRICS" && break
+  sleep 0.1
+done
+grep -q '^ocs_sync_runs_total{kind="incremental",status="ok"} 1$' <<<"$METRICS" || {
+  grep '^ocs_sync_runs_total' <<<"$METRICS" >&2 || true
+  cat "$WORK/daemon.log" >&2
+  fail "/metrics does not count the first run as ok"
+}
 grep -q '^ocs_sync_rows_synced_total{resource="chat_messages"} 25$' <<<"$METRICS" || fail "/metrics does not count the synced rows"
 [ -s "$OCS_WAREHOUSE_URL" ] || fail "no warehouse at $OCS_WAREHOUSE_URL"
 echo "metrics: ok"
