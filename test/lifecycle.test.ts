@@ -199,6 +199,20 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     expect(widened?.reason).toBe('value');
   });
 
+  it('keeps an impossible date by widening its column to text, and reports it', async () => {
+    const { before } = schemas();
+    const dataset = datasetFromFixture(before, { seed: 5, rowsPerResource: 4 });
+    server = await startFakeServer({ dataset, fixture: before });
+    expect((await sync()).code).toBe(0);
+    dataset.insert('widgets', [{ created_at: '2026-02-30T10:00:00Z' }]);
+    const result = await sync();
+    expect(result.code).toBe(0);
+    expect(result.logs).toMatch(/column widgets\.created_at widens datetime -> text/);
+    const widgets = await warehouse.readTable('widgets');
+    expect(String(widgets.at(-1)?.created_at)).toBe('2026-02-30T10:00:00Z');
+    await expectWarehouseEqualsSource(warehouse, dataset);
+  });
+
   it('lets one writer at a time: a second run waits, then exits 3 naming the holder', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 10, seed: 2 });
     server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
@@ -296,6 +310,49 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     expect((await sync(['--full-refresh', 'tags'])).code).toBe(0);
     const again = (await warehouse.query(`SELECT count(*) AS n FROM "tags__history"`))[0]?.n;
     expect(Number(again)).toBe(Number(count));
+  });
+
+  it('keeps history for resources whose names leave no room for __history (PostgreSQL cuts at 63)', async () => {
+    // Two 60-character names that share their first 55: cut naively they would be one table.
+    const stem = `audit_${'x'.repeat(49)}`;
+    const names = [`${stem}_aaaa`, `${stem}_bbbb`];
+    const fixture: FixtureResource[] = names.map((resource) => ({
+      resource,
+      model: `audit.${resource.slice(-4)}`,
+      cursor: 'pk',
+      sealedFields: [],
+      fields: { name: { kind: 'string', text: 'word' } },
+    }));
+    const dataset = datasetFromFixture(fixture, { seed: 7, rowsPerResource: 3 });
+    server = await startFakeServer({ dataset, fixture });
+    writeConfig('history: true\n');
+    expect((await sync()).code).toBe(0);
+    for (const resource of names) {
+      dataset.edit(resource, [dataset.ids(resource)[0]!], { name: 'edited' });
+    }
+    // The second run finds the history tables again (no "already exists"), and adds versions.
+    expect((await sync(['--full-refresh'])).code).toBe(0);
+    await expectWarehouseEqualsSource(warehouse, dataset);
+    const historyTables = (
+      await warehouse.query(
+        dialect === 'sqlite'
+          ? `SELECT name FROM sqlite_master WHERE type = 'table' AND name LIKE '%history' ORDER BY name`
+          : `SELECT table_name AS name FROM information_schema.tables WHERE table_name LIKE '%history' ORDER BY table_name`,
+      )
+    )
+      .map((row) => String(row.name))
+      .filter((name) => name.startsWith('audit_'));
+    expect(historyTables).toHaveLength(2);
+    for (const table of historyTables) {
+      expect(table.length).toBeLessThanOrEqual(63);
+      expect(table).toMatch(new RegExp(`^${stem.slice(0, 45)}_[0-9a-f]{8}__history$`));
+      const versions = await warehouse.query(`SELECT count(*) AS n FROM "${table}"`);
+      expect(Number(versions[0]?.n)).toBe(4);
+    }
+    const status = JSON.parse((await runCli(['status', '--json'], warehouse.env)).stdout) as Array<{
+      resource: string;
+    }>;
+    expect(status.map((row) => row.resource)).toEqual(['team', ...names]);
   });
 
   it('an interrupted full refresh marks nothing deleted; deletes: remove removes', async () => {

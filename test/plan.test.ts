@@ -113,6 +113,26 @@ describe('column types', () => {
     expect(widenColumnType('boolean', 'integer')).toBe('json');
     expect(valueFits('x', 'integer')).toBe(false);
     expect(valueFits(null, 'integer')).toBe(true);
+    // Matches the pattern but is no real day or time: text, so PostgreSQL never refuses it.
+    for (const impossible of [
+      '2026-02-30T10:00:00Z',
+      '2025-02-29T10:00:00Z',
+      '0000-01-01T00:00:00Z',
+      '2026-13-01T00:00:00Z',
+      '2026-11-20T24:00:00Z',
+      '2026-11-20T10:60:00Z',
+      '2026-11-20T10:00:60Z',
+      '2026-11-20T10:00:00+16:00',
+      '2026-11-20T10:00:00-05:60',
+    ]) {
+      expect(inferColumnType(impossible), impossible).toBe('text');
+      expect(valueFits(impossible, 'datetime'), impossible).toBe(false);
+    }
+    expect(inferColumnType('2024-02-29T23:59:59.999999+14:00')).toBe('datetime');
+    expect(inferColumnType('2026-11-20T10:00:00-05:30')).toBe('datetime');
+    expect(inferColumnType('2000-02-29')).toBe('date');
+    expect(inferColumnType('1900-02-29')).toBe('text');
+    expect(valueFits('2026-04-31', 'date')).toBe(false);
   });
 });
 

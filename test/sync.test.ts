@@ -221,9 +221,16 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
     );
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['tags', 'traces'] });
     const status = await runCli(['status', '--json'], warehouse.env);
-    const tags = (
-      JSON.parse(status.stdout) as Array<{ resource: string; lastError: string | null }>
-    ).find((row) => row.resource === 'tags');
+    const statuses = JSON.parse(status.stdout) as Array<{
+      resource: string;
+      lastError: string | null;
+    }>;
+    // In the manifest's order, team first, as an operator reads the server's list.
+    expect(statuses.map((row) => row.resource)).toEqual([
+      'team',
+      ...server.manifest().entries.map((entry) => entry.resource),
+    ]);
+    const tags = statuses.find((row) => row.resource === 'tags');
     expect(tags?.lastError).toMatch(/404/);
     // The next run picks them up.
     expect((await sync()).code).toBe(0);

@@ -32,6 +32,29 @@ export function formatTable(headers: string[], rows: Array<Array<string | number
   ].join('\n');
 }
 
+/**
+ * Statuses in the last manifest's order (team first); resources the manifest no longer lists
+ * follow, alphabetically. A missing or unreadable order leaves the alphabetical order.
+ */
+export function inManifestOrder(
+  statuses: ResourceStatus[],
+  recordedOrder: string | undefined,
+): ResourceStatus[] {
+  let order: unknown;
+  try {
+    order = recordedOrder === undefined ? [] : JSON.parse(recordedOrder);
+  } catch {
+    order = [];
+  }
+  const positions = new Map(
+    (Array.isArray(order) ? order : []).map((name, index) => [String(name), index]),
+  );
+  const position = (status: ResourceStatus) => positions.get(status.resource) ?? positions.size;
+  return [...statuses].sort(
+    (a, b) => position(a) - position(b) || a.resource.localeCompare(b.resource),
+  );
+}
+
 export function formatStatusTable(statuses: ResourceStatus[], now = Date.now()): string {
   return formatTable(
     [

@@ -1,6 +1,7 @@
 import { ExitCode } from '../errors.js';
 import type { CommandContext } from './main.js';
-import { formatStatusTable } from './output.js';
+import { MANIFEST_ORDER_STATE_KEY } from '../sync/engine.js';
+import { formatStatusTable, inManifestOrder } from './output.js';
 import { jsonReplacer } from './sync-command.js';
 import { createWarehouse } from './wiring.js';
 
@@ -11,7 +12,10 @@ export async function runStatusCommand(
   const config = context.config({ server: false });
   const warehouse = await createWarehouse(config, context.logger(config));
   try {
-    const statuses = await warehouse.status();
+    const statuses = inManifestOrder(
+      await warehouse.status(),
+      await warehouse.getState(MANIFEST_ORDER_STATE_KEY),
+    );
     context.output.out(
       options.json ? JSON.stringify(statuses, jsonReplacer, 2) : formatStatusTable(statuses),
     );

@@ -4,6 +4,46 @@ import type { ColumnType } from '../interfaces.js';
 const DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/;
 const DATE = /^\d{4}-\d{2}-\d{2}$/;
 
+/** The number written by the digits at value[start, start + length); the caller knows they are digits. */
+function digitsAt(value: string, start: number, length: number): number {
+  let number = 0;
+  for (let index = start; index < start + length; index++) {
+    number = number * 10 + value.charCodeAt(index) - 48;
+  }
+  return number;
+}
+
+/**
+ * Whether the `YYYY-MM-DD` at the start of a pattern-matched value names a real day. A string can
+ * match the pattern and still not be a date (2026-02-30); PostgreSQL refuses such a value for a
+ * date or timestamptz column, so it must widen the column to text rather than fail the page.
+ * Reads digits in place: this runs for every date value of every row.
+ */
+function isRealDay(value: string): boolean {
+  const year = digitsAt(value, 0, 4);
+  const month = digitsAt(value, 5, 2);
+  const day = digitsAt(value, 8, 2);
+  if (year < 1 || month < 1 || month > 12 || day < 1) return false;
+  if (day <= 28) return true;
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!;
+  return day <= daysInMonth;
+}
+
+/** A date-time every dialect stores as a date-time: a real day and clock, an offset under 16 h. */
+function isDateTime(value: string): boolean {
+  if (!DATE_TIME.test(value) || !isRealDay(value)) return false;
+  // The pattern fixes where the clock is; the offset, when there is one, is the last 6 characters.
+  const clockFits =
+    digitsAt(value, 11, 2) <= 23 && digitsAt(value, 14, 2) <= 59 && digitsAt(value, 17, 2) <= 59;
+  if (!clockFits || value.endsWith('Z')) return clockFits;
+  return digitsAt(value, value.length - 5, 2) <= 15 && digitsAt(value, value.length - 2, 2) <= 59;
+}
+
+function isDate(value: string): boolean {
+  return DATE.test(value) && isRealDay(value);
+}
+
 /** The narrowest column type that holds this value; undefined for null (fits anything). */
 export function inferColumnType(value: unknown): ColumnType | undefined {
   if (value === null || value === undefined) return undefined;
@@ -15,8 +55,8 @@ export function inferColumnType(value: unknown): ColumnType | undefined {
     case 'number':
       return Number.isInteger(value) ? 'integer' : 'number';
     case 'string':
-      if (DATE_TIME.test(value)) return 'datetime';
-      if (DATE.test(value)) return 'date';
+      if (isDateTime(value)) return 'datetime';
+      if (isDate(value)) return 'date';
       return 'text';
     default:
       return 'json';
@@ -36,9 +76,9 @@ export function valueFits(value: unknown, type: ColumnType): boolean {
     case 'text':
       return typeof value === 'string';
     case 'datetime':
-      return typeof value === 'string' && DATE_TIME.test(value);
+      return typeof value === 'string' && isDateTime(value);
     case 'date':
-      return typeof value === 'string' && DATE.test(value);
+      return typeof value === 'string' && isDate(value);
   }
 }
 

@@ -122,6 +122,8 @@ export interface SyncReport {
 const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
 /** Which fields of which resources are sealed, kept for offline tools such as `unseal`. */
 export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
+/** The last manifest's resources in its order (a JSON array), so `status` lists them that way. */
+export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
 const TEAM_TABLE = 'team';
 
 /** One sync pass. Takes the writer lock for its whole duration. */
@@ -170,6 +172,13 @@ class SyncRun {
             .filter((entry) => entry.secret && isSafeResourceName(entry.resource))
             .map((entry) => [entry.resource, entry.sealedFields.filter(isSafeFieldName)]),
         ),
+      ),
+    );
+
+    await warehouse.setState(
+      MANIFEST_ORDER_STATE_KEY,
+      JSON.stringify(
+        [TEAM_TABLE, ...manifest.entries.map((entry) => entry.resource)].filter(isSafeResourceName),
       ),
     );
 

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { UnsafeNameError } from '../errors.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
@@ -16,9 +17,28 @@ export function quoteIdentifier(name: string): string {
   return `"${name.replaceAll('"', '""')}"`;
 }
 
-/** The table that keeps every version of a resource's rows. */
+/** PostgreSQL cuts longer identifiers silently, so two long names could become one. */
+const MAX_IDENTIFIER_LENGTH = 63;
+
+/**
+ * `base` + `suffix`, or, when that is too long for PostgreSQL, `base` cut short plus a hash of the
+ * whole of it, so the name stays unique and the same on every dialect and every run.
+ */
+function suffixedIdentifier(base: string, suffix: string): string {
+  const name = `${base}${suffix}`;
+  if (name.length <= MAX_IDENTIFIER_LENGTH) return name;
+  const hash = createHash('sha256').update(base).digest('hex').slice(0, 8);
+  return `${base.slice(0, MAX_IDENTIFIER_LENGTH - suffix.length - hash.length - 1)}_${hash}${suffix}`;
+}
+
+/** The table that keeps every version of a resource's rows: `<table>__history`, at most 63 long. */
 export function historyTableName(table: string): string {
-  return `${table}__history`;
+  return suffixedIdentifier(table, '__history');
+}
+
+/** The index on a history table's (id, _valid_to). */
+export function historyIndexName(historyTable: string): string {
+  return suffixedIdentifier(historyTable, '_by_id');
 }
 
 export function isHistoryTableName(table: string): boolean {

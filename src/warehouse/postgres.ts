@@ -38,6 +38,7 @@ import { planHistoryVersions } from './history.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
+  historyIndexName,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -980,7 +981,7 @@ export class PostgresWarehouse implements Warehouse {
         ];
         await client.query(`CREATE TABLE ${this.table(history)} (${definitions.join(', ')})`);
         await client.query(
-          `CREATE INDEX ${q(`${history}_by_id`)} ON ${this.table(history)} ("id", "_valid_to")`,
+          `CREATE INDEX ${q(historyIndexName(history))} ON ${this.table(history)} ("id", "_valid_to")`,
         );
         return;
       }

@@ -35,6 +35,7 @@ import { planHistoryVersions } from './history.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
+  historyIndexName,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -633,7 +634,9 @@ export class SqliteWarehouse implements Warehouse {
           '"_run_id" INTEGER',
         ];
         this.db.exec(`CREATE TABLE ${q(history)} (${definitions.join(', ')})`);
-        this.db.exec(`CREATE INDEX ${q(`${history}_by_id`)} ON ${q(history)} ("id", "_valid_to")`);
+        this.db.exec(
+          `CREATE INDEX ${q(historyIndexName(history))} ON ${q(history)} ("id", "_valid_to")`,
+        );
         return;
       }
       const present = new Set(this.physicalColumns(history));
