@@ -601,6 +601,28 @@ for (const harness of dialects) {
         await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
       });
 
+      it('writes pages of any length in order: a later duplicate id wins, within or across batches', async () => {
+        const runId = await warehouse.startRun('incremental', 'checksum-1');
+        // 41 rows: SQLite writes them 16 at a time, then the rest one by one; ids 7 and 8 come
+        // again inside the same batch of 16, id 3 again in the next one, id 20 again in the rest.
+        const rows: Row[] = Array.from({ length: 37 }, (_, index) => ({
+          id: index + 1,
+          content: `first ${index + 1}`,
+        }));
+        rows.splice(8, 0, { id: 7, content: 'second 7' }, { id: 8, content: 'second 8' });
+        rows.splice(20, 0, { id: 3, content: 'second 3' });
+        rows.push({ id: 20, content: 'second 20' });
+        expect(rows).toHaveLength(41);
+        const result = await warehouse.writePage(page({ runId, rows }));
+        expect(result.rowsWritten).toBe(41);
+        const stored = await readAll(warehouse, 'messages', 'content');
+        expect(stored.size).toBe(37);
+        for (let id = 1; id <= 37; id++) {
+          const expected = [3, 7, 8, 20].includes(id) ? `second ${id}` : `first ${id}`;
+          expect(stored.get(String(id)), `id ${id}`).toBe(expected);
+        }
+      });
+
       it('upserts idempotently and keeps every value exact', async () => {
         const runId = await warehouse.startRun('incremental', 'checksum-1');
         const rows: Row[] = [
