@@ -20,11 +20,14 @@ import type { ServerRequest, ServerStarted } from './fake-server-process.js';
 import {
   STAGE_LABELS,
   computeChecks,
+  floorRatio,
   formatReport,
+  medianStage,
   resultsAsJson,
   type BenchResults,
   type BenchSettings,
   type MeasuredStage,
+  type RatioStageId,
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
@@ -42,6 +45,8 @@ export interface BenchOptions {
   pagesInFlight: number;
   postgresUrl?: string;
   seed: number;
+  /** Interleaved rounds of the three stages the SQLite ratio compares; their medians count. */
+  rounds: number;
   json: boolean;
 }
 
@@ -66,6 +71,8 @@ const USAGE = `Usage: npm run bench -- [options]
   --pages-in-flight N  pages fetched ahead of the writer (default 2)
   --postgres URL       also measure PostgreSQL (default: OCS_BENCH_POSTGRES_URL or OCS_TEST_POSTGRES_URL)
   --seed N             dataset seed (default ${DEFAULT_BENCH_SEED})
+  --rounds N           rounds of fetch-only, write-only and sync into SQLite, interleaved so
+                       that machine noise hits all three alike; the median of each counts (default 3)
   --json               print the results as JSON`;
 
 export class BenchUsageError extends Error {}
@@ -98,6 +105,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'pages-in-flight': { type: 'string' },
         postgres: { type: 'string' },
         seed: { type: 'string' },
+        rounds: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -122,6 +130,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     pagesInFlight: positiveInteger(values['pages-in-flight'], '--pages-in-flight', 2),
     postgresUrl: postgresUrl === '' ? undefined : postgresUrl,
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
+    rounds: positiveInteger(values.rounds, '--rounds', 3),
     json: values.json === true,
   };
 }
@@ -149,6 +158,11 @@ async function startServer(options: BenchOptions, rows: number) {
     child.kill();
     throw error;
   }
+}
+
+/** A SQLite database and its WAL files. */
+function removeSqliteFiles(path: string): void {
+  for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
 }
 
 /** One stage in a fresh child process. */
@@ -179,16 +193,20 @@ export async function runBenchmark(
   const tenthRows = Math.max(1, Math.round(options.rows / 10));
 
   let server = await startServer(options, options.rows);
-  const measure = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
+  const runMeasured = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
     output.progress(`${STAGE_LABELS[id]} ...`);
     await server.request<number>({ type: 'requests' });
     const result = await runStageProcess(request);
     const serverRequests = await server.request<number>({ type: 'requests' });
     const stage = { ...result, serverRequests };
-    stages[id] = stage;
     output.progress(
       `  ${stage.rows} rows in ${stage.seconds.toFixed(2)} s, ${serverRequests} requests, peak RSS ${stage.peakRssMb.toFixed(1)} MB`,
     );
+    return stage;
+  };
+  const measure = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
+    const stage = await runMeasured(id, request);
+    stages[id] = stage;
     return stage;
   };
 
@@ -196,23 +214,50 @@ export async function runBenchmark(
     const bytesPerRow = server.bytesPerRow;
     const target = { url: server.url, apiKey: server.apiKey };
     const { pageSize, pagesInFlight } = options;
-    const main = sqliteTarget('sync');
 
-    await measure('fetch-only', { kind: 'fetch-only', server: target, pageSize });
-    await measure('write-only-sqlite', {
-      kind: 'write-only',
-      warehouse: sqliteTarget('write-only'),
-      rows: options.rows,
-      seed: options.seed,
-      pageSize,
-    });
-    await measure('sync-sqlite', {
-      kind: 'sync',
-      server: target,
-      warehouse: main,
-      pageSize,
-      pagesInFlight,
-    });
+    // The ratio compares stages run at different moments; on a shared machine the speed drifts
+    // between them. Rounds interleave the three, so drift hits each alike, and medians count.
+    const rounds: Record<RatioStageId, MeasuredStage[]> = {
+      'fetch-only': [],
+      'write-only-sqlite': [],
+      'sync-sqlite': [],
+    };
+    let main = sqliteTarget('sync-0');
+    for (let round = 0; round < options.rounds; round++) {
+      if (options.rounds > 1) output.progress(`round ${round + 1} of ${options.rounds}`);
+      rounds['fetch-only'].push(
+        await runMeasured('fetch-only', { kind: 'fetch-only', server: target, pageSize }),
+      );
+      const writeOnly = sqliteTarget(`write-only-${round}`);
+      rounds['write-only-sqlite'].push(
+        await runMeasured('write-only-sqlite', {
+          kind: 'write-only',
+          warehouse: writeOnly,
+          rows: options.rows,
+          seed: options.seed,
+          pageSize,
+        }),
+      );
+      removeSqliteFiles(writeOnly.url);
+      // The reruns below continue the last round's warehouse; earlier ones only take disk space.
+      if (round > 0) removeSqliteFiles(main.url);
+      main = sqliteTarget(`sync-${round}`);
+      rounds['sync-sqlite'].push(
+        await runMeasured('sync-sqlite', {
+          kind: 'sync',
+          server: target,
+          warehouse: main,
+          pageSize,
+          pagesInFlight,
+        }),
+      );
+    }
+    for (const [id, measured] of Object.entries(rounds) as Array<[RatioStageId, MeasuredStage[]]>) {
+      stages[id] = medianStage(measured);
+    }
+    const sqliteRatioByRound = rounds['sync-sqlite'].map((sync, round) =>
+      floorRatio(sync, rounds['fetch-only'][round]!, rounds['write-only-sqlite'][round]!),
+    );
     if (options.postgresUrl) {
       await measure('write-only-postgres', {
         kind: 'write-only',
@@ -271,10 +316,11 @@ export async function runBenchmark(
       bytesPerRow,
       insertedRows,
       postgres: options.postgresUrl !== undefined,
+      rounds: options.rounds,
       node: process.version,
       cpus: `${cpuList.length} CPU${cpuList.length === 1 ? '' : 's'} (${cpuList[0]?.model.trim() ?? 'unknown'})`,
     };
-    return { settings, stages, checks: computeChecks(settings, stages) };
+    return { settings, stages, checks: computeChecks(settings, stages), sqliteRatioByRound };
   } finally {
     await server.close();
     rmSync(directory, { recursive: true, force: true });

@@ -9,7 +9,14 @@ import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
-import { STAGE_LABELS, resultsAsJson, type BenchResults } from '../bench/report.js';
+import {
+  STAGE_LABELS,
+  floorRatio,
+  medianStage,
+  resultsAsJson,
+  type BenchResults,
+  type MeasuredStage,
+} from '../bench/report.js';
 import { parseJsonExact } from '../src/source/json.js';
 import { readAhead } from '../src/sync/read-ahead.js';
 
@@ -30,7 +37,14 @@ async function runBench(argv: string[]): Promise<{ code: number; out: string; pr
 
 describe('benchmark smoke run', () => {
   it('runs every stage on 2,000 rows and prints the table and the ratios', async () => {
-    const { code, out, progress } = await runBench(['--rows', '2000', '--page-size', '100']);
+    const { code, out, progress } = await runBench([
+      '--rows',
+      '2000',
+      '--page-size',
+      '100',
+      '--rounds',
+      '2',
+    ]);
     expect(progress).not.toMatch(/failed/);
     expect(code).toBe(0);
     const stages = [
@@ -67,6 +81,10 @@ describe('benchmark smoke run', () => {
         new RegExp(`^${check.replace(/[()/%]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
       );
     }
+    // Two interleaved rounds of the ratio's stages, each ratio shown; the table has the medians.
+    expect(progress.match(/^round \d of 2$/gm)).toEqual(['round 1 of 2', 'round 2 of 2']);
+    expect(progress.match(/^full sync -> SQLite \.\.\.$/gm)).toHaveLength(2);
+    expect(out).toMatch(/^SQLite sync \/ floor in each of the 2 rounds: \d+\.\d\d \/ \d+\.\d\d /m);
     // Reruns cost what they should, whatever the timing.
     expect(out).toMatch(/^requests of an unchanged rerun +3 +target <= 3 +met /m);
     expect(out).toMatch(/^requests of the 1% incremental rerun +3 +target <= 4 +met /m);
@@ -81,7 +99,9 @@ describe('benchmark smoke run', () => {
         { rows: number; peakRssMb: number; serverRequests: number; rowsPerSecond: number }
       >;
       checks: Array<{ name: string; met: boolean }>;
+      sqliteRatioByRound: number[];
     };
+    expect(results.sqliteRatioByRound).toHaveLength(2);
     expect(results.settings).toMatchObject({ rows: 2000, insertedRows: 20 });
     expect(results.stages['sync-sqlite']?.rows).toBe(2000);
     expect(results.stages['fetch-only']?.rows).toBe(2000);
@@ -97,18 +117,38 @@ describe('benchmark smoke run', () => {
     expect(results.checks.map((check) => check.name)).toContain('speed-up over the baseline');
   });
 
+  it('takes the median round by time, and the ratio over the slower floor', () => {
+    const stage = (seconds: number): MeasuredStage => ({
+      seconds,
+      rows: 10,
+      pages: 1,
+      cpuSeconds: 0,
+      requests: 0,
+      peakRssMb: 1,
+      rssProfileMb: [],
+      serverRequests: 0,
+    });
+    expect(medianStage([stage(3), stage(1), stage(2)]).seconds).toBe(2);
+    expect(medianStage([stage(4), stage(1), stage(3), stage(2)]).seconds).toBe(2);
+    expect(medianStage([stage(5)]).seconds).toBe(5);
+    expect(() => medianStage([])).toThrow(/no measurement/);
+    expect(floorRatio(stage(6), stage(4), stage(5))).toBeCloseTo(1.2);
+  });
+
   it('refuses bad flags with a usage message', async () => {
     expect(() => parseBenchArgs(['--rows', 'many'], {})).toThrow(
       /--rows must be a positive integer/,
     );
     expect(() => parseBenchArgs(['--page-size', '5000'], {})).toThrow(/at most 1000/);
     expect(() => parseBenchArgs(['--frobnicate'], {})).toThrow(/Unknown option/);
+    expect(() => parseBenchArgs(['--rounds', '0'], {})).toThrow(/--rounds must be a positive/);
     expect(
       parseBenchArgs([], { OCS_TEST_POSTGRES_URL: 'postgres://x@127.0.0.1/db' }),
     ).toMatchObject({
       rows: 1_000_000,
       latencyMs: 0,
       pageSize: 1000,
+      rounds: 3,
       postgresUrl: 'postgres://x@127.0.0.1/db',
       json: false,
     });
