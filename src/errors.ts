@@ -13,6 +13,8 @@ export const ExitCode = {
   usage: 2,
   /** Finished, but some resources were skipped or failed (named in the output). */
   partial: 3,
+  /** Stopped by SIGINT or SIGTERM before the end; committed pages are kept (128 + SIGINT). */
+  interrupted: 130,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -133,8 +135,10 @@ export class SchemaChangeStoppedError extends OcsSyncError {
 /** The warehouse could not be opened or used. */
 export class WarehouseError extends OcsSyncError {}
 
-/** A run that was asked to stop (SIGTERM) before it finished. */
-export class InterruptedError extends OcsSyncError {}
+/** A run that was asked to stop (SIGTERM, SIGINT) before it finished. */
+export class InterruptedError extends OcsSyncError {
+  override readonly exitCode = ExitCode.interrupted;
+}
 
 /** Message for any error, safe to print; unknown errors keep their message only. */
 export function describeError(error: unknown): string {

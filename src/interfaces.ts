@@ -61,10 +61,14 @@ export interface ExportSource {
 }
 
 /**
- * Logical column types, database-neutral. Widening order (a value that does not fit moves its
- * column up, never down): integer -> number -> json; boolean -> json; date | datetime -> text -> json.
+ * Logical column types, database-neutral. `integer` is a 64-bit integer, `number` a double,
+ * `decimal` an exact number that holds both (what an integer column becomes when a fraction
+ * arrives, so stored ids past 2^53 are never rounded). Widening order (a value that does not fit
+ * moves its column up, never down): integer | number -> decimal -> json; boolean -> json;
+ * date | datetime -> text -> json.
  */
-export type ColumnType = 'integer' | 'number' | 'boolean' | 'text' | 'datetime' | 'date' | 'json';
+export type ColumnType =
+  'integer' | 'number' | 'decimal' | 'boolean' | 'text' | 'datetime' | 'date' | 'json';
 
 export interface ColumnSpec {
   name: string;

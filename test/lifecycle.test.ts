@@ -52,7 +52,7 @@ function schemas(): { before: FixtureResource[]; after: FixtureResource[] } {
   const after: FixtureResource[] = [
     {
       ...before[0]!,
-      // weight widens to a number; colour is new.
+      // weight widens to a number (an exact decimal, so no stored integer is rounded); colour is new.
       fields: {
         ...before[0]!.fields,
         weight: { kind: 'number' },
@@ -144,7 +144,7 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     );
     expect(summary).toEqual(
       expect.arrayContaining([
-        'widen_column:widgets:weight:number',
+        'widen_column:widgets:weight:decimal',
         'add_column:widgets:colour:text',
         'create_table:invoices::',
       ]),
@@ -169,7 +169,7 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     expect(stopped.stderr).toMatch(/on_schema_change is "stop"/);
     expect(stopped.stderr).toMatch(/new table invoices/);
     expect(stopped.stderr).toMatch(/new column widgets\.colour text/);
-    expect(stopped.stderr).toMatch(/column widgets\.weight widens integer -> number/);
+    expect(stopped.stderr).toMatch(/column widgets\.weight widens integer -> decimal/);
     expect(stopped.stderr).toMatch(/--accept-schema-change/);
     expect((await changes()).filter((row) => row.change !== 'create_table')).toHaveLength(0);
     // Still stopped on the next run: nothing was accepted.
@@ -197,6 +197,34 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
     expect(widgets[0]?.weight).toBe(dataset.rows('widgets')[0]?.weight);
     const widened = (await changes()).find((row) => row.change === 'widen_column');
     expect(widened?.reason).toBe('value');
+  });
+
+  it('widens to an exact decimal when a fraction reaches an integer column or a 64-bit integer a number column', async () => {
+    const { after } = schemas();
+    const dataset = datasetFromFixture(after, { seed: 5, rowsPerResource: 6 });
+    server = await startFakeServer({ dataset, fixture: after });
+    expect((await sync()).code).toBe(0);
+    const big = 2n ** 60n + 1n;
+    dataset.insert('widgets', [{ weight: big }]);
+    dataset.insert('orders', [{ quantity: 2.5 }]);
+    const result = await sync();
+    expect(result.code).toBe(0);
+    expect(result.logs).toMatch(/column widgets\.weight widens number -> decimal/);
+    expect(result.logs).toMatch(/column orders\.quantity widens integer -> decimal/);
+    expect((await warehouse.readTable('widgets')).at(-1)?.weight).toBe(big);
+    expect((await warehouse.readTable('orders')).at(-1)?.quantity).toBe(2.5);
+    await expectWarehouseEqualsSource(warehouse, dataset);
+    if (dialect === 'postgres') {
+      const types = await warehouse.query(
+        `SELECT table_name, data_type FROM information_schema.columns
+         WHERE table_schema = current_schema() AND column_name IN ('weight', 'quantity')
+         ORDER BY table_name`,
+      );
+      expect(types).toEqual([
+        { table_name: 'orders', data_type: 'numeric' },
+        { table_name: 'widgets', data_type: 'numeric' },
+      ]);
+    }
   });
 
   it('keeps an impossible date by widening its column to text, and reports it', async () => {
@@ -353,6 +381,38 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
       resource: string;
     }>;
     expect(status.map((row) => row.resource)).toEqual(['team', ...names]);
+  });
+
+  it('shows a resource named like a history table, and refuses to keep history into it', async () => {
+    const fixture: FixtureResource[] = ['notes', 'notes__history'].map((resource) => ({
+      resource,
+      model: `app.${resource.replace('__', '_')}`,
+      cursor: 'pk',
+      sealedFields: [],
+      fields: { body: { kind: 'string', text: 'word' } },
+    }));
+    const dataset = datasetFromFixture(fixture, { seed: 3, rowsPerResource: 4 });
+    server = await startFakeServer({ dataset, fixture });
+    expect((await sync()).code).toBe(0);
+    const status = JSON.parse((await runCli(['status', '--json'], warehouse.env)).stdout) as Array<{
+      resource: string;
+      rows: number;
+    }>;
+    expect(status.map((row) => `${row.resource}:${row.rows}`)).toEqual([
+      'team:1',
+      'notes:4',
+      'notes__history:4',
+    ]);
+
+    writeConfig('history: [notes]\n');
+    dataset.edit('notes', [dataset.ids('notes')[0]!], { body: 'edited' });
+    const refused = await sync(['--full-refresh']);
+    expect(refused.code).toBe(3);
+    expect(refused.stdout + refused.logs).toMatch(
+      /Cannot keep the history of notes: notes__history is already a resource table/,
+    );
+    // The other resource's rows are untouched, and it still syncs.
+    await expectWarehouseEqualsSource(warehouse, dataset, { resources: ['notes__history'] });
   });
 
   it('an interrupted full refresh marks nothing deleted; deletes: remove removes', async () => {

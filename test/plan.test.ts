@@ -107,7 +107,17 @@ describe('column types', () => {
     expect(inferColumnType('2026-11-20')).toBe('date');
     expect(inferColumnType({})).toBe('json');
     expect(inferColumnType(null)).toBeUndefined();
-    expect(widenColumnType('integer', 'number')).toBe('number');
+    // 1e20 is integral but no 64-bit integer; past 64 bits only JSON keeps every digit.
+    expect(inferColumnType(1e20)).toBe('number');
+    expect(inferColumnType(2n ** 63n)).toBe('json');
+    expect(widenColumnType('integer', 'number')).toBe('decimal');
+    expect(widenColumnType('number', 'integer')).toBe('decimal');
+    expect(widenColumnType('decimal', 'number')).toBe('decimal');
+    expect(widenColumnType('decimal', 'text')).toBe('json');
+    expect(valueFits(2n ** 60n, 'number')).toBe(false);
+    expect(valueFits(2n ** 60n, 'decimal')).toBe(true);
+    expect(valueFits(2n ** 63n, 'decimal')).toBe(false);
+    expect(valueFits(1e20, 'integer')).toBe(false);
     expect(widenColumnType('datetime', 'text')).toBe('text');
     expect(widenColumnType('integer', 'text')).toBe('json');
     expect(widenColumnType('boolean', 'integer')).toBe('json');
@@ -161,7 +171,7 @@ describe('table planning', () => {
       'schema',
     );
     expect(plan.columns.map((c) => `${c.name}:${c.type}`)).toEqual([
-      'a:number',
+      'a:decimal',
       'gone:text',
       'wide:json',
       'b:datetime',

@@ -177,7 +177,13 @@ function textTypeParser(pg: typeof import('pg').default) {
       case 20:
         return (value) => BigInt(value);
       case 1700:
-        return (value) => Number(value);
+        // numeric: exact when it is a 64-bit integer, as the warehouse reads it.
+        return (value) => {
+          const integer = /^-?\d{1,19}$/.test(value) ? BigInt(value) : undefined;
+          return integer !== undefined && BigInt.asIntN(64, integer) === integer
+            ? integer
+            : Number(value);
+        };
       case 1184:
       case 1114:
         return (value) => value.replace(' ', 'T').replace(/\+00$/, 'Z');

@@ -147,7 +147,7 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
       syncEnv(server.url, warehouse.env, SMALL_PAGES),
       { signal: controller.signal },
     );
-    expect(interrupted.code).toBe(1);
+    expect(interrupted.code).toBe(130);
     expect(interrupted.stderr).toMatch(/interrupted; every committed page is kept/);
     server.options.onPageServed = undefined;
     expect((await sync()).code).toBe(0);

@@ -291,6 +291,37 @@ for (const harness of dialects) {
         }
       });
 
+      it('upgrades a warehouse from before the decimal type: its number columns become decimal, exact', async () => {
+        // The state version 1 left: an exact numeric column labelled `number`.
+        const columns: ColumnSpec[] = [{ name: 'amount', type: 'decimal' }];
+        await createTable(warehouse, 'legacy', columns);
+        const runId = await warehouse.startRun('incremental', null);
+        const rows: Row[] = [
+          { id: 1, amount: 2n ** 62n + 1n },
+          { id: 2, amount: 0.1 + 0.2 },
+        ];
+        await warehouse.writePage({
+          runId,
+          resource: 'legacy',
+          columns,
+          rows,
+          cursor: null,
+          cursorKind: 'pk',
+          history: false,
+        });
+        await db.query("UPDATE _ocs_columns SET column_type = 'number'");
+        await db.query('DELETE FROM _ocs_migrations WHERE version = 2');
+
+        const upgraded = await db.open();
+        expect(await upgraded.describeTable('legacy')).toEqual(columns);
+        expect(await readAll(upgraded, 'legacy', 'amount')).toEqual(
+          new Map(rows.map((row) => [String(row.id), row.amount])),
+        );
+        expect(await count(db, 'SELECT count(*) AS n FROM _ocs_migrations')).toBe(
+          loadMigrations(harness.name).length,
+        );
+      });
+
       it('refuses a warehouse migrated by a newer ocs-sync', async () => {
         await db.query('INSERT INTO _ocs_migrations (version, name, applied_at) VALUES (?, ?, ?)', [
           999,
@@ -392,14 +423,14 @@ for (const harness of dialects) {
               table: 'things',
               column: 'count',
               fromType: 'integer',
-              toType: 'number',
+              toType: 'decimal',
               reason: 'value',
             },
             {
               kind: 'widen_column',
               table: 'things',
               column: 'count',
-              fromType: 'number',
+              fromType: 'decimal',
               toType: 'json',
               reason: 'value',
             },
@@ -533,13 +564,76 @@ for (const harness of dialects) {
         expect(
           recorded.slice(1).map((row) => `${row.column_name}:${row.from_type}->${row.to_type}`),
         ).toEqual([
-          'count:integer->number',
-          'count:number->json',
+          'count:integer->decimal',
+          'count:decimal->json',
           'flag:boolean->json',
           'label:text->json',
           'day:date->text',
           'seen_at:datetime->json',
         ]);
+      });
+
+      it('keeps doubles and 64-bit integers exact, and widens both to an exact decimal', async () => {
+        const columns: ColumnSpec[] = [
+          { name: 'ratio', type: 'number' },
+          { name: 'total', type: 'integer' },
+        ];
+        await createTable(warehouse, 'measures', columns);
+        const runId = await warehouse.startRun('incremental', null);
+        const rows: Row[] = [
+          { id: 1, ratio: 0.1 + 0.2, total: 2n ** 62n + 1n },
+          { id: 2, ratio: 1e300, total: -(2n ** 63n) },
+          { id: 3, ratio: 5, total: 7 },
+          { id: 4, ratio: -2.5e-300, total: null },
+        ];
+        await warehouse.writePage({
+          runId,
+          resource: 'measures',
+          columns,
+          rows,
+          cursor: null,
+          cursorKind: 'pk',
+          history: false,
+        });
+        const expected = (column: 'ratio' | 'total') =>
+          new Map(rows.map((row) => [String(row.id), row[column]]));
+        expect(await readAll(warehouse, 'measures', 'ratio')).toEqual(expected('ratio'));
+        expect(await readAll(warehouse, 'measures', 'total')).toEqual(expected('total'));
+
+        await warehouse.applySchemaChanges(
+          [
+            {
+              kind: 'widen_column',
+              table: 'measures',
+              column: 'ratio',
+              fromType: 'number',
+              toType: 'decimal',
+              reason: 'value',
+            },
+            {
+              kind: 'widen_column',
+              table: 'measures',
+              column: 'total',
+              fromType: 'integer',
+              toType: 'decimal',
+              reason: 'value',
+            },
+          ],
+          CHECKSUMS,
+        );
+        expect(await warehouse.describeTable('measures')).toEqual([
+          { name: 'ratio', type: 'decimal' },
+          { name: 'total', type: 'decimal' },
+        ]);
+        expect(await readAll(warehouse, 'measures', 'ratio')).toEqual(expected('ratio'));
+        expect(await readAll(warehouse, 'measures', 'total')).toEqual(expected('total'));
+        if (harness.name === 'postgres') {
+          const types = await db.query(
+            `SELECT data_type FROM information_schema.columns
+             WHERE table_name = 'measures' AND column_name IN ('ratio', 'total')`,
+          );
+          expect(types.map((row) => row.data_type)).toEqual(['numeric', 'numeric']);
+        }
       });
 
       it('refuses narrowing, duplicates, reserved and unsafe names, and changes nothing then', async () => {
@@ -1359,8 +1453,13 @@ describe('migration files', () => {
     const sqlite = loadMigrations('sqlite');
     const postgres = loadMigrations('postgres');
     expect(sqlite.map((m) => m.file)).toEqual(postgres.map((m) => m.file));
-    const tablesOf = (text: string) =>
-      [...text.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/g)].map((m) => m[1]);
+    // A table SQLite rebuilds under a new name and renames back is not a new table.
+    const tablesOf = (text: string) => {
+      const renamed = new Set([...text.matchAll(/ALTER TABLE (\w+) RENAME TO/g)].map((m) => m[1]));
+      return [...text.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(\w+)/g)]
+        .map((m) => m[1])
+        .filter((table) => !renamed.has(table));
+    };
     for (const [index, migration] of sqlite.entries()) {
       expect(tablesOf(migration.sql)).toEqual(tablesOf(postgres[index]!.sql));
     }
@@ -1436,7 +1535,8 @@ describe('PostgreSQL connection settings', () => {
       { schema: 'analytics', statementTimeoutSeconds: 1.5 },
     );
     expect(config.options).toBe(
-      '-c work_mem=64MB -c search_path=analytics -c TimeZone=UTC -c DateStyle=ISO -c statement_timeout=1500',
+      '-c work_mem=64MB -c search_path=analytics -c TimeZone=UTC -c DateStyle=ISO ' +
+        '-c extra_float_digits=3 -c statement_timeout=1500',
     );
     expect(config.connectionString).toBe('postgres://u@h/db?sslmode=disable');
   });
@@ -1483,6 +1583,7 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
       await createTable(warehouse, 'typed', [
         { name: 'a_integer', type: 'integer' },
         { name: 'a_number', type: 'number' },
+        { name: 'a_decimal', type: 'decimal' },
         { name: 'a_boolean', type: 'boolean' },
         { name: 'a_text', type: 'text' },
         { name: 'updated_at', type: 'datetime' },
@@ -1497,7 +1598,8 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
       expect(columns.rows.map((row) => `${row.column_name} ${row.data_type}`)).toEqual([
         'id bigint',
         'a_integer bigint',
-        'a_number numeric',
+        'a_number double precision',
+        'a_decimal numeric',
         'a_boolean boolean',
         'a_text text',
         'updated_at timestamp with time zone',

@@ -44,6 +44,16 @@ function isDate(value: string): boolean {
   return DATE.test(value) && isRealDay(value);
 }
 
+const INT64_MIN = -(2n ** 63n);
+const INT64_MAX = 2n ** 63n - 1n;
+
+/** An integer every dialect stores exactly as a 64-bit integer. */
+export function isInt64(value: unknown): boolean {
+  return typeof value === 'bigint'
+    ? value >= INT64_MIN && value <= INT64_MAX
+    : typeof value === 'number' && Number.isSafeInteger(value);
+}
+
 /** The narrowest column type that holds this value; undefined for null (fits anything). */
 export function inferColumnType(value: unknown): ColumnType | undefined {
   if (value === null || value === undefined) return undefined;
@@ -51,9 +61,11 @@ export function inferColumnType(value: unknown): ColumnType | undefined {
     case 'boolean':
       return 'boolean';
     case 'bigint':
-      return 'integer';
+      // Past 64 bits only JSON keeps every digit (SQLite would round it to a double).
+      return isInt64(value) ? 'integer' : 'json';
     case 'number':
-      return Number.isInteger(value) ? 'integer' : 'number';
+      // 1e20 is integral but no 64-bit integer: a double.
+      return Number.isSafeInteger(value) ? 'integer' : 'number';
     case 'string':
       if (isDateTime(value)) return 'datetime';
       if (isDate(value)) return 'date';
@@ -68,9 +80,11 @@ export function valueFits(value: unknown, type: ColumnType): boolean {
   if (value === null || value === undefined || type === 'json') return true;
   switch (type) {
     case 'integer':
-      return typeof value === 'bigint' || (typeof value === 'number' && Number.isInteger(value));
+      return isInt64(value);
     case 'number':
-      return typeof value === 'number' || typeof value === 'bigint';
+      return typeof value === 'number';
+    case 'decimal':
+      return typeof value === 'number' || isInt64(value);
     case 'boolean':
       return typeof value === 'boolean';
     case 'text':
@@ -84,12 +98,12 @@ export function valueFits(value: unknown, type: ColumnType): boolean {
 
 /**
  * The narrowest type that holds values of both types. Columns only ever move up this lattice:
- * integer -> number -> json; boolean -> json; date | datetime -> text -> json.
+ * integer | number -> decimal -> json; boolean -> json; date | datetime -> text -> json.
  */
 export function widenColumnType(current: ColumnType, incoming: ColumnType): ColumnType {
   if (current === incoming) return current;
-  const numeric: ColumnType[] = ['integer', 'number'];
-  if (numeric.includes(current) && numeric.includes(incoming)) return 'number';
+  const numeric: ColumnType[] = ['integer', 'number', 'decimal'];
+  if (numeric.includes(current) && numeric.includes(incoming)) return 'decimal';
   const textual: ColumnType[] = ['date', 'datetime', 'text'];
   if (textual.includes(current) && textual.includes(incoming)) return 'text';
   return 'json';

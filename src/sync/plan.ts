@@ -12,7 +12,7 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { isSafeFieldName } from '../names.js';
-import { inferColumnType, isWidening, valueFits, widenColumnType } from './column-types.js';
+import { inferColumnType, valueFits, widenColumnType } from './column-types.js';
 
 /**
  * The cursor that resumes after `row` (REFERENCE.md, Paging): the server gives none on the last
@@ -98,9 +98,14 @@ export function planTable(
     if (!have) {
       columns.push({ ...want });
       changes.push({ kind: 'add_column', table, column: want.name, toType: want.type, reason });
-    } else if (isWidening(have.type, want.type)) {
-      changes.push(widening(table, have, want.type, reason));
-      have.type = want.type;
+    } else {
+      // The declared type, or the exact decimal holding it and the column's integers or doubles.
+      // Never json on the schema's word alone: values widen a column further if they must.
+      const target = widenColumnType(have.type, want.type);
+      if (target !== have.type && (target === want.type || target === 'decimal')) {
+        changes.push(widening(table, have, target, reason));
+        have.type = target;
+      }
     }
   }
   return { columns, changes };

@@ -23,7 +23,6 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { isHistoryTableName } from './identifiers.js';
 
 /** Written as ISO text; PostgreSQL (timestamptz) reads back a Date, SQLite the text. */
 type Timestamp = KyselyColumnType<string | Date, string, string>;
@@ -324,9 +323,8 @@ export class Bookkeeping {
       .select('table_name')
       .distinct()
       .execute();
-    const names = [...new Set([...states.keys(), ...tables.map((row) => row.table_name)])]
-      .filter((name) => !isHistoryTableName(name))
-      .sort();
+    // History tables are in neither list: they are not resources.
+    const names = [...new Set([...states.keys(), ...tables.map((row) => row.table_name)])].sort();
     const result: ResourceStatus[] = [];
     for (const name of names) {
       const state = states.get(name) ?? emptyResourceState(name);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { UnsafeNameError } from '../errors.js';
+import { UnsafeNameError, WarehouseError } from '../errors.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
 // The engine checks names first; the warehouse checks again before any name reaches SQL.
@@ -41,6 +41,18 @@ export function historyIndexName(historyTable: string): string {
   return suffixedIdentifier(historyTable, '_by_id');
 }
 
-export function isHistoryTableName(table: string): boolean {
-  return table.endsWith('__history');
+/**
+ * Refuses a `<table>__history` that is not a history table (a resource of that very name), so
+ * history versions never land in another resource's rows.
+ */
+export function assertHistoryTable(
+  table: string,
+  history: string,
+  columns: ReadonlySet<string>,
+): void {
+  if (columns.has('_version_id')) return;
+  throw new WarehouseError(
+    `Cannot keep the history of ${table}: ${history} is already a resource table, not a history table.`,
+    { hint: `Leave ${table} out of \`history\`, or exclude the resource named ${history}.` },
+  );
 }

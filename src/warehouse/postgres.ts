@@ -35,10 +35,12 @@ import type {
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, nowIso, toIsoText, type BookkeepingTables } from './bookkeeping.js';
 import { planHistoryVersions } from './history.js';
+import { isInt64 } from '../sync/column-types.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   historyIndexName,
+  assertHistoryTable,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -83,9 +85,9 @@ export interface PostgresWarehouseOptions {
 /** SQL type of each logical column type. */
 export const POSTGRES_TYPE: Record<ColumnType, string> = {
   integer: 'bigint',
-  // numeric, not double precision: an integer column widened to number keeps ids past 2^53
-  // exact, and every JS double round-trips through its shortest decimal text.
-  number: 'numeric',
+  number: 'double precision',
+  // Exact: an integer column widened by a fraction keeps its ids past 2^53.
+  decimal: 'numeric',
   boolean: 'boolean',
   text: 'text',
   datetime: 'timestamptz',
@@ -97,6 +99,8 @@ const SAFE_SCHEMA = /^[a-z][a-z0-9_]{0,62}$/;
 const LOCK_NAME = 'writer';
 const LOCK_POLL_MS = 250;
 const INT8_OID = 20;
+/** Decimal text of an integer short enough that it may fit 64 bits. */
+const INTEGER_TEXT = /^-?\d{1,19}$/;
 
 /**
  * A timestamptz as ISO 8601 UTC text the way the server writes times (Python isoformat with Z):
@@ -117,7 +121,9 @@ function readExpression(column: string, type: ColumnType): string {
   switch (type) {
     case 'integer':
     case 'number':
+    case 'decimal':
     case 'json':
+      // double precision as text is its shortest exact form (extra_float_digits, see below).
       return `${ref}::text`;
     case 'datetime':
       return isoTextSql(ref);
@@ -134,10 +140,14 @@ function decodeValue(type: ColumnType, stored: unknown): unknown {
   switch (type) {
     case 'integer':
       return narrowInteger(BigInt(String(stored)));
-    case 'number': {
-      // As SQLite's NUMERIC reads: integers exact (bigint past 2^53), anything else a double.
+    case 'number':
+    case 'decimal': {
+      // As SQLite's NUMERIC reads: 64-bit integers exact (bigint past 2^53), anything else a
+      // double (1e300 is all digits in numeric's text, and only ever came from a double).
       const text = String(stored);
-      return /^-?\d+$/.test(text) ? narrowInteger(BigInt(text)) : Number(text);
+      if (!INTEGER_TEXT.test(text)) return Number(text);
+      const integer = BigInt(text);
+      return isInt64(integer) ? narrowInteger(integer) : Number(text);
     }
     case 'json':
       return fromJsonText(String(stored));
@@ -156,7 +166,8 @@ export function wideningExpression(column: string, from: ColumnType, to: ColumnT
     from === 'datetime' ? isoTextSql(ref) : from === 'date' ? `to_char(${ref}, 'YYYY-MM-DD')` : ref;
   if (to === 'json') return `to_jsonb(${asText})`;
   if (to === 'text') return asText;
-  if (to === 'number') return `${ref}::numeric`;
+  // Through text: a direct double -> numeric cast keeps only 15 significant digits.
+  if (to === 'decimal') return from === 'number' ? `${ref}::text::numeric` : `${ref}::numeric`;
   throw new WarehouseError(`No conversion of ${column} from ${from} to ${to} is defined.`);
 }
 
@@ -235,6 +246,7 @@ function encodeValue(type: ColumnType, value: unknown, altered: AlteredCounter):
   switch (type) {
     case 'integer':
     case 'number':
+    case 'decimal':
     case 'boolean':
     case 'datetime':
     case 'date':
@@ -296,6 +308,8 @@ export function postgresClientConfig(
     `-c search_path=${settings.schema}`,
     '-c TimeZone=UTC',
     '-c DateStyle=ISO',
+    // A double's text is exact (shortest round-trip form from PostgreSQL 12, 17 digits before).
+    '-c extra_float_digits=3',
     `-c statement_timeout=${timeoutMs}`,
   ]
     .filter(Boolean)
@@ -986,6 +1000,7 @@ export class PostgresWarehouse implements Warehouse {
         return;
       }
       const present = await this.physicalColumns(client, history);
+      assertHistoryTable(table, history, present);
       for (const column of columns) {
         if (!present.has(column.name)) {
           await client.query(

@@ -11,6 +11,7 @@ import { assertSafeColumnName, assertSafeTableName } from './identifiers.js';
 const LOGICAL_TYPES: ReadonlySet<string> = new Set<ColumnType>([
   'integer',
   'number',
+  'decimal',
   'boolean',
   'text',
   'datetime',

@@ -36,6 +36,7 @@ import {
   assertSafeColumnName,
   assertSafeTableName,
   historyIndexName,
+  assertHistoryTable,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -77,6 +78,7 @@ type SqliteValue = number | bigint | string | null;
 const SQLITE_TYPE: Record<ColumnType, string> = {
   integer: 'INTEGER',
   number: 'NUMERIC',
+  decimal: 'NUMERIC',
   boolean: 'INTEGER',
   text: 'TEXT',
   datetime: 'TEXT',
@@ -97,6 +99,7 @@ function encodeValue(type: ColumnType, value: unknown): SqliteValue {
   switch (type) {
     case 'integer':
     case 'number':
+    case 'decimal':
       return value as number | bigint;
     case 'boolean':
       return value ? 1 : 0;
@@ -115,6 +118,7 @@ function decodeValue(type: ColumnType, stored: unknown): unknown {
   switch (type) {
     case 'integer':
     case 'number':
+    case 'decimal':
       return typeof stored === 'bigint' ? narrowInteger(stored) : stored;
     case 'boolean':
       return typeof stored === 'bigint' ? stored !== 0n : Boolean(stored);
@@ -683,6 +687,7 @@ export class SqliteWarehouse implements Warehouse {
         return;
       }
       const present = new Set(this.physicalColumns(history));
+      assertHistoryTable(table, history, present);
       for (const column of columns) {
         if (!present.has(column.name)) {
           this.db.exec(
