@@ -11,12 +11,16 @@
  * - values:  named (prepared) multi-row `INSERT ... VALUES ($1..$N) ON CONFLICT (id) DO UPDATE`
  * - unnest:  named `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ...`
  * - json:    named `INSERT ... SELECT * FROM json_to_recordset($1::json) AS x(...) ON CONFLICT ...`
+ * - copy:    `COPY stage FROM STDIN` (text format, through pg-copy-streams) into a temporary table
+ *   emptied at commit, then `INSERT ... SELECT FROM stage ON CONFLICT ...` (the COPY + merge shape)
  * - warehouse: PostgresWarehouse.writePage (the unnest shape plus value checks, NUL cleaning and
  *   the cursor save), in a throwaway schema `ocs_bench`.
- * COPY FROM STDIN needs the pg-copy-streams package, which is not a dependency; COPY into a temp
- * table plus a merge measured no better than these on this kind of machine, so it is left out.
+ * pg-copy-streams is a dev dependency: only this comparison uses it.
  */
+import { pipeline } from 'node:stream/promises';
+import { Readable } from 'node:stream';
 import pg from 'pg';
+import { from as copyFrom } from 'pg-copy-streams';
 import type { ColumnSpec, Row } from '../src/interfaces.js';
 import { PostgresWarehouse } from '../src/warehouse/postgres.js';
 
@@ -153,6 +157,39 @@ const jsonShape: Shape = (table, rows, runId) => {
   };
 };
 
+/** A value in COPY's text format: `\\N` for null, backslash escapes for the rest. */
+function copyField(value: unknown): string {
+  if (value === null || value === undefined) return '\\N';
+  const text = typeof value === 'boolean' ? (value ? 't' : 'f') : String(value);
+  return text.replace(/[\\\t\n\r]/g, (character) =>
+    character === '\\' ? '\\\\' : character === '\t' ? '\\t' : character === '\n' ? '\\n' : '\\r',
+  );
+}
+
+const COPY_STAGE = 'bench_copy_stage';
+
+/** COPY the page into the session's stage table, then merge it into `table` in one statement. */
+async function copyAndMerge(
+  client: pg.Client,
+  table: string,
+  rows: BenchRow[],
+  runId: number,
+): Promise<void> {
+  const lines = rows.map(
+    (row) => `${columns.map((column) => copyField(parameter(row, column, runId))).join('\t')}\n`,
+  );
+  await pipeline(
+    Readable.from([lines.join('')]),
+    client.query(copyFrom(`COPY ${COPY_STAGE} (${columnList}) FROM STDIN`)),
+  );
+  await client.query({
+    name: `${table}_merge`,
+    text:
+      `INSERT INTO ${quoted(table)} (${columnList}, "_synced_at") ` +
+      `SELECT ${columnList}, now() FROM ${COPY_STAGE} ON CONFLICT ("id") DO UPDATE SET ${updateSet}`,
+  });
+}
+
 async function resetTables(client: pg.Client, tables: string[]): Promise<void> {
   for (const table of tables) {
     await client.query(`DROP TABLE IF EXISTS ${quoted(table)}`);
@@ -165,6 +202,11 @@ async function resetTables(client: pg.Client, tables: string[]): Promise<void> {
         .join(', ')}, "_synced_at" timestamptz)`,
     );
   }
+  await client.query(
+    `CREATE TEMPORARY TABLE IF NOT EXISTS ${COPY_STAGE} (${columns
+      .map((column) => `${quoted(column.name)} ${column.sql}`)
+      .join(', ')}) ON COMMIT DELETE ROWS`,
+  );
   await client.query('DROP TABLE IF EXISTS "bench_cursor"');
   await client.query('CREATE TABLE "bench_cursor" ("resource" text PRIMARY KEY, "cursor" text)');
   for (const table of tables)
@@ -179,14 +221,15 @@ function median(values: number[]): number {
 /** One page in one transaction with its cursor save, as the warehouse writes it; returns seconds. */
 async function writePage(
   client: pg.Client,
-  shape: Shape,
+  shape: Shape | 'copy',
   table: string,
   rows: BenchRow[],
   runId: number,
 ): Promise<number> {
   const started = process.hrtime.bigint();
   await client.query('BEGIN');
-  await client.query(shape(table, rows, runId));
+  if (shape === 'copy') await copyAndMerge(client, table, rows, runId);
+  else await client.query(shape(table, rows, runId));
   await client.query({
     name: 'bench_cursor_save',
     text: `UPDATE "bench_cursor" SET "cursor" = $1 WHERE "resource" = $2`,
@@ -213,10 +256,11 @@ async function main(): Promise<void> {
     `PostgreSQL ${version} (fsync=${fsync}), node ${process.version}, ${pages} pages x ${rowsPerPage} rows per contender and pass, ` +
       `~${Math.round(sample)} bytes a row as JSON`,
   );
-  const shapes: Array<{ label: string; table: string; shape: Shape }> = [
+  const shapes: Array<{ label: string; table: string; shape: Shape | 'copy' }> = [
     { label: 'values (named multi-row VALUES)', table: 'bench_values', shape: valuesShape },
     { label: 'unnest (named, typed arrays)', table: 'bench_unnest', shape: unnestShape },
     { label: 'json (named, json_to_recordset)', table: 'bench_json', shape: jsonShape },
+    { label: 'copy (COPY to a temp table + merge)', table: 'bench_copy', shape: 'copy' },
   ];
   await resetTables(
     client,
@@ -269,6 +313,16 @@ async function main(): Promise<void> {
         );
       });
     }
+    // Every shape must have stored the same rows, or its speed means nothing.
+    const digests = new Set<string>();
+    for (const entry of shapes) {
+      const result = await client.query<{ digest: string }>(
+        `SELECT md5(string_agg(row(${columnList})::text, '|' ORDER BY "id")) AS digest FROM ${quoted(entry.table)}`,
+      );
+      digests.add(result.rows[0]!.digest);
+    }
+    if (digests.size !== 1) throw new Error('The shapes stored different rows; a shape is wrong.');
+    console.log('Every shape stored the same rows.');
   } finally {
     await warehouse.close();
     for (const entry of shapes) await client.query(`DROP TABLE IF EXISTS ${quoted(entry.table)}`);
