@@ -1,7 +1,8 @@
 /** The command line's contract: help, usage errors, configuration errors, exit codes. */
 import { join } from 'node:path';
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, temporaryDirectory } from './support.js';
 
 describe('ocs-sync command line', () => {
@@ -59,8 +60,16 @@ describe('ocs-sync command line', () => {
     expect(result.stderr).toMatch(/OCS_API_KEY/);
   });
 
-  it('shows an empty status for a new warehouse, as a table and as JSON', async () => {
-    const env = { OCS_WAREHOUSE_URL: join(directory.path, 'w.db') };
+  it('says there is no warehouse yet instead of creating one, then shows an empty status', async () => {
+    const path = join(directory.path, 'w.db');
+    const env = { OCS_WAREHOUSE_URL: path };
+    const missing = await runCli(['status'], env);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain(`There is no SQLite warehouse at ${path} yet`);
+    expect(missing.stderr).toMatch(/run `ocs-sync sync` first/);
+    expect(existsSync(path)).toBe(false);
+
+    await (await openWarehouse({ url: path })).close();
     const table = await runCli(['status'], env);
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^resource\s+rows/);

@@ -53,7 +53,7 @@ export async function runUnsealCommand(
   const config = context.config({ server: false });
   const logger = context.logger(config);
   const secretKey = loadArchiveSecretKey(options.archiveKey, (message) => logger.warn(message));
-  const warehouse = await createWarehouse(config, logger);
+  const warehouse = await createWarehouse(config, logger, { mustExist: true });
   try {
     const recorded = await warehouse.getState(SEALED_FIELDS_STATE_KEY);
     const sealedFields = recorded ? (JSON.parse(recorded) as Record<string, string[]>) : {};

@@ -10,7 +10,7 @@ export async function runStatusCommand(
   options: { json?: boolean },
 ): Promise<number> {
   const config = context.config({ server: false });
-  const warehouse = await createWarehouse(config, context.logger(config));
+  const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
   try {
     const statuses = inManifestOrder(
       await warehouse.status(),

@@ -43,8 +43,13 @@ export function createSource(
   });
 }
 
-export function createWarehouse(config: Config, logger: Logger): Promise<Warehouse> {
+export function createWarehouse(
+  config: Config,
+  logger: Logger,
+  options: { mustExist?: boolean } = {},
+): Promise<Warehouse> {
   return openWarehouse({
+    ...options,
     url: config.warehouse.url,
     schema: config.warehouse.schema,
     poolSize: config.warehouse.poolSize,

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
@@ -17,6 +17,8 @@ export interface OpenWarehouseOptions {
   statementTimeoutSeconds?: number;
   /** A writer lock whose heartbeat is older than this is taken over. Default 600. */
   lockStaleAfterSeconds?: number;
+  /** Refuse an SQLite file that does not exist yet (commands that only read, like `status`). */
+  mustExist?: boolean;
   logger?: WarehouseLogger;
 }
 
@@ -35,6 +37,11 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     return migrated(warehouse);
   }
   const path = location.path === ':memory:' ? location.path : resolve(location.path);
+  if (options.mustExist && path !== ':memory:' && !existsSync(path)) {
+    throw new WarehouseError(`There is no SQLite warehouse at ${path} yet.`, {
+      hint: 'Check --warehouse / OCS_WAREHOUSE_URL, or run `ocs-sync sync` first to create it.',
+    });
+  }
   if (path !== ':memory:') {
     try {
       mkdirSync(dirname(path), { recursive: true });
