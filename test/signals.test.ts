@@ -57,11 +57,18 @@ describe.each(testDialects)('real signals to an ocs-sync process (%s)', (dialect
   let warehouse: TestWarehouse;
   let running: ChildProcess | undefined;
   let directory: ReturnType<typeof temporaryDirectory>;
-  /** The run after the signal: it would wait for the lock and exit 3 had the process kept it. */
-  const resume = () => {
+  /**
+   * The stopped run is recorded as interrupted, and the next one (which would wait for the lock
+   * and exit 3 had the stopped process kept it) resumes to exactly the source.
+   */
+  const expectInterruptedThenResumed = async () => {
+    const runs = await warehouse.query(`SELECT status FROM "_ocs_runs" ORDER BY id`);
+    expect(runs.map((run) => run.status)).toEqual(['interrupted']);
+    server.options.onPageServed = undefined;
     const configFile = join(directory.path, 'no-lock-wait.yaml');
     writeFileSync(configFile, 'lock:\n  wait_seconds: 0\n');
-    return runCli(['--config', configFile, 'sync'], env());
+    expect((await runCli(['--config', configFile, 'sync'], env())).code).toBe(0);
+    await expectWarehouseEqualsSource(warehouse, dataset);
   };
 
   const env = () => ({
@@ -103,13 +110,7 @@ describe.each(testDialects)('real signals to an ocs-sync process (%s)', (dialect
     const result = await finished;
     expect(result.code).toBe(130);
     expect(result.stderr).toMatch(/interrupted; every committed page is kept/);
-    const runs = await warehouse.query(`SELECT status FROM "_ocs_runs" ORDER BY id`);
-    expect(runs.map((run) => run.status)).toEqual(['interrupted']);
-
-    server.options.onPageServed = undefined;
-    const resumed = await resume();
-    expect(resumed.code).toBe(0);
-    await expectWarehouseEqualsSource(warehouse, dataset);
+    await expectInterruptedThenResumed();
   });
 
   it('daemon: SIGTERM mid-run exits 0, leaves the warehouse consistent and the lock free', async () => {
@@ -123,12 +124,6 @@ describe.each(testDialects)('real signals to an ocs-sync process (%s)', (dialect
     signalAfterPages(8, 'SIGTERM');
     const result = await finished;
     expect(result.code).toBe(0);
-    const runs = await warehouse.query(`SELECT status FROM "_ocs_runs" ORDER BY id`);
-    expect(runs.map((run) => run.status)).toEqual(['interrupted']);
-
-    server.options.onPageServed = undefined;
-    const resumed = await resume();
-    expect(resumed.code).toBe(0);
-    await expectWarehouseEqualsSource(warehouse, dataset);
+    await expectInterruptedThenResumed();
   });
 });
