@@ -43,7 +43,7 @@ EXPOSE 9464
 # Asks the daemon's own /healthz (no curl in slim images); passes when health.listen is off.
 HEALTHCHECK --interval=30s --timeout=5s --start-period=60s --retries=3 \
     CMD ["node", "-e", "const l=process.env.OCS_HEALTH_LISTEN||'127.0.0.1:9464';if(l==='off')process.exit(0);const a=l.replace(/^0\\.0\\.0\\.0:/,'127.0.0.1:').replace(/^\\[::\\]:/,'[::1]:');fetch('http://'+a+'/healthz',{signal:AbortSignal.timeout(4000)}).then(r=>process.exit(r.status===200?0:1),()=>process.exit(1))"]
-# `IMAGE sync`, `IMAGE --help`: arguments go to ocs-sync. `IMAGE node …`, `IMAGE sh`, or a path:
-# run as given (so the CMD below, and debugging shells, work too).
-ENTRYPOINT ["/bin/sh", "-c", "case \"${1:-}\" in node|sh|bash|*/*) exec \"$@\";; esac; exec node /app/bin/ocs-sync.js \"$@\"", "ocs-sync"]
+# `IMAGE sync`, `IMAGE ocs-sync sync`, `IMAGE --help`: arguments go to ocs-sync. `IMAGE node …`,
+# `IMAGE sh`, or a path: run as given (so the CMD below, and debugging shells, work too).
+ENTRYPOINT ["/bin/sh", "-c", "case \"${1:-}\" in node|sh|bash|*/*) exec \"$@\";; ocs-sync) shift;; esac; exec node /app/bin/ocs-sync.js \"$@\"", "ocs-sync"]
 CMD ["node", "bin/ocs-sync.js", "daemon"]
