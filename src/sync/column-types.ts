@@ -44,13 +44,10 @@ function isDate(value: string): boolean {
   return DATE.test(value) && isRealDay(value);
 }
 
-const INT64_MIN = -(2n ** 63n);
-const INT64_MAX = 2n ** 63n - 1n;
-
 /** An integer every dialect stores exactly as a 64-bit integer. */
 export function isInt64(value: unknown): boolean {
   return typeof value === 'bigint'
-    ? value >= INT64_MIN && value <= INT64_MAX
+    ? BigInt.asIntN(64, value) === value
     : typeof value === 'number' && Number.isSafeInteger(value);
 }
 

@@ -37,10 +37,10 @@ import { Bookkeeping, nowIso, toIsoText, type BookkeepingTables } from './bookke
 import { planHistoryVersions } from './history.js';
 import { isInt64 } from '../sync/column-types.js';
 import {
+  assertHistoryTable,
   assertSafeColumnName,
   assertSafeTableName,
   historyIndexName,
-  assertHistoryTable,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -167,7 +167,7 @@ export function wideningExpression(column: string, from: ColumnType, to: ColumnT
   if (to === 'json') return `to_jsonb(${asText})`;
   if (to === 'text') return asText;
   // Through text: a direct double -> numeric cast keeps only 15 significant digits.
-  if (to === 'decimal') return from === 'number' ? `${ref}::text::numeric` : `${ref}::numeric`;
+  if (to === 'decimal') return `${ref}::text::numeric`;
   throw new WarehouseError(`No conversion of ${column} from ${from} to ${to} is defined.`);
 }
 

@@ -33,10 +33,10 @@ import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, nowIso, type BookkeepingTables } from './bookkeeping.js';
 import { planHistoryVersions } from './history.js';
 import {
+  assertHistoryTable,
   assertSafeColumnName,
   assertSafeTableName,
   historyIndexName,
-  assertHistoryTable,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
