@@ -414,22 +414,20 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const sealed = sealedResourcesOf(dataset);
     const result = await sync(NO_PRIVATE_KEY);
     expect(result.code).toBe(3);
-    for (const { resource, fields } of sealed) {
-      expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: it has sealed fields (${fields.join(', ')}) and the "plaintext" policy needs the team's private key, which is not configured.`,
-      );
-    }
-    expect(result.stdout).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
-    const skippedLogs = logLines(result).filter((line) =>
-      /skipped: it has sealed fields/.test(String(line.msg)),
+    // Said once, naming every resource, with the fix once.
+    const sealedList = sealed.map((entry) => entry.resource).join(', ');
+    expect(result.stdout).toContain(
+      `skipped: ${sealedList}: Not requested: their sealed fields need the team's private key to be opened`,
     );
-    expect(skippedLogs.map((line) => line.resource).sort()).toEqual(
+    expect(result.stdout.match(/hint: Set OCS_PRIVATE_KEY_FILE/g)).toHaveLength(1);
+    const skippedLogs = logLines(result).filter((line) =>
+      /Not requested/.test(String(line.msg)),
+    );
+    expect(skippedLogs).toHaveLength(1);
+    expect(skippedLogs[0]?.level).toBe(40);
+    expect((skippedLogs[0]?.resources as string[]).sort()).toEqual(
       sealed.map((entry) => entry.resource).sort(),
     );
-    for (const line of skippedLogs) {
-      expect(line.level).toBe(40);
-      expect(line.msg).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
-    }
     const summary = logLines(result).find((line) => line.msg === 'Sync partial');
     expect((summary?.skipped as string[]).sort()).toEqual(
       sealed.map((entry) => entry.resource).sort(),
@@ -463,35 +461,64 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const sealedNames = sealed.map((entry) => entry.resource);
     const result = await sync();
     expect(result.code).toBe(3);
-    for (const resource of sealedNames) {
-      expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
-      );
-    }
-    expect(result.stdout).toMatch(
-      /hint: Register the team public key printed by `ocs-sync keygen`/,
+    // team/ says has_public_key: false, so they are not even requested: one message, one fix.
+    expect(result.stdout).toContain(
+      `skipped: ${sealedNames.join(', ')}: Not requested: the team has no public key registered on the server`,
     );
+    expect(result.stdout.match(/ocs-sync keygen/g)).toHaveLength(1);
     expect(
-      server.requests
-        .filter((request) => request.status === 400)
-        .map((r) => r.resource)
-        .sort(),
-    ).toEqual([...sealedNames].sort());
+      server.requests.filter((request) => request.resource && sealedNames.includes(request.resource)),
+    ).toEqual([]);
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
 
     const status = await statusJson();
     for (const resource of sealedNames) {
       const lastError = status.find((row) => row.resource === resource)?.lastError;
-      expect(lastError, resource).toMatch(/no registered public key/);
+      expect(lastError, resource).toMatch(/no public key registered/);
       expect(lastError, resource).toMatch(/ocs-sync keygen/);
     }
     const table = await runCli(['status'], warehouse.env);
-    expect(table.stdout).toMatch(/llm_providers .*skipped: the server says/);
+    expect(table.stdout).toMatch(/llm_providers .*Not requested/);
 
     // The admin registers the key: the next run gets everything.
     server.options.teamPublicKeyPem = teamKeys().publicKey;
     expect((await sync()).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);
+  });
+
+  it('a team object without has_public_key: the sealed resources are asked, and the 400 or 409 skips them', async () => {
+    for (const status of [400, 409]) {
+      await start({ teamPublicKeyPem: undefined, team: { has_public_key: undefined } });
+      const sealedNames = sealedResourcesOf(dataset).map((entry) => entry.resource);
+      if (status === 409) {
+        // What newer servers document for the same refusal.
+        for (const name of sealedNames) {
+          server.faults.failNext(
+            1,
+            {
+              kind: 'status',
+              status: 409,
+              body: { detail: 'Team has no registered public key; secret data cannot be sealed.' },
+            },
+            { resource: name },
+          );
+        }
+      }
+      const result = await sync();
+      expect(result.code).toBe(3);
+      for (const resource of sealedNames) {
+        expect(result.stdout).toContain(
+          `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
+        );
+      }
+      expect(
+        server.requests.filter((r) => r.status === status && r.resource).map((r) => r.resource),
+      ).toEqual(sealedNames);
+      await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
+      await server.close();
+      await warehouse.dispose();
+      warehouse = await createTestWarehouse(dialect);
+    }
   });
 
   it('a wrong private key fails each sealed resource at its first page, naming resource, row and field', async () => {
