@@ -1019,6 +1019,51 @@ describe.skipIf(!hasSharedExport)(
         expect(answer.status, entry.resource).toBe(entry.secret ? 400 : 200);
       }
     });
+
+    it('answers every captured error of the real server with its status, body and headers', async () => {
+      const captureDir = join(SHARED_EXPORT_DIR, 'real-capture', 'errors');
+      const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 2, seed: 5 });
+      const { server } = await start({ dataset, openApi, manifest });
+      const { server: noKey } = await start({
+        dataset,
+        openApi,
+        manifest,
+        teamPublicKeyPem: undefined,
+      });
+      const cases: Array<[string, FakeServer, string, Record<string, string>]> = [
+        ['no-key', server, '/api/export/team/', {}],
+        ['bad-key', server, '/api/export/team/', { 'X-Api-Key': 'not-a-key' }],
+        ['member-key', server, '/api/export/team/', { 'X-Api-Key': MEMBER }],
+        ['unknown-resource', server, '/api/export/no_such_resource/', { 'X-Api-Key': ADMIN }],
+        ['limit-abc', server, '/api/export/chat_messages/?limit=abc', { 'X-Api-Key': ADMIN }],
+        ['limit-zero', server, '/api/export/chat_messages/?limit=0', { 'X-Api-Key': ADMIN }],
+        ['bad-cursor', server, '/api/export/chat_messages/?cursor=nope', { 'X-Api-Key': ADMIN }],
+        ['no-public-key', noKey, '/api/export/llm_providers/', { 'X-Api-Key': ADMIN }],
+      ];
+      for (const [name, target, path, headers] of cases) {
+        const real = JSON.parse(readFileSync(join(captureDir, `${name}.meta.json`), 'utf8')) as {
+          status: number;
+          headers: Record<string, string>;
+        };
+        const answer = await get(target, path, headers);
+        expect(answer.status, name).toBe(real.status);
+        expect(answer.text, name).toBe(readFileSync(join(captureDir, `${name}.body`), 'utf8'));
+        expect(answer.headers.get('content-type'), name).toBe(real.headers['Content-Type']);
+        expect(answer.headers.get('www-authenticate') ?? undefined, name).toBe(
+          real.headers['WWW-Authenticate'],
+        );
+      }
+    });
+
+    it('answers team/ with the same keys, in the same order, as the real server', async () => {
+      const real = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'real-capture', 'team.body'), 'utf8'),
+      ) as Record<string, unknown>;
+      const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 2, seed: 5 });
+      const { server } = await start({ dataset, openApi, manifest });
+      const team = (await get(server, '/api/export/team/')).json as Record<string, unknown>;
+      expect(Object.keys(team)).toEqual(Object.keys(real));
+    });
   },
 );
 

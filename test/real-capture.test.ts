@@ -173,9 +173,14 @@ function withoutNullOnlyFields(
 /** Whether `cursor` (pk: an id; updated_at_id: base64 JSON) points at or past the last row. */
 function isCursorAfterLastRow(capture: Capture, resource: string, cursor: string): boolean {
   const walk = [...(capture.pages.get(resource)?.values() ?? [])];
-  const last = walk.length === 0 ? undefined : (JSON.parse(walk[walk.length - 1]!.body) as {
-    results: Array<{ id: number; updated_at?: string }>;
-  }).results.at(-1);
+  const last =
+    walk.length === 0
+      ? undefined
+      : (
+          JSON.parse(walk[walk.length - 1]!.body) as {
+            results: Array<{ id: number; updated_at?: string }>;
+          }
+        ).results.at(-1);
   if (!last) return true;
   if (/^\d+$/.test(cursor)) return BigInt(cursor) >= BigInt(last.id);
   try {
@@ -184,8 +189,7 @@ function isCursorAfterLastRow(capture: Capture, resource: string, cursor: string
       id: number;
     };
     return (
-      decoded.id === last.id &&
-      Date.parse(decoded.updated_at) === Date.parse(last.updated_at ?? '')
+      decoded.id === last.id && Date.parse(decoded.updated_at) === Date.parse(last.updated_at ?? '')
     );
   } catch {
     return false;

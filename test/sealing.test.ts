@@ -392,7 +392,10 @@ describe('applySealingPolicy', () => {
   });
 
   it('null and an empty string in a sealed field mean nothing was sealed: kept as they are', () => {
-    const empty: Row[] = [{ id: 1, config: '' }, { id: 2, config: null }];
+    const empty: Row[] = [
+      { id: 1, config: '' },
+      { id: 2, config: null },
+    ];
     const keys = { privateKey: teamPrivate, archivePublicKey: archive.publicKey };
     for (const policy of ['plaintext', 'sealed', 'reseal'] as const) {
       expect(applySealingPolicy('x', empty, marked('config'), policy, keys)).toEqual(empty);
@@ -440,7 +443,9 @@ describe('applySealingPolicy', () => {
       }),
     );
     expect(notSealed).toBeInstanceOf(SealedValueError);
-    expect(notSealed.message).toMatch(/row id 13: the server's schema marks it sealed, but its value \(a JSON string\) is not a sealed value/);
+    expect(notSealed.message).toMatch(
+      /row id 13: the server's schema marks it sealed, but its value \(a JSON string\) is not a sealed value/,
+    );
     expect(notSealed.message).not.toContain('sk-live');
   });
 

@@ -316,7 +316,9 @@ export function manifestFromFixture(
 }
 
 function isMarkedSealed(property: JsonObject): boolean {
-  return typeof property.description === 'string' && property.description.includes(SEALED_FIELD_MARKER);
+  return (
+    typeof property.description === 'string' && property.description.includes(SEALED_FIELD_MARKER)
+  );
 }
 
 function asObject(value: unknown): JsonObject | undefined {

@@ -398,9 +398,7 @@ class SyncRun {
    * public key (the server would refuse them), or the policy needs a key we were not given.
    */
   private planSealedResources(entries: ManifestEntry[], team: Record<string, unknown>): void {
-    const secret = entries.filter(
-      (entry) => entry.secret && isSafeResourceName(entry.resource),
-    );
+    const secret = entries.filter((entry) => entry.secret && isSafeResourceName(entry.resource));
     if (secret.length === 0) return;
     const { keys } = this.options.secrets;
     const skip = (names: ManifestEntry[], reason: SkipResource) => {
@@ -418,7 +416,7 @@ class SyncRun {
           'Not requested: the team has no public key registered on the server, so the server cannot seal these resources and would refuse them.',
           {
             hint:
-              'Run `ocs-sync keygen --out ./keys`, register ./keys/ocs-team-public.pem as the team\'s public key in Open Chat Studio (a team admin), ' +
+              "Run `ocs-sync keygen --out ./keys`, register ./keys/ocs-team-public.pem as the team's public key in Open Chat Studio (a team admin), " +
               'set OCS_PRIVATE_KEY_FILE=./keys/ocs-team-private.pem, and sync again.',
           },
         ),
@@ -815,7 +813,11 @@ interface MarkedState {
 function parseMarkedState(text: string | undefined): MarkedState | undefined {
   if (text === undefined) return undefined;
   try {
-    const parsed = JSON.parse(text) as { checksum?: unknown; published?: unknown; fields?: unknown };
+    const parsed = JSON.parse(text) as {
+      checksum?: unknown;
+      published?: unknown;
+      fields?: unknown;
+    };
     if (typeof parsed.checksum !== 'string') return undefined;
     return {
       checksum: parsed.checksum,
