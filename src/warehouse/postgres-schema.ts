@@ -5,11 +5,16 @@
 import type pg from 'pg';
 import type { SchemaChange } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { historyTableName, quoteIdentifier as q } from './identifiers.js';
+import { historyTableName, liveViewName, quoteIdentifier as q } from './identifiers.js';
 import type { PostgresConnection } from './postgres-connection.js';
 import { POSTGRES_TYPE, POSTGRES_TYPES, wideningExpression } from './postgres-values.js';
 import { checkDataColumns, requireColumn, requireType, wideningNeeded } from './schema-changes.js';
-import { addColumnSql, createResourceTableSql } from './table-definitions.js';
+import {
+  addColumnSql,
+  createLiveViewSql,
+  createResourceTableSql,
+  dropLiveViewSql,
+} from './table-definitions.js';
 
 /** Applies one change inside the caller's transaction; false when it was already in place. */
 export async function applyPostgresSchemaChange(
@@ -88,5 +93,49 @@ export async function applyPostgresSchemaChange(
       await connection.run(client, connection.bookkeeping.setColumnTypeQuery(table, column, to));
       return true;
     }
+    case 'drop_column': {
+      const column = requireColumn(change);
+      const stored = await connection.storedColumns(client, table);
+      if (!stored.some((spec) => spec.name === column)) return false;
+      const history = historyTableName(table);
+      const targets = [table];
+      if (
+        (await connection.tableExistsOn(client, history)) &&
+        (await connection.physicalColumns(client, history)).has(column)
+      ) {
+        targets.push(history);
+      }
+      for (const target of targets) {
+        // Emptied first, so the values do not outlive the column in the live rows (DROP COLUMN
+        // alone only hides them); VACUUM then frees the old row versions.
+        await client.query(`UPDATE ${connection.table(target)} SET ${q(column)} = NULL`);
+        await client.query(`ALTER TABLE ${connection.table(target)} DROP COLUMN ${q(column)}`);
+      }
+      await connection.run(client, connection.bookkeeping.dropColumnQuery(table, column));
+      return true;
+    }
   }
+}
+
+/** Drops `<table>__live` before its table changes shape (a view pins the columns it names). */
+export async function dropPostgresLiveView(
+  connection: PostgresConnection,
+  client: pg.ClientBase,
+  table: string,
+): Promise<void> {
+  // A resource that took the view's name keeps its table.
+  if (await connection.tableExistsOn(client, liveViewName(table))) return;
+  await client.query(dropLiveViewSql((name) => connection.table(name), table));
+}
+
+/** Creates `<table>__live` over the table's current columns. */
+export async function createPostgresLiveView(
+  connection: PostgresConnection,
+  client: pg.ClientBase,
+  table: string,
+): Promise<void> {
+  if (!(await connection.tableExistsOn(client, table))) return;
+  if (await connection.tableExistsOn(client, liveViewName(table))) return;
+  const columns = await connection.storedColumns(client, table);
+  await client.query(createLiveViewSql((name) => connection.table(name), table, columns));
 }

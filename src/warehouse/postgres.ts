@@ -9,15 +9,19 @@
 import type {
   ColumnSpec,
   DeleteMode,
+  IndexSpec,
   Lock,
   PageWrite,
   PageWriteResult,
+  ReferenceCheck,
   ResourceOutcome,
   ResourceState,
   ResourceStatus,
+  RowBatchQuery,
   RunKind,
   RunSummary,
   SchemaChange,
+  StoredRow,
   Warehouse,
 } from '../interfaces.js';
 import type pg from 'pg';
@@ -26,6 +30,7 @@ import { nowIso } from './bookkeeping.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
+  columnIndexName,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
@@ -33,17 +38,24 @@ import { applyMigrations, type Migration } from './migrations.js';
 import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
 import { PostgresWriterLock } from './postgres-lock.js';
 import { PostgresPageWriter } from './postgres-page-writes.js';
-import { applyPostgresSchemaChange } from './postgres-schema.js';
+import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
+import {
+  applyPostgresSchemaChange,
+  createPostgresLiveView,
+  dropPostgresLiveView,
+} from './postgres-schema.js';
 import {
   POSTGRES_TYPE,
   decodeValue,
   encodePage,
   encodeValue,
+  isoTextSql,
   readExpression,
   type AlteredCounter,
 } from './postgres-values.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
-import { assertValueFits, parseIdText } from './values.js';
+import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
 export {
@@ -168,6 +180,7 @@ export class PostgresWarehouse implements Warehouse {
             );
             if ((done.rowCount ?? 0) > 0) return;
             await client.query(migration.sql);
+            await POSTGRES_MIGRATION_CODE.get(migration.version)?.(this.connection, client);
             await client.query(
               `INSERT INTO ${this.table('_ocs_migrations')} (version, name, applied_at) VALUES ($1, $2, $3)`,
               [migration.version, migration.name, nowIso()],
@@ -262,6 +275,8 @@ export class PostgresWarehouse implements Warehouse {
         // DDL is transactional in PostgreSQL: all the changes land, or none.
         await this.connection.transaction(async (client) => {
           const now = nowIso();
+          const tables = [...new Set(changes.map((change) => change.table))];
+          for (const table of tables) await dropPostgresLiveView(this.connection, client, table);
           for (const change of changes) {
             if (await applyPostgresSchemaChange(this.connection, client, change, now)) {
               await this.connection.run(
@@ -270,6 +285,7 @@ export class PostgresWarehouse implements Warehouse {
               );
             }
           }
+          for (const table of tables) await createPostgresLiveView(this.connection, client, table);
         });
       } finally {
         this.pages.forget();
@@ -399,6 +415,86 @@ export class PostgresWarehouse implements Warehouse {
            FROM unnest($1::bigint[], $2::${POSTGRES_TYPE[type]}[]) AS u(id, value) WHERE t."id" = u.id`,
           [[...byId.keys()], [...byId.values()]],
         );
+      });
+    });
+  }
+
+  // ---------------------------------------------------------------- analysts' reads and indexes
+
+  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number> {
+    return this.guard('Creating indexes', async () => {
+      let created = 0;
+      // One at a time outside a long transaction: building an index on a big table takes a while.
+      await this.connection.withClient(async (client) => {
+        for (const { table, column } of indexes) {
+          assertSafeTableName(table);
+          assertSafeColumnName(column, table);
+          if (!(await this.connection.physicalColumns(client, table)).has(column)) continue;
+          const exists = await client.query(
+            `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2`,
+            [this.schema, columnIndexName(table, column)],
+          );
+          if ((exists.rowCount ?? 0) > 0) continue;
+          await client.query(createIndexSql((name) => this.table(name), table, column));
+          created += 1;
+        }
+      });
+      return created;
+    });
+  }
+
+  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck> {
+    return this.guard(`Checking ${table}.${column} against ${target}`, async () => {
+      assertSafeTableName(table);
+      assertSafeColumnName(column, table);
+      assertSafeTableName(target);
+      const result = await this.connection.pool.query<{ values: string; unmatched: string }>(
+        referenceCheckSql((name) => this.table(name), table, column, target),
+      );
+      const row = result.rows[0];
+      return { values: Number(row?.values ?? 0), unmatched: Number(row?.unmatched ?? 0) };
+    });
+  }
+
+  readRows(query: RowBatchQuery): Promise<StoredRow[]> {
+    const { table, columns, afterId, limit, live } = query;
+    return this.guard(`Reading rows of ${table}`, async () => {
+      assertSafeTableName(table);
+      for (const column of columns) assertSafeColumnName(column.name, table);
+      // Aliased by position: a column may be named like one of ours.
+      const selected = [
+        '"id"::text AS id_text',
+        ...columns.map(
+          (column, index) => `${readExpression(column.name, column.type)} AS c${index}`,
+        ),
+        `${isoTextSql('"_synced_at"')} AS synced_at`,
+        '"_run_id"::text AS run_id',
+        `${isoTextSql('"_deleted_at"')} AS deleted_at`,
+      ];
+      const conditions: string[] = [];
+      const parameters: unknown[] = [];
+      if (afterId !== null) {
+        parameters.push(parseIdText(afterId, table).toString());
+        conditions.push(`"id" > $${parameters.length}::bigint`);
+      }
+      if (live) conditions.push('"_deleted_at" IS NULL');
+      parameters.push(limit);
+      const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
+      const result = await this.connection.pool.query<Record<string, unknown>>(
+        `SELECT ${selected.join(', ')} FROM ${this.table(table)} ${where} ORDER BY "id" LIMIT $${parameters.length}`,
+        parameters,
+      );
+      return result.rows.map((stored) => {
+        const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
+        columns.forEach((column, index) => {
+          row[column.name] = decodeValue(column.type, stored[`c${index}`]);
+        });
+        row._synced_at = stored.synced_at;
+        row._run_id =
+          stored.run_id === null ? null : narrowInteger(BigInt(stored.run_id as string));
+        row._deleted_at = stored.deleted_at;
+        return row;
       });
     });
   }

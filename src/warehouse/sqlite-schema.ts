@@ -4,11 +4,17 @@
  */
 import type { ColumnType, SchemaChange } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { historyTableName, quoteIdentifier as q } from './identifiers.js';
+import { historyTableName, liveViewName, quoteIdentifier as q } from './identifiers.js';
 import { checkDataColumns, requireColumn, requireType, wideningNeeded } from './schema-changes.js';
 import type { SqliteConnection } from './sqlite-connection.js';
 import { SQLITE_TYPE, SQLITE_TYPES, decodeValue, encodeValue } from './sqlite-values.js';
-import { addColumnSql, createResourceTableSql } from './table-definitions.js';
+import {
+  addColumnSql,
+  createLiveViewSql,
+  createResourceTableSql,
+  dropIndexSql,
+  dropLiveViewSql,
+} from './table-definitions.js';
 
 /** Rows read per batch when a widened column's values are converted. */
 const WIDEN_BATCH = 5000;
@@ -64,12 +70,32 @@ export function applySqliteSchemaChange(
       const to = requireType(change, change.toType);
       const current = connection.columnType(table, column);
       if (!wideningNeeded(change, column, current, to)) return false;
+      // SQLite refuses to drop an indexed column, which widening does; ensureIndexes restores it.
+      db.exec(dropIndexSql(q, table, column));
       widenColumn(connection, table, 'id', column, current, to);
       const history = historyTableName(table);
       if (connection.tableExists(history) && connection.physicalColumns(history).includes(column)) {
         widenColumn(connection, history, '_version_id', column, current, to);
       }
       connection.run(bookkeeping.setColumnTypeQuery(table, column, to));
+      return true;
+    }
+    case 'drop_column': {
+      const column = requireColumn(change);
+      if (!connection.storedColumns(table).some((spec) => spec.name === column)) return false;
+      // SQLite refuses to drop an indexed column.
+      db.exec(dropIndexSql(q, table, column));
+      const history = historyTableName(table);
+      const targets = [table];
+      if (connection.tableExists(history) && connection.physicalColumns(history).includes(column)) {
+        targets.push(history);
+      }
+      for (const target of targets) {
+        // Emptied first: with secure_delete on (see the caller), the old values are overwritten.
+        db.exec(`UPDATE ${q(target)} SET ${q(column)} = NULL`);
+        db.exec(`ALTER TABLE ${q(target)} DROP COLUMN ${q(column)}`);
+      }
+      connection.run(bookkeeping.dropColumnQuery(table, column));
       return true;
     }
   }
@@ -90,8 +116,9 @@ function widenColumn(
 ): void {
   const { db } = connection;
   const sameStorage = SQLITE_TYPE[from] === SQLITE_TYPE[to];
-  const sameEncoding = from !== 'boolean' && to !== 'json';
-  if (sameStorage && sameEncoding) return; // date/datetime -> text: the same text, the same TEXT column.
+  // A date-time widened to text takes the server's form, as it does on PostgreSQL.
+  const sameEncoding = from !== 'boolean' && from !== 'datetime' && to !== 'json';
+  if (sameStorage && sameEncoding) return; // date -> text: the same text, the same TEXT column.
   const temporary = `${column}__ocs_widening`;
   db.exec(`ALTER TABLE ${q(table)} ADD COLUMN ${q(temporary)} ${SQLITE_TYPE[to]}`);
   const select = `SELECT ${q(key)} AS key, ${q(column)} AS value FROM ${q(table)} WHERE ${q(column)} IS NOT NULL`;
@@ -115,4 +142,17 @@ function widenColumn(
   }
   db.exec(`ALTER TABLE ${q(table)} DROP COLUMN ${q(column)}`);
   db.exec(`ALTER TABLE ${q(table)} RENAME COLUMN ${q(temporary)} TO ${q(column)}`);
+}
+
+/** Drops `<table>__live` before its table changes shape (a view pins the columns it names). */
+export function dropSqliteLiveView(connection: SqliteConnection, table: string): void {
+  // A resource that took the view's name keeps its table.
+  if (connection.tableExists(liveViewName(table))) return;
+  connection.db.exec(dropLiveViewSql(q, table));
+}
+
+/** Creates `<table>__live` over the table's current columns. */
+export function createSqliteLiveView(connection: SqliteConnection, table: string): void {
+  if (!connection.tableExists(table) || connection.tableExists(liveViewName(table))) return;
+  connection.db.exec(createLiveViewSql(q, table, connection.storedColumns(table)));
 }

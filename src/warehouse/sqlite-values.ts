@@ -1,6 +1,7 @@
 /** How each logical column type is declared, written and read in SQLite. */
 import type { ColumnType } from '../interfaces.js';
 import type { DialectTypes } from './table-definitions.js';
+import { toServerTimestamp, toSortableUtc } from './timestamps.js';
 import { fromJsonText, narrowInteger, toJsonText } from './values.js';
 
 export type SqliteValue = number | bigint | string | null;
@@ -35,8 +36,10 @@ export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
       return value as number | bigint;
     case 'boolean':
       return value ? 1 : 0;
-    case 'text':
     case 'datetime':
+      // One fixed-width UTC form, so text order is time order (ORDER BY, indexes, min/max).
+      return toSortableUtc(value as string);
+    case 'text':
     case 'date':
       return value as string;
     case 'json':
@@ -54,11 +57,23 @@ export function decodeValue(type: ColumnType, stored: unknown): unknown {
       return typeof stored === 'bigint' ? narrowInteger(stored) : stored;
     case 'boolean':
       return typeof stored === 'bigint' ? stored !== 0n : Boolean(stored);
-    case 'text':
     case 'datetime':
+      // Read back in the server's form, as PostgreSQL's reads are.
+      return serverFormOf(stored);
+    case 'text':
     case 'date':
       return stored;
     case 'json':
       return fromJsonText(String(stored));
+  }
+}
+
+/** A stored date-time in the server's form; text that is no date-time is returned as it is. */
+export function serverFormOf(stored: unknown): unknown {
+  if (typeof stored !== 'string') return stored;
+  try {
+    return toServerTimestamp(stored);
+  } catch {
+    return stored;
   }
 }

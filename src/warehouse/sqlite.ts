@@ -10,15 +10,19 @@ import type Database from 'better-sqlite3';
 import type {
   ColumnSpec,
   DeleteMode,
+  IndexSpec,
   Lock,
   PageWrite,
   PageWriteResult,
+  ReferenceCheck,
   ResourceOutcome,
   ResourceState,
   ResourceStatus,
+  RowBatchQuery,
   RunKind,
   RunSummary,
   SchemaChange,
+  StoredRow,
   Warehouse,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
@@ -34,12 +38,21 @@ import { assertSafeSchemaChanges } from './schema-changes.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { SqliteWriterLock } from './sqlite-lock.js';
 import { SqlitePageWriter } from './sqlite-page-writes.js';
-import { applySqliteSchemaChange } from './sqlite-schema.js';
-import { decodeValue, encodeValue } from './sqlite-values.js';
-import { assertValueFits, parseIdText } from './values.js';
+import {
+  applySqliteSchemaChange,
+  createSqliteLiveView,
+  dropSqliteLiveView,
+} from './sqlite-schema.js';
+import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
+import { decodeValue, encodeValue, serverFormOf } from './sqlite-values.js';
+import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
 export type { WarehouseLogger } from './writer-lock.js';
+
+/** Our own columns an export carries after the data columns. */
+const OWN_COLUMNS = ['_synced_at', '_run_id', '_deleted_at'];
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */
@@ -110,6 +123,7 @@ export class SqliteWarehouse implements Warehouse {
             )
               return;
             db.exec(migration.sql);
+            SQLITE_MIGRATION_CODE.get(migration.version)?.(this.connection);
             db.prepare(
               'INSERT INTO _ocs_migrations (version, name, applied_at) VALUES (?, ?, ?)',
             ).run(migration.version, migration.name, nowIso());
@@ -186,15 +200,15 @@ export class SqliteWarehouse implements Warehouse {
         this.bookkeeping.status({
           tableExists: async (table) => this.connection.tableExists(table),
           newestUpdatedAt: async (table) => {
-            // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
-            // strftime normalises it (to milliseconds, and offsets to UTC).
+            // A datetime column sorts as text (one fixed-width form); a column widened to text
+            // holds the server's varying forms, which strftime normalises (to milliseconds).
             const row = this.db
               .prepare(
                 `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
                ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
               )
               .get() as { value: unknown } | undefined;
-            return typeof row?.value === 'string' ? row.value : null;
+            return typeof row?.value === 'string' ? (serverFormOf(row.value) as string) : null;
           },
         }),
       'Reading the status',
@@ -209,16 +223,23 @@ export class SqliteWarehouse implements Warehouse {
   ): Promise<void> {
     return this.exclusive(() => {
       assertSafeSchemaChanges(changes);
+      const tables = [...new Set(changes.map((change) => change.table))];
+      // Freed pages of a dropped (excluded) column are overwritten, not left in the file.
+      const dropping = changes.some((change) => change.kind === 'drop_column');
+      if (dropping) this.db.pragma('secure_delete = ON');
       try {
         this.connection.writeTransaction(() => {
           const now = nowIso();
+          for (const table of tables) dropSqliteLiveView(this.connection, table);
           for (const change of changes) {
             if (applySqliteSchemaChange(this.connection, change, now)) {
               this.connection.run(this.bookkeeping.recordSchemaChangeQuery(change, checksums, now));
             }
           }
+          for (const table of tables) createSqliteLiveView(this.connection, table);
         });
       } finally {
+        if (dropping) this.db.pragma('secure_delete = OFF');
         this.pages.forget();
       }
     }, 'Applying schema changes');
@@ -323,6 +344,77 @@ export class SqliteWarehouse implements Warehouse {
         for (const [value, id] of encoded) update.run(value, id);
       });
     }, `Updating ${table}.${column}`);
+  }
+
+  // ---------------------------------------------------------------- analysts' reads and indexes
+
+  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number> {
+    return this.exclusive(() => {
+      let created = 0;
+      this.connection.writeTransaction(() => {
+        for (const { table, column } of indexes) {
+          assertSafeTableName(table);
+          assertSafeColumnName(column, table);
+          if (!this.connection.physicalColumns(table).includes(column)) continue;
+          const before = this.indexCount();
+          this.db.exec(createIndexSql(q, table, column));
+          if (this.indexCount() > before) created += 1;
+        }
+      });
+      return created;
+    }, 'Creating indexes');
+  }
+
+  private indexCount(): number {
+    return this.db
+      .prepare("SELECT count(*) FROM sqlite_master WHERE type = 'index'")
+      .pluck()
+      .get() as number;
+  }
+
+  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck> {
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      assertSafeColumnName(column, table);
+      assertSafeTableName(target);
+      const row = this.db.prepare(referenceCheckSql(q, table, column, target)).get() as {
+        values: number;
+        unmatched: number;
+      };
+      return { values: Number(row.values), unmatched: Number(row.unmatched) };
+    }, `Checking ${table}.${column} against ${target}`);
+  }
+
+  readRows(query: RowBatchQuery): Promise<StoredRow[]> {
+    const { table, columns, afterId, limit, live } = query;
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      for (const column of columns) assertSafeColumnName(column.name, table);
+      const names = ['id', ...columns.map((column) => column.name), ...OWN_COLUMNS];
+      const conditions = [
+        ...(afterId === null ? [] : ['"id" > ?']),
+        ...(live ? ['"_deleted_at" IS NULL'] : []),
+      ];
+      const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
+      const rows = this.db
+        .prepare(
+          `SELECT ${names.map(q).join(', ')} FROM ${q(table)} ${where} ORDER BY "id" LIMIT ?`,
+        )
+        .safeIntegers(true)
+        .all(...(afterId === null ? [] : [parseIdText(afterId, table)]), limit) as Array<
+        Record<string, unknown>
+      >;
+      return rows.map((stored) => {
+        const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
+        for (const column of columns) {
+          row[column.name] = decodeValue(column.type, stored[column.name]);
+        }
+        row._synced_at = serverFormOf(stored._synced_at);
+        row._run_id = stored._run_id === null ? null : narrowInteger(stored._run_id as bigint);
+        row._deleted_at = serverFormOf(stored._deleted_at);
+        return row;
+      });
+    }, `Reading rows of ${table}`);
   }
 
   // ---------------------------------------------------------------- lock

@@ -3,7 +3,12 @@
  * dialect passes its SQL type names and a function that names a table in its own namespace.
  */
 import type { ColumnSpec, ColumnType } from '../interfaces.js';
-import { historyIndexName, quoteIdentifier as q } from './identifiers.js';
+import {
+  columnIndexName,
+  historyIndexName,
+  liveViewName,
+  quoteIdentifier as q,
+} from './identifiers.js';
 
 export interface DialectTypes {
   /** SQL type of each logical column type. */
@@ -69,4 +74,54 @@ export function addColumnSql(
   type: ColumnType,
 ): string {
   return `ALTER TABLE ${qualifiedTable} ADD COLUMN ${q(column)} ${types.column[type]}`;
+}
+
+/** CREATE VIEW `<table>__live`: the table's rows not marked deleted, without `_deleted_at`. */
+export function createLiveViewSql(
+  qualify: (name: string) => string,
+  table: string,
+  columns: readonly ColumnSpec[],
+): string {
+  const names = ['"id"', ...columns.map((column) => q(column.name)), '"_synced_at"', '"_run_id"'];
+  return (
+    `CREATE VIEW ${qualify(liveViewName(table))} AS SELECT ${names.join(', ')} ` +
+    `FROM ${qualify(table)} WHERE "_deleted_at" IS NULL`
+  );
+}
+
+export function dropLiveViewSql(qualify: (name: string) => string, table: string): string {
+  return `DROP VIEW IF EXISTS ${qualify(liveViewName(table))}`;
+}
+
+/** The name is qualified by the table's schema implicitly (PostgreSQL) or needs none (SQLite). */
+export function createIndexSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+): string {
+  return `CREATE INDEX IF NOT EXISTS ${q(columnIndexName(table, column))} ON ${qualify(table)} (${q(column)})`;
+}
+
+export function dropIndexSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+): string {
+  return `DROP INDEX IF EXISTS ${qualify(columnIndexName(table, column))}`;
+}
+
+/** Counts `values` and `unmatched` (values that are no id of the target table). */
+export function referenceCheckSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+  target: string,
+): string {
+  const ref = `t.${q(column)}`;
+  return (
+    `SELECT count(${ref}) AS "values", ` +
+    `count(CASE WHEN ${ref} IS NOT NULL AND NOT EXISTS ` +
+    `(SELECT 1 FROM ${qualify(target)} r WHERE r."id" = ${ref}) THEN 1 END) AS "unmatched" ` +
+    `FROM ${qualify(table)} t`
+  );
 }
