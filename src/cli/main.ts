@@ -113,6 +113,7 @@ export function buildProgram(
     .command('schema')
     .description('Show the tables, their columns and types, and the relationships between them.')
     .option('--format <format>', 'text, json, or mermaid (an ER diagram)', 'text')
+    .option('--resources <names>', 'only these tables (comma-separated)')
     .action(async (options, command: Command) => {
       const { runSchemaCommand } = await import('./schema-command.js');
       setExitCode(await runSchemaCommand(context(command), options));
