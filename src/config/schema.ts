@@ -8,6 +8,12 @@ import { validate as validateCron, validateDetailed as validateCronDetailed } fr
 import { z } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
+import {
+  EXCLUDE_FIELDS_ALLOWED,
+  checkExcludeFields,
+  isExcludeFieldsShape,
+  normaliseExcludeFields,
+} from './exclude-fields.js';
 
 export type AuthScheme = 'api-key' | 'bearer';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -58,6 +64,8 @@ export interface Config {
   /** Only these resources; undefined = every resource in the manifest. */
   resources: string[] | undefined;
   excludeResources: string[];
+  /** Fields never stored (table nor history), per resource. */
+  excludeFields: Record<string, string[]>;
   /** Resources synced at once. */
   concurrency: number;
   /** Pages fetched ahead of the writer. */
@@ -117,6 +125,7 @@ export interface ConfigFileValues {
   page_size?: number;
   resources?: string[];
   exclude_resources?: string[];
+  exclude_fields?: Record<string, string[]>;
   concurrency?: number;
   pages_in_flight?: number;
   http?: {
@@ -178,6 +187,7 @@ export function configDefaults(version: string) {
     },
     page_size: 1000,
     exclude_resources: [] as string[],
+    exclude_fields: {} as Record<string, string[]>,
     concurrency: 1,
     pages_in_flight: 2,
     http: {
@@ -205,7 +215,7 @@ export function configDefaults(version: string) {
 }
 
 /** How text (an environment variable, a CLI value) becomes a value of a setting. */
-export type TextKind = 'text' | 'integer' | 'boolean' | 'list' | 'history';
+export type TextKind = 'text' | 'integer' | 'boolean' | 'list' | 'history' | 'field_map';
 
 export interface SettingInfo {
   /** Dotted snake_case path as in the file, e.g. `http.max_attempts`. */
@@ -281,6 +291,12 @@ export const SETTINGS: readonly SettingInfo[] = [
     env: 'OCS_EXCLUDE_RESOURCES',
     kind: 'list',
     allowed: RESOURCE_NAMES,
+  },
+  {
+    path: 'exclude_fields',
+    env: 'OCS_EXCLUDE_FIELDS',
+    kind: 'field_map',
+    allowed: EXCLUDE_FIELDS_ALLOWED,
   },
   {
     path: 'concurrency',
@@ -574,6 +590,7 @@ export const configSchema = z.strictObject({
   page_size: integer(1, 1000),
   resources: resourceList.optional(),
   exclude_resources: resourceList,
+  exclude_fields: checked(isExcludeFieldsShape, checkExcludeFields),
   concurrency: integer(1, 8),
   pages_in_flight: integer(1, 8),
   http: z.strictObject({
@@ -662,6 +679,7 @@ export function toConfig(values: MergedConfigValues): Config {
     pageSize: values.page_size,
     resources: values.resources === undefined ? undefined : [...new Set(values.resources)],
     excludeResources: [...new Set(values.exclude_resources)],
+    excludeFields: normaliseExcludeFields(values.exclude_fields),
     concurrency: values.concurrency,
     pagesInFlight: values.pages_in_flight,
     http: {
@@ -726,6 +744,7 @@ export function selectResources(
   const mentioned = new Set([
     ...(config.resources ?? []),
     ...config.excludeResources,
+    ...Object.keys(config.excludeFields),
     ...Object.keys(config.secrets.resources),
     ...(Array.isArray(config.history) ? config.history : []),
   ]);
