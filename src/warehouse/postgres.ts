@@ -9,6 +9,8 @@
  * every page size. Each page is one transaction holding its rows, its history versions and its
  * cursor. PostgreSQL refuses `\u0000` in text and jsonb: it is removed and counted as altered.
  */
+import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import { createHash, randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -1251,6 +1253,10 @@ export class PostgresWarehouse implements Warehouse {
     } finally {
       await held.client.end().catch(() => undefined);
     }
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.kysely as Kysely<never>, 'postgres');
   }
 
   async close(): Promise<void> {

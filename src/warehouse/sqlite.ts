@@ -6,6 +6,8 @@
  * for every page costs about 40% of the write speed. Every page is one transaction holding its
  * rows, its history versions and its cursor, so a crash at any instant loses or doubles nothing.
  */
+import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import Database from 'better-sqlite3';
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
@@ -873,6 +875,10 @@ export class SqliteWarehouse implements Warehouse {
         .prepare('DELETE FROM _ocs_lock WHERE name = ? AND owner_token = ?')
         .run(LOCK_NAME, token);
     });
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.kysely as Kysely<never>, 'sqlite');
   }
 
   async close(): Promise<void> {
