@@ -12,7 +12,7 @@ export type FakeFileContent =
   | { size: number; seed: string };
 
 /** Decides the content of a `files` row; null: the server has no blob for it (404). */
-export type FileContentSource = (row: Row) => FakeFileContent | null;
+export type FakeFileContentFor = (row: Row) => FakeFileContent | null;
 
 const CHUNK = 64 * 1024;
 
@@ -61,7 +61,7 @@ export const LARGE_CONTENT_BYTES = 3 * 1024 * 1024;
  * content, ids 7, 32, 57, ... are 3 MiB, the rest small text. Bytes depend on the row's `file`
  * and `updated_at`, so an edited row serves new bytes.
  */
-export const sampleFileContent: FileContentSource = (row) => {
+export const sampleFileContent: FakeFileContentFor = (row) => {
   const id = BigInt(row.id);
   const version = `${String(row.id)}:${String(row.file)}:${String(row.updated_at)}`;
   if (id % 10n === 3n) return null;

@@ -33,7 +33,7 @@ import {
   contentSize,
   guessContentType,
   sampleFileContent,
-  type FileContentSource,
+  type FakeFileContentFor,
 } from './file-contents.js';
 
 export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
@@ -136,7 +136,7 @@ export interface FakeServerOptions {
    * The bytes of each `files` row (default: `sampleFileContent`); null answers 404 as the real
    * server does for a row without a blob.
    */
-  fileContent?: FileContentSource;
+  fileContent?: FakeFileContentFor;
   /** Called after each chunk of a file content body is written (tests kill clients here). */
   onFileContent?: (progress: FileContentProgress) => void | Promise<void>;
   /** Rewrites each row as sent (after sealing). */
