@@ -91,7 +91,7 @@ describe('fake server: file contents', () => {
     expect(limited.headers['retry-after']).toMatch(/^\d+$/);
     expect(
       server.requests.filter((entry) => entry.endpoint === FILE_CONTENT_ENDPOINT),
-    ).toHaveLength(8);
+    ).toHaveLength(7);
   });
 
   it('cuts a truncated body half-way after announcing its full length', async () => {
