@@ -1,8 +1,8 @@
 /**
  * The sync engine: reads the manifest, brings tables up to the server's schema, walks every
  * resource page by page and writes each page together with its cursor, then runs the files step
- * (src/files/) when `files` was synced. I/O goes through the
- * ExportSource and Warehouse interfaces; the decisions live in plan.ts.
+ * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
+ * interfaces; the decisions live in plan.ts.
  */
 import {
   AuthError,
