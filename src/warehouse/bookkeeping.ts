@@ -16,13 +16,15 @@ import type {
   CursorKind,
   ResourceOutcome,
   ResourceState,
-  ResourceStatus,
   RunKind,
   RunStatus,
   RunSummary,
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import { toIsoText, toResourceState } from './reader.js';
+
+export { toIsoText };
 
 /** Written as ISO text; PostgreSQL (timestamptz) reads back a Date, SQLite the text. */
 type Timestamp = KyselyColumnType<string | Date, string, string>;
@@ -94,30 +96,8 @@ export interface BookkeepingTables {
   };
 }
 
-/** What status() needs to know about a table that only the dialect can answer. */
-export interface TableInspector {
-  tableExists(table: string): Promise<boolean>;
-  /** Newest `updated_at` of the table as ISO text, or null when it has none. */
-  newestUpdatedAt(table: string): Promise<string | null>;
-}
-
 export function nowIso(): string {
   return new Date().toISOString();
-}
-
-/** Normalises a stored time (SQLite text, PostgreSQL Date) to ISO text. */
-export function toIsoText(value: unknown): string | null {
-  if (value === null || value === undefined) return null;
-  if (value instanceof Date) return value.toISOString();
-  return String(value);
-}
-
-function toCount(value: unknown): number {
-  return value === null || value === undefined ? 0 : Number(value);
-}
-
-function toOptionalNumber(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(value);
 }
 
 export class Bookkeeping {
@@ -309,78 +289,4 @@ export class Bookkeeping {
       reason: change.reason,
     });
   }
-
-  /** Every resource with a state row or a table, with its row counts. */
-  async status(inspector: TableInspector): Promise<ResourceStatus[]> {
-    const states = new Map(
-      (await this.db.selectFrom('_ocs_resources').selectAll().execute()).map((row) => [
-        row.resource,
-        toResourceState(row),
-      ]),
-    );
-    const tables = await this.db
-      .selectFrom('_ocs_columns')
-      .select('table_name')
-      .distinct()
-      .execute();
-    // History tables are in neither list: they are not resources.
-    const names = [...new Set([...states.keys(), ...tables.map((row) => row.table_name)])].sort();
-    const result: ResourceStatus[] = [];
-    for (const name of names) {
-      const state = states.get(name) ?? emptyResourceState(name);
-      let rows = 0;
-      let rowsDeleted = 0;
-      let newestUpdatedAt: string | null = null;
-      if (await inspector.tableExists(name)) {
-        const deleted = sql.ref('_deleted_at');
-        const counts = await sql<{ live: unknown; deleted: unknown }>`
-          select count(*) - count(${deleted}) as live, count(${deleted}) as deleted from ${sql.table(name)}`.execute(
-          this.db,
-        );
-        rows = toCount(counts.rows[0]?.live);
-        rowsDeleted = toCount(counts.rows[0]?.deleted);
-        const columns = await this.columns(name);
-        if (columns.some((column) => column.name === 'updated_at')) {
-          newestUpdatedAt = await inspector.newestUpdatedAt(name);
-        }
-      }
-      result.push({ ...state, rows, rowsDeleted, newestUpdatedAt });
-    }
-    return result;
-  }
-}
-
-function emptyResourceState(resource: string): ResourceState {
-  return {
-    resource,
-    cursor: null,
-    cursorKind: null,
-    lastRunId: null,
-    lastSuccessAt: null,
-    lastError: null,
-    lastErrorAt: null,
-    lastFullRefreshAt: null,
-  };
-}
-
-function toResourceState(row: {
-  resource: string;
-  cursor: string | null;
-  cursor_kind: CursorKind | null;
-  last_run_id: unknown;
-  last_success_at: unknown;
-  last_error: string | null;
-  last_error_at: unknown;
-  last_full_refresh_at: unknown;
-}): ResourceState {
-  return {
-    resource: row.resource,
-    cursor: row.cursor,
-    cursorKind: row.cursor_kind,
-    lastRunId: toOptionalNumber(row.last_run_id),
-    lastSuccessAt: toIsoText(row.last_success_at),
-    lastError: row.last_error,
-    lastErrorAt: toIsoText(row.last_error_at),
-    lastFullRefreshAt: toIsoText(row.last_full_refresh_at),
-  };
 }

@@ -34,6 +34,7 @@ import type {
 } from '../interfaces.js';
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, nowIso, toIsoText, type BookkeepingTables } from './bookkeeping.js';
+import { readResourceStatuses, type SqlRows, type TableFacts } from './reader.js';
 import { planHistoryVersions } from './history.js';
 import { isInt64 } from '../sync/column-types.js';
 import {
@@ -116,7 +117,7 @@ export function isoTextSql(expression: string): string {
 }
 
 /** How a stored column of `type` is selected so that decodeValue reads it exactly. */
-function readExpression(column: string, type: ColumnType): string {
+export function readExpression(column: string, type: ColumnType): string {
   const ref = q(column);
   switch (type) {
     case 'integer':
@@ -338,7 +339,7 @@ export function advisoryLockKey(purpose: string, schema: string): string {
 }
 
 /** A PostgreSQL error's message without quoted values (a value may be a secret) and its code. */
-function safeMessage(error: unknown): string {
+export function safeMessage(error: unknown): string {
   if (!(error instanceof Error)) return String(error);
   const code = (error as { code?: unknown }).code;
   const message = error.message.replace(/: ".*$/s, ': (value not shown)');
@@ -351,13 +352,13 @@ function safeMessage(error: unknown): string {
  * The error to keep as `cause`: never a database error, whose `detail` may quote a whole row
  * (an unsealed value among it) and would reach logs that print causes.
  */
-function safeCause(error: unknown): unknown {
+export function safeCause(error: unknown): unknown {
   return error !== null && typeof error === 'object' && 'severity' in error
     ? new Error(safeMessage(error))
     : error;
 }
 
-function connectionHint(error: unknown): string | undefined {
+export function connectionHint(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | undefined)?.code;
   switch (code) {
     case 'ECONNREFUSED':
@@ -375,6 +376,54 @@ function connectionHint(error: unknown): string | undefined {
     default:
       return undefined;
   }
+}
+
+// ---------------------------------------------------------------- reading (shared with WarehouseReader)
+
+/** `?` placeholders become `$1, $2, …` (our SQL never has a `?` inside a string). */
+export function postgresRows(client: Queryable): SqlRows {
+  return {
+    all: async (sql, parameters = []) => {
+      let index = 0;
+      const text = sql.replace(/\?/g, () => `$${++index}`);
+      return (await client.query(text, parameters as unknown[])).rows as Array<
+        Record<string, unknown>
+      >;
+    },
+  };
+}
+
+export function postgresTableFacts(client: Queryable, schema: string): TableFacts {
+  const rows = postgresRows(client);
+  return {
+    tableExists: async (table) =>
+      (
+        await rows.all(
+          `SELECT 1 AS present FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+           WHERE n.nspname = ? AND c.relname = ? AND c.relkind IN ('r', 'p')`,
+          [schema, table],
+        )
+      ).length > 0,
+    newestUpdatedAt: async (table) => {
+      const [column] = await rows.all(
+        "SELECT column_type FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",
+        [table],
+      );
+      const type = column?.column_type as ColumnType | undefined;
+      const expression =
+        type === 'datetime' || type === 'date'
+          ? readExpression('updated_at', type)
+          : type === 'text'
+            ? '"updated_at"'
+            : undefined;
+      if (!expression) return null;
+      // Ordered by the stored value (a time for timestamptz), shown as ISO text.
+      const [row] = await rows.all(
+        `SELECT ${expression} AS value FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
+      );
+      return (row?.value as string | null | undefined) ?? null;
+    },
+  };
 }
 
 // ---------------------------------------------------------------- the warehouse
@@ -660,28 +709,9 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   status(): Promise<ResourceStatus[]> {
-    // The inspector queries through the pool, never a held connection: the bookkeeping takes
-    // connections of its own meanwhile, and a pool of one would wait for itself.
+    // Queries go through the pool, never a held connection: a pool of one would wait for itself.
     return this.guard('Reading the status', () =>
-      this.bookkeeping.status({
-        tableExists: (table) => this.tableExistsOn(this.pool, table),
-        newestUpdatedAt: async (table) => {
-          const type = await this.columnType(this.pool, table, 'updated_at');
-          const expression =
-            type === 'datetime' || type === 'date'
-              ? readExpression('updated_at', type)
-              : type === 'text'
-                ? q('updated_at')
-                : undefined;
-          if (!expression) return null;
-          // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-          const result = await this.pool.query<{ value: string | null }>(
-            `SELECT ${expression} AS value FROM ${this.table(table)}
-             WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
-          );
-          return result.rows[0]?.value ?? null;
-        },
-      }),
+      readResourceStatuses(postgresRows(this.pool), postgresTableFacts(this.pool, this.schema)),
     );
   }
 

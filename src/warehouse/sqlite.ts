@@ -31,6 +31,8 @@ import type {
 } from '../interfaces.js';
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, nowIso, type BookkeepingTables } from './bookkeeping.js';
+import { readResourceStatuses } from './reader.js';
+import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
 import { planHistoryVersions } from './history.js';
 import {
   assertHistoryTable,
@@ -353,21 +355,7 @@ export class SqliteWarehouse implements Warehouse {
 
   status(): Promise<ResourceStatus[]> {
     return this.exclusive(
-      () =>
-        this.bookkeeping.status({
-          tableExists: async (table) => this.tableExistsNow(table),
-          newestUpdatedAt: async (table) => {
-            // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
-            // strftime normalises it (to milliseconds, and offsets to UTC).
-            const row = this.db
-              .prepare(
-                `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
-               ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
-              )
-              .get() as { value: unknown } | undefined;
-            return typeof row?.value === 'string' ? row.value : null;
-          },
-        }),
+      () => readResourceStatuses(sqliteRows(this.db), sqliteTableFacts(this.db)),
       'Reading the status',
     );
   }
