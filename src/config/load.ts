@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml';
 import type { z } from 'zod';
+import { closest } from '../did-you-mean.js';
 import { ConfigError } from '../errors.js';
 import {
   checkBaseUrl,
@@ -70,6 +71,73 @@ const ENV_VARIABLES = new Set<string>([
  * never appear in the text.
  */
 export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config {
+  return resolveWithOrigins(inputs, needs).config;
+}
+
+/** One setting of the effective configuration and where its value came from. */
+export interface SettingSource {
+  key: string;
+  /** Shown as is; secrets are `set`/`not set`, URLs without their password. */
+  value: unknown;
+  /** `default`, `FILE:LINE`, `env OCS_…`, or `flag`. */
+  source: string;
+}
+
+/** The effective configuration, each setting with its value and origin (for `ocs-sync config`). */
+export function explainConfig(
+  inputs: ConfigInputs,
+  needs: ConfigNeeds,
+): { config: Config; settings: SettingSource[] } {
+  const { config, merged, originOf, lineOf, fileName } = resolveWithOrigins(inputs, needs);
+  const sourceOf = (segments: string[]): string => {
+    const origin = originOf(segments);
+    switch (origin.kind) {
+      case 'file': {
+        const line = lineOf(segments);
+        return `${fileName}${line === undefined ? '' : `:${line}`}`;
+      }
+      case 'env':
+        return `env ${origin.variable}`;
+      case 'flag':
+        return 'flag';
+      default:
+        return 'default';
+    }
+  };
+  const settings: SettingSource[] = [];
+  for (const setting of SETTINGS) {
+    const segments = setting.path.split('.');
+    const value = getAt(merged, segments);
+    if (setting.path === 'secrets.resources' && isPlainObject(value)) {
+      for (const [resource, policy] of Object.entries(value)) {
+        settings.push({
+          key: `secrets.resources.${resource}`,
+          value: policy,
+          source: sourceOf([...segments, resource]),
+        });
+      }
+      continue;
+    }
+    const shown = setting.secret
+      ? value === undefined
+        ? 'not set'
+        : 'set'
+      : value === undefined
+        ? 'not set'
+        : typeof value === 'string' &&
+            (setting.path === 'warehouse.url' || setting.path === 'base_url')
+          ? redactUrl(value)
+          : value;
+    settings.push({
+      key: setting.path,
+      value: shown,
+      source: value === undefined ? '-' : sourceOf(segments),
+    });
+  }
+  return { config, settings };
+}
+
+function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   const problems: string[] = [];
   const origins = new Map<string, Origin>();
   const merged: Tree = {};
@@ -168,7 +236,7 @@ export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config 
   if (problems.length > 0 || !parsed.success) {
     throw new ConfigError(scrubSecrets(inFileOrder(dedupe(problems), fileName), merged));
   }
-  return toConfig(parsed.data);
+  return { config: toConfig(parsed.data), merged, originOf, lineOf, fileName };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -310,37 +378,6 @@ function envTypoProblems(env: Readonly<Record<string, string | undefined>>): str
     }
   }
   return problems;
-}
-
-function levenshtein(a: string, b: string): number {
-  const previous = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = previous[0]!;
-    previous[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const above = previous[j]!;
-      previous[j] = Math.min(
-        above + 1,
-        previous[j - 1]! + 1,
-        diagonal + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-      diagonal = above;
-    }
-  }
-  return previous[b.length]!;
-}
-
-function closest(word: string, candidates: readonly string[], maxDistance: number) {
-  let best: string | undefined;
-  let bestDistance = Infinity;
-  for (const candidate of candidates) {
-    const distance = levenshtein(word, candidate);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return bestDistance <= maxDistance ? best : undefined;
 }
 
 /** "did you mean …" for an unknown key, or the keys allowed at that place. */
@@ -687,6 +724,15 @@ export interface LoadConfigOptions {
 
 /** Reads the config file (if any), then resolves the configuration. Throws ConfigError. */
 export function loadConfig(options: LoadConfigOptions): Config {
+  return resolveConfig(configInputs(options), options.needs);
+}
+
+/** Like loadConfig, with where each setting came from. */
+export function loadConfigExplained(options: LoadConfigOptions) {
+  return explainConfig(configInputs(options), options.needs);
+}
+
+function configInputs(options: LoadConfigOptions): ConfigInputs {
   const env = options.env ?? process.env;
   const fromEnv = env[CONFIG_PATH_ENV]?.trim();
   const configPath = options.configPath ?? (fromEnv === '' ? undefined : fromEnv);
@@ -694,16 +740,13 @@ export function loadConfig(options: LoadConfigOptions): Config {
     configPath === undefined
       ? undefined
       : readConfigFile(configPath, options.configPath !== undefined ? '--config' : CONFIG_PATH_ENV);
-  return resolveConfig(
-    {
-      file: contents?.file,
-      filePath: configPath,
-      fileLines: contents?.fileLines,
-      env,
-      flags: options.flags,
-    },
-    options.needs,
-  );
+  return {
+    file: contents?.file,
+    filePath: configPath,
+    fileLines: contents?.fileLines,
+    env,
+    flags: options.flags,
+  };
 }
 
 /** A summary safe for logs: no API key, no private key, no warehouse password. */

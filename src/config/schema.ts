@@ -10,22 +10,14 @@ import type { DeleteMode } from '../interfaces.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
 
 export type AuthScheme = 'api-key' | 'bearer';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+import { LOG_LEVELS, type LogLevel } from './log-options.js';
+export { LOG_LEVELS, type LogLevel };
 // The sealing module owns the list of secrets policies; config validates against it.
 import { SECRET_POLICIES, type SecretPolicy } from '../sealing/policy.js';
 export { SECRET_POLICIES, type SecretPolicy };
 export type SchemaChangePolicy = 'evolve' | 'stop';
 
 export const AUTH_SCHEMES = ['api-key', 'bearer'] as const satisfies readonly AuthScheme[];
-export const LOG_LEVELS = [
-  'trace',
-  'debug',
-  'info',
-  'warn',
-  'error',
-  'fatal',
-  'silent',
-] as const satisfies readonly LogLevel[];
 export const SCHEMA_CHANGE_POLICIES = [
   'evolve',
   'stop',

@@ -48,6 +48,11 @@ import {
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import {
+  MANIFEST_ORDER_STATE_KEY,
+  SCHEMA_CHECKSUM_STATE_KEY,
+  SEALED_FIELDS_STATE_KEY,
+} from '../warehouse/state-keys.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
@@ -119,11 +124,8 @@ export interface SyncReport {
   durationMs: number;
 }
 
-const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
-/** Which fields of which resources are sealed, kept for offline tools such as `unseal`. */
-export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
-/** The last manifest's resources in its order (a JSON array), so `status` lists them that way. */
-export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
+const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
+export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
 const TEAM_TABLE = 'team';
 
 /** One sync pass. Takes the writer lock for its whole duration. */
@@ -149,8 +151,15 @@ class SyncRun {
   async run(): Promise<SyncReport> {
     const { source, warehouse, logger } = this.options;
     const requestsBefore = source.requestCount ?? 0;
-    const manifest = await source.manifest();
     const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
+    let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
+    try {
+      manifest = await source.manifest();
+    } catch (error) {
+      // Unreachable server, 401, 403: a run that never started is still one to see in `status`.
+      await recordFailedRun(warehouse, kind, error, (source.requestCount ?? 0) - requestsBefore);
+      throw error;
+    }
     const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
     this.checksums = { from: previous, to: manifest.schemaChecksum || null };
     this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
@@ -637,6 +646,26 @@ class SyncRun {
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
   }
+}
+
+/**
+ * Records a run that failed before it could start (the manifest could not be read, the
+ * configuration or a key could not be used), so `status` and `runs` show it like any other.
+ */
+export async function recordFailedRun(
+  warehouse: Warehouse,
+  kind: RunKind,
+  error: unknown,
+  requests = 0,
+): Promise<void> {
+  const runId = await warehouse.startRun(kind, null);
+  await warehouse.finishRun(runId, {
+    status: error instanceof InterruptedError ? 'interrupted' : 'failed',
+    rows: 0,
+    pages: 0,
+    requests,
+    error: describeError(error),
+  });
 }
 
 function interrupted(): InterruptedError {

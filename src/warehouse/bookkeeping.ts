@@ -80,10 +80,10 @@ export interface BookkeepingTables {
     to_checksum: string | null;
     table_name: string;
     column_name: string | null;
-    change: SchemaChange['kind'];
+    change: SchemaChange['kind'] | 'drop_table';
     from_type: ColumnType | null;
     to_type: ColumnType | null;
-    reason: SchemaChange['reason'];
+    reason: SchemaChange['reason'] | 'reset';
   };
   _ocs_state: { key: string; value: string; updated_at: Timestamp };
   _ocs_lock: {
@@ -221,6 +221,68 @@ export class Bookkeeping {
       .set({ cursor: null, cursor_kind: null })
       .where('resource', '=', resource)
       .execute();
+  }
+
+  /**
+   * Records `ocs-sync reset` as a finished run of kind `reset`, one row per resource. Resource
+   * states are left alone (their cursors were cleared apart): a reset is not a success.
+   */
+  async recordReset(resources: readonly string[], note: string): Promise<number> {
+    const now = nowIso();
+    return this.db.transaction().execute(async (trx) => {
+      const run = await trx
+        .insertInto('_ocs_runs')
+        .values({
+          kind: 'reset',
+          status: 'ok',
+          started_at: now,
+          finished_at: now,
+          schema_checksum: null,
+          rows: 0,
+          pages: 0,
+          requests: 0,
+          error: null,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      const runId = Number(run.id);
+      if (resources.length > 0) {
+        await trx
+          .insertInto('_ocs_resource_runs')
+          .values(
+            resources.map((resource) => ({
+              run_id: runId,
+              resource,
+              status: 'ok',
+              rows: 0,
+              pages: 0,
+              duration_ms: 0,
+              error: note,
+              recorded_at: now,
+            })),
+          )
+          .execute();
+      }
+      return runId;
+    });
+  }
+
+  /** After `DROP TABLE`: forget its columns and log the drop (run inside the dialect's transaction). */
+  forgetTableQueries(table: string, now: string): Compilable[] {
+    return [
+      this.db.deleteFrom('_ocs_columns').where('table_name', '=', table),
+      this.db.insertInto('_ocs_schema_changes').values({
+        changed_at: now,
+        from_checksum: null,
+        to_checksum: null,
+        table_name: table,
+        column_name: null,
+        change: 'drop_table',
+        from_type: null,
+        to_type: null,
+        reason: 'reset',
+      }),
+    ];
   }
 
   /** The logical columns recorded for a table, in order (empty when none are recorded). */

@@ -697,6 +697,27 @@ export class PostgresWarehouse implements Warehouse {
     );
   }
 
+  dropTable(table: string): Promise<void> {
+    return this.guard(`Dropping ${table}`, async () => {
+      assertSafeTableName(table);
+      try {
+        await this.transaction(async (client) => {
+          await client.query(`DROP TABLE IF EXISTS ${this.table(table)}`);
+          await client.query(`DROP TABLE IF EXISTS ${this.table(historyTableName(table))}`);
+          for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
+            await this.run(client, query);
+          }
+        });
+      } finally {
+        this.pageStatements.clear();
+      }
+    });
+  }
+
+  recordReset(resources: readonly string[], note: string): Promise<number> {
+    return this.guard('Recording a reset', () => this.bookkeeping.recordReset(resources, note));
+  }
+
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.guard(`Describing ${table}`, async () => {
       assertSafeTableName(table);

@@ -31,6 +31,7 @@ import type {
 } from '../interfaces.js';
 import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, nowIso, type BookkeepingTables } from './bookkeeping.js';
+import { processExists } from './probe.js';
 import { readResourceStatuses } from './reader.js';
 import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
 import { planHistoryVersions } from './history.js';
@@ -342,6 +343,22 @@ export class SqliteWarehouse implements Warehouse {
 
   resetCursor(resource: string): Promise<void> {
     return this.exclusive(() => this.bookkeeping.resetCursor(resource), 'Resetting a cursor');
+  }
+
+  dropTable(table: string): Promise<void> {
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      this.writeTransaction(() => {
+        this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${q(historyTableName(table))}`);
+        for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) this.run(query);
+      });
+      this.pageStatements.clear();
+    }, `Dropping ${table}`);
+  }
+
+  recordReset(resources: readonly string[], note: string): Promise<number> {
+    return this.exclusive(() => this.bookkeeping.recordReset(resources, note), 'Recording a reset');
   }
 
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
@@ -871,16 +888,6 @@ export class SqliteWarehouse implements Warehouse {
     this.pageStatements.clear();
     await this.kysely.destroy();
     if (this.db.open) this.db.close();
-  }
-}
-
-function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else.
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
   }
 }
 
