@@ -169,10 +169,15 @@ export class WarehouseReader {
     return row ? toRun(row) : undefined;
   }
 
-  /** The last sync run that finished ok (or partial: it moved data too). */
-  async lastSuccessfulRun(): Promise<RunRecord | undefined> {
+  /** The last sync run that ended with one of `statuses` (default: ok). */
+  async lastSuccessfulRun(
+    statuses: readonly RunStatus[] = ['ok'],
+  ): Promise<RunRecord | undefined> {
     const [row] = await this.rows.all(
-      `SELECT ${RUN_COLUMNS} FROM _ocs_runs WHERE status = 'ok' AND kind IN ('incremental', 'full_refresh') ORDER BY id DESC LIMIT 1`,
+      `SELECT ${RUN_COLUMNS} FROM _ocs_runs
+       WHERE status IN (${statuses.map(() => '?').join(', ')}) AND kind IN ('incremental', 'full_refresh')
+       ORDER BY id DESC LIMIT 1`,
+      statuses,
     );
     return row ? toRun(row) : undefined;
   }
