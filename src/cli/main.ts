@@ -59,7 +59,9 @@ export function buildProgram(
       ]);
       const context = new Context(command.optsWithGlobals<GlobalOptions>(), environment);
       try {
-        setExitCode(await handler(context, options, operands));
+        // A parent's option may have been given after the subcommand (`runs show 3 --json`).
+        const merged = { ...command.optsWithGlobals(), ...options } as Options;
+        setExitCode(await handler(context, merged, operands));
       } finally {
         // A run that stopped half-way must not leave its progress line behind.
         context.liveArea().clear();

@@ -84,7 +84,7 @@ export function formatStatusTable(
         ...base[index]!,
         formatAgo(status.lastFullRefreshAt, now),
         describeCursor(status.cursor, status.cursorKind),
-        oneLine(status.lastError ?? ''),
+        oneLine(withoutName(status.resource, status.lastError ?? '')),
       ]),
     );
   }
@@ -97,7 +97,7 @@ export function formatStatusTable(
     [...headers, 'last error'],
     statuses.map((status, index) => [
       ...base[index]!,
-      shorten(firstLine(status.lastError ?? ''), Math.max(10, room)),
+      shorten(withoutName(status.resource, firstLine(status.lastError ?? '')), Math.max(10, room)),
     ]),
   );
 }
@@ -136,6 +136,11 @@ export function formatRunLine(
     ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : run.error}`
     : '';
   return `${parts.join(', ')}${error}`;
+}
+
+/** "participants skipped: …" in the participants row says its name twice. */
+function withoutName(resource: string, text: string): string {
+  return text.startsWith(`${resource} `) ? text.slice(resource.length + 1) : text;
 }
 
 function firstLine(text: string): string {
