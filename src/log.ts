@@ -1,5 +1,6 @@
 import { createRequire } from 'node:module';
-import { pino, type Logger, type LevelWithSilent } from 'pino';
+import type { Logger, LevelWithSilent } from 'pino';
+import type Pino from 'pino';
 import type PinoPretty from 'pino-pretty';
 
 export type { Logger };
@@ -30,7 +31,13 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream & { isTTY?: boolean };
 }
 
+/** pino is loaded on first use: commands that log nothing (status, runs, --help) start without it. */
+function loadPino(): typeof Pino {
+  return createRequire(import.meta.url)('pino') as typeof Pino;
+}
+
 export function createLogger(options: LoggerOptions): Logger {
+  const pino = loadPino();
   const destination = options.destination ?? process.stderr;
   const usePretty = options.pretty ?? destination.isTTY === true;
   const base = {
@@ -62,5 +69,5 @@ export function createLogger(options: LoggerOptions): Logger {
 
 /** A logger that drops everything (tests and library use). */
 export function silentLogger(): Logger {
-  return pino({ level: 'silent' });
+  return loadPino()({ level: 'silent' });
 }

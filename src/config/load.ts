@@ -7,7 +7,9 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { LineCounter } from 'yaml';
 import type { z } from 'zod';
 import { closest } from '../did-you-mean.js';
 import { ConfigError } from '../errors.js';
@@ -605,7 +607,13 @@ export function readConfigFile(path: string, givenBy = '--config'): ConfigFileCo
 }
 
 /** Parses YAML text of a config file. Exported for tests and for `config check`-style tools. */
+/** The YAML parser, loaded only when there is a file to read (commands start faster without). */
+function yaml(): typeof Yaml {
+  return createRequire(import.meta.url)('yaml') as typeof Yaml;
+}
+
 export function parseConfigText(text: string, path: string): ConfigFileContents {
+  const { isAlias, LineCounter, parseDocument, visit } = yaml();
   const lineCounter = new LineCounter();
   const document = parseDocument(text, { lineCounter, uniqueKeys: true });
   const problems: string[] = [];
@@ -668,6 +676,7 @@ function collectLines(
   lineCounter: LineCounter,
   out: Record<string, number>,
 ): void {
+  const { isAlias, isMap, isScalar, isSeq } = yaml();
   if (isMap(node)) {
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);

@@ -12,8 +12,8 @@ import { resealForArchive } from './archive.js';
 import { openSealedValue } from './open.js';
 import { SealedOpenError } from './sealed-open-error.js';
 
-export const SECRET_POLICIES = ['plaintext', 'sealed', 'reseal', 'drop'] as const;
-export type SecretPolicy = (typeof SECRET_POLICIES)[number];
+import { SECRET_POLICIES, type SecretPolicy } from './policy-names.js';
+export { SECRET_POLICIES, type SecretPolicy };
 
 export interface SealingKeys {
   privateKey?: KeyObject;
