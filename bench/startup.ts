@@ -110,10 +110,3 @@ export function formatStartup(results: StartupResults): string {
     `  per round: ${results.ratiosByRound.map((round) => `${round.help.toFixed(2)}/${round.status.toFixed(2)}`).join('  ')}`,
   ].join('\n');
 }
-
-const invokedDirectly =
-  process.argv[1] !== undefined && resolve(process.argv[1]) === fileURLToPath(import.meta.url);
-if (invokedDirectly) {
-  const results = measureStartup({ rounds: Number(process.argv[2] ?? 15) });
-  process.stdout.write(`${formatStartup(results)}\n`);
-}
