@@ -10,7 +10,10 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import Database from 'better-sqlite3';
+import { describeError } from '../src/errors.js';
 import { openWarehouse } from '../src/warehouse/open.js';
+import { SqliteWarehouse } from '../src/warehouse/sqlite.js';
 import {
   ADMIN_KEY,
   MEMBER_KEY,
@@ -167,6 +170,18 @@ describe.each(testDialects)('operating ocs-sync without SQL (%s)', (dialect) => 
     expect(erring.code).toBe(5);
     expect(erring.stdout).toMatch(/1 resource\(s\) ended with an error: participants/);
     expect(erring.stdout).toMatch(/participants .*skipped: the server does not/);
+  });
+
+  it('a resource name the server does not have gets a did-you-mean, in sync and in check', async () => {
+    await start();
+    const sync = await cli(['sync'], { OCS_RESOURCES: 'users,chat_mesages' });
+    expect(sync.code).toBe(3);
+    expect(sync.stdout).toMatch(
+      /problem: Resource "chat_mesages" is not in the server's manifest; did you mean "chat_messages"\?/,
+    );
+    const check = await cli(['check'], { OCS_RESOURCES: 'users,chat_mesages' });
+    expect(check.code).toBe(1);
+    expect(check.stdout).toMatch(/✗ manifest readable .*did you mean "chat_messages"\?/);
   });
 
   it('runs lists past runs and runs show lists one run’s resources', async () => {
@@ -488,6 +503,26 @@ describe('config, fake-server, paths and secrets through the CLI', () => {
     expect(readOnly.code).toBe(1);
     expect(readOnly.stderr).toContain(`The SQLite warehouse ${path} cannot be written`);
     expect(readOnly.stderr).toMatch(/hint: Give this user write access/);
+  });
+
+  it('names the file and the fix when another program holds a lock on the SQLite file', async () => {
+    const path = join(directory.path, 'w.db');
+    await (await openWarehouse({ url: path })).close();
+    const other = new Database(path);
+    other.exec('BEGIN EXCLUSIVE');
+    const warehouse = new SqliteWarehouse({ path, busyTimeoutMs: 20 });
+    try {
+      const error = await warehouse.acquireLock(0).then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      expect(describeError(error)).toContain(path);
+      expect(describeError(error)).toMatch(/hint: Another program holds a lock on the file/);
+    } finally {
+      other.exec('ROLLBACK');
+      other.close();
+      await warehouse.close();
+    }
   });
 
   it('the demo prints a short story: at most 40 lines', async () => {

@@ -3,6 +3,7 @@
  * resource page by page and writes each page together with its cursor. I/O goes through the
  * ExportSource and Warehouse interfaces; the decisions live in plan.ts.
  */
+import { unknownNameAdvice } from '../did-you-mean.js';
 import {
   AuthError,
   HttpStatusError,
@@ -170,7 +171,12 @@ class SyncRun {
       this.options.excludeResources ?? [],
     );
     for (const name of unknown) {
-      this.problems.push(`Resource ${JSON.stringify(name)} is not in the server's manifest.`);
+      this.problems.push(
+        `Resource ${JSON.stringify(name)} is not in the server's manifest; ${unknownNameAdvice(
+          name,
+          manifest.entries.map((entry) => entry.resource),
+        )}`,
+      );
     }
     this.options.events?.onRunStart?.({ runId: this.runId, kind, resources: selected.length });
     await warehouse.setState(
