@@ -54,8 +54,10 @@ export function createLogger(options: LoggerOptions): Logger {
       pretty({
         destination,
         sync: true,
-        colorize: true,
+        colorize: destination.isTTY === true,
         ignore: 'pid,hostname',
+        // One line per event, so the live progress line below stays in place.
+        singleLine: true,
         translateTime: 'SYS:HH:MM:ss',
       }),
     );

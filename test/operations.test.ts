@@ -30,6 +30,12 @@ import {
 const FAST_RETRIES_YAML =
   'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 2\nlock:\n  wait_seconds: 0\n';
 
+function writeFast(folder: string): string {
+  const file = join(folder, 'fast.yaml');
+  writeFileSync(file, FAST_RETRIES_YAML);
+  return file;
+}
+
 /** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
 async function waitFor<T>(
   condition: () => T | undefined | false | Promise<T | undefined | false>,
@@ -503,6 +509,24 @@ describe('config, fake-server, paths and secrets through the CLI', () => {
     expect(readOnly.code).toBe(1);
     expect(readOnly.stderr).toContain(`The SQLite warehouse ${path} cannot be written`);
     expect(readOnly.stderr).toMatch(/hint: Give this user write access/);
+  });
+
+  it('--log-format: JSON lines off a terminal by default, pretty lines when asked', async () => {
+    const path = join(directory.path, 'w.db');
+    const env = {
+      OCS_BASE_URL: 'http://127.0.0.1:1',
+      OCS_API_KEY: ADMIN_KEY,
+      OCS_WAREHOUSE_URL: path,
+    };
+    const json = await runCli(['--config', writeFast(directory.path), 'sync'], env);
+    for (const line of json.logs.trim().split('\n')) expect(() => JSON.parse(line)).not.toThrow();
+    const pretty = await runCli(
+      ['--log-format', 'pretty', '--config', writeFast(directory.path), 'sync'],
+      env,
+    );
+    expect(pretty.logs).toMatch(/^\[\d\d:\d\d:\d\d\] .*WARN.*: Request failed; retrying/m);
+    expect(pretty.logs).not.toMatch(/^\{/m);
+    expect((await runCli(['--log-format', 'xml', 'status'], env)).code).toBe(2);
   });
 
   it('names the file and the fix when another program holds a lock on the SQLite file', async () => {
