@@ -130,12 +130,12 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     });
   const statusJson = async () => {
     const status = await runCli(['status', '--json'], warehouse.env);
-    expect(status.code).toBe(0);
-    return JSON.parse(status.stdout) as Array<{
-      resource: string;
-      rows: number;
-      lastError: string | null;
-    }>;
+    const { resources } = JSON.parse(status.stdout) as {
+      resources: Array<{ resource: string; rows: number; last_error: string | null }>;
+    };
+    // Exit 5 exactly when some resource's last attempt ended with an error.
+    expect(status.code).toBe(resources.some((row) => row.last_error !== null) ? 5 : 0);
+    return resources.map((row) => ({ ...row, lastError: row.last_error }));
   };
   /** Each sealed resource's stored rows: ids equal to the source, unsealed columns equal too. */
   const expectSealedTables = async (
@@ -416,7 +416,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(result.code).toBe(3);
     for (const { resource, fields } of sealed) {
       expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: it has sealed fields (${fields.join(', ')}) and the "plaintext" policy needs the team's private key, which is not configured.`,
+        `skipped ${resource}: it has sealed fields (${fields.join(', ')}) and the "plaintext" policy needs the team's private key, which is not configured.`,
       );
     }
     expect(result.stdout).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
@@ -465,7 +465,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(result.code).toBe(3);
     for (const resource of sealedNames) {
       expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
+        `skipped ${resource}: the server says "Team has no registered public key; secret data cannot be sealed."`,
       );
     }
     expect(result.stdout).toMatch(
@@ -502,12 +502,12 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(wrong.code).toBe(3);
     const firstId = String(dataset.ids('llm_providers')[0]);
     expect(wrong.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${firstId}: key does not match (RSA-OAEP failed)`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${firstId}: key does not match (RSA-OAEP failed)`,
     );
     for (const { resource, fields } of sealed) {
       expect(wrong.stdout).toMatch(
         new RegExp(
-          `failed: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`,
+          `failed ${resource}: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`,
         ),
       );
       expect(await warehouse.readTable(resource), resource).toEqual([]);
@@ -531,7 +531,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const again = await sync({ OCS_PRIVATE_KEY: otherPrivateKey() });
     expect(again.code).toBe(3);
     expect(again.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`,
     );
     expect(await warehouse.readTable('llm_providers')).toEqual(before);
     expect((await sync()).code).toBe(0);
@@ -553,9 +553,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const result = await sync();
     expect(result.code).toBe(3);
     expect(result.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${tamperedId}: HMAC mismatch: tampered or wrong key`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${tamperedId}: HMAC mismatch: tampered or wrong key`,
     );
-    expect(result.stdout.match(/^failed:/gm)).toHaveLength(1);
+    expect(result.stdout.match(/^ {2}failed /gm)).toHaveLength(1);
     const stored = await warehouse.readTable('llm_providers');
     expect(stored).toEqual(sourceRowsAsStored(dataset, 'llm_providers').slice(0, PAGE_SIZE));
     expect(everythingPrinted(result)).not.toContain(

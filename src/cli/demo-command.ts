@@ -7,7 +7,8 @@
 import { redactUrl } from '../config/warehouse-url.js';
 import { ExitCode } from '../errors.js';
 import type { CommandContext } from './context.js';
-import { parseNumberOption, startDemoServer, DEMO_API_KEY } from './fake-server-command.js';
+import { startDemoServer, DEMO_API_KEY } from './fake-server-command.js';
+import { parseNumberOption } from './option-values.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import { exitCodeFor, syncOnce } from './sync-command.js';

@@ -5,10 +5,11 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { resolve, join } from 'node:path';
-import { ExitCode, UsageError } from '../errors.js';
+import { ExitCode } from '../errors.js';
 import { createSampleDataset } from '../fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../fake-server/server.js';
 import type { CommandContext } from './context.js';
+import { parseNumberOption } from './option-values.js';
 
 export const DEMO_API_KEY = 'demo-admin-key';
 
@@ -36,27 +37,6 @@ export async function startDemoServer(options: {
       : undefined,
   });
   return { server, privateKeyPem: privateKey };
-}
-
-export function parseNumberOption(
-  text: string,
-  flag: string,
-  range: { min: number; max: number; integer?: boolean },
-): number {
-  const value = Number(text);
-  const integerOk = !range.integer || Number.isInteger(value);
-  if (
-    text.trim() === '' ||
-    !Number.isFinite(value) ||
-    !integerOk ||
-    value < range.min ||
-    value > range.max
-  ) {
-    throw new UsageError(
-      `${flag} must be ${range.integer ? 'a whole number' : 'a number'} from ${range.min} to ${range.max}, got ${text}.`,
-    );
-  }
-  return value;
 }
 
 export async function runFakeServerCommand(

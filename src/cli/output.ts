@@ -143,7 +143,7 @@ function withoutName(resource: string, text: string): string {
   return text.startsWith(`${resource} `) ? text.slice(resource.length + 1) : text;
 }
 
-function firstLine(text: string): string {
+export function firstLine(text: string): string {
   return text.split('\n')[0] ?? '';
 }
 
@@ -199,7 +199,7 @@ function splitHint(text: string): [string, string | undefined] {
   return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + '\n  hint: '.length)];
 }
 
-function shorten(text: string, max: number): string {
+export function shorten(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ');
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }

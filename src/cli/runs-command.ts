@@ -4,7 +4,8 @@ import type { Config } from '../config/schema.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import type { CommandContext } from './context.js';
-import { formatTable } from './output.js';
+import { firstLine, formatTable, shorten } from './output.js';
+import { parseNumberOption } from './option-values.js';
 import { formatAgo, formatDuration } from './time-text.js';
 
 async function withReader<T>(
@@ -23,25 +24,15 @@ async function withReader<T>(
   }
 }
 
-function positiveInteger(text: string, what: string, max: number): number {
-  const value = Number(text);
-  if (!/^\d+$/.test(text.trim()) || !Number.isSafeInteger(value) || value < 1 || value > max) {
-    throw new UsageError(
-      `${what} must be a whole number from 1 to ${max}; got ${JSON.stringify(text)}.`,
-    );
-  }
-  return value;
-}
-
-function firstLine(text: string | null): string {
-  return (text ?? '').split('\n')[0] ?? '';
-}
-
 export async function runRunsCommand(
   context: CommandContext,
   options: { limit: string; json?: boolean },
 ): Promise<number> {
-  const limit = positiveInteger(options.limit, '--limit', 100_000);
+  const limit = parseNumberOption(options.limit, '--limit', {
+    min: 1,
+    max: 100_000,
+    integer: true,
+  });
   const config = context.config({ server: false });
   const runs = await withReader(config, (reader) => reader.runs({ limit }));
   if (options.json) {
@@ -65,7 +56,7 @@ export async function runRunsCommand(
         run.rows,
         run.pages,
         run.requests,
-        shorten(firstLine(run.error), 40),
+        shorten(firstLine(run.error ?? ''), 40),
       ]),
     ),
   );
@@ -77,7 +68,11 @@ export async function runRunsShowCommand(
   options: { json?: boolean },
   operands: string[],
 ): Promise<number> {
-  const id = positiveInteger(operands[0] ?? '', 'The run id', Number.MAX_SAFE_INTEGER);
+  const id = parseNumberOption(operands[0] ?? '', 'The run id', {
+    min: 1,
+    max: Number.MAX_SAFE_INTEGER,
+    integer: true,
+  });
   const config = context.config({ server: false });
   const found = await withReader(config, async (reader) => {
     const run = await reader.run(id);
@@ -111,13 +106,9 @@ export async function runRunsShowCommand(
             resource.rows,
             resource.pages,
             formatDuration(resource.durationMs),
-            firstLine(resource.error),
+            firstLine(resource.error ?? ''),
           ]),
         ),
   );
   return ExitCode.ok;
-}
-
-function shorten(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }

@@ -15,7 +15,7 @@ import {
   formatStatusTable,
   inManifestOrder,
 } from './output.js';
-import { parseDuration } from './time-text.js';
+import { parseDuration } from './option-values.js';
 
 export interface StatusOptions {
   json?: boolean;

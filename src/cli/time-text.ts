@@ -1,5 +1,4 @@
-/** Times and durations as people read them, and durations as people write them. Pure. */
-import { UsageError } from '../errors.js';
+/** Times and durations as people read them. Pure. */
 
 /** "45s", "12m", "3h", "2d": a span, rounded to its largest sensible unit. */
 export function formatSpan(ms: number): string {
@@ -27,22 +26,4 @@ export function formatDuration(ms: number | null | undefined): string {
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const seconds = Math.round(ms / 1000);
   return `${Math.floor(seconds / 60)}m ${String(seconds % 60).padStart(2, '0')}s`;
-}
-
-const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400, w: 604_800 };
-
-/** "90s", "15m", "2h", "1d", "1h30m" -> seconds. UsageError naming the flag otherwise. */
-export function parseDuration(text: string, flag: string): number {
-  const trimmed = text.trim().toLowerCase();
-  const parts = [...trimmed.matchAll(/(\d+(?:\.\d+)?)([smhdw])/g)];
-  const total = parts.reduce(
-    (sum, [, amount, unit]) => sum + Number(amount) * UNIT_SECONDS[unit!]!,
-    0,
-  );
-  if (parts.length === 0 || parts.map((part) => part[0]).join('') !== trimmed || total <= 0) {
-    throw new UsageError(
-      `${flag} must be a duration such as 90s, 15m, 2h, 1d or 1h30m; got ${JSON.stringify(text)}.`,
-    );
-  }
-  return total;
 }
