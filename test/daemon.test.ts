@@ -25,6 +25,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
+  waitFor,
   type TestWarehouse,
 } from './support.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
@@ -590,21 +591,6 @@ describe('startDaemon with an injected sync', () => {
 // ---------------------------------------------------------------------------------------------
 // The real thing: `ocs-sync daemon` (and startDaemon with the real syncOnce) against the fake
 // export server, into SQLite in a temporary folder.
-
-/** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
-async function waitFor<T>(
-  condition: () => T | undefined | false | Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Rows of each resource at or before its stored cursor in the source's walk order. */
 function sourceIdsUpToCursor(

@@ -23,6 +23,7 @@ import {
   teamKeys,
   temporaryDirectory,
   testDialects,
+  waitFor,
   type TestWarehouse,
 } from './support.js';
 
@@ -34,21 +35,6 @@ function writeFast(folder: string): string {
   const file = join(folder, 'fast.yaml');
   writeFileSync(file, FAST_RETRIES_YAML);
   return file;
-}
-
-/** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
-async function waitFor<T>(
-  condition: () => T | undefined | false | Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
 }
 
 interface RunJson {

@@ -92,7 +92,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       const lastSuccess = await options.readLastSuccess();
       if (lastSuccess !== undefined) metrics.restoreLastSuccess(lastSuccess);
     } catch (error) {
-      logger.warn({ error: describeError(error) }, 'Could not read the last success from the warehouse');
+      logger.warn(
+        { error: describeError(error) },
+        'Could not read the last success from the warehouse',
+      );
     }
   }
 

@@ -170,9 +170,7 @@ export class WarehouseReader {
   }
 
   /** The last sync run that ended with one of `statuses` (default: ok). */
-  async lastSuccessfulRun(
-    statuses: readonly RunStatus[] = ['ok'],
-  ): Promise<RunRecord | undefined> {
+  async lastSuccessfulRun(statuses: readonly RunStatus[] = ['ok']): Promise<RunRecord | undefined> {
     const [row] = await this.rows.all(
       `SELECT ${RUN_COLUMNS} FROM _ocs_runs
        WHERE status IN (${statuses.map(() => '?').join(', ')}) AND kind IN ('incremental', 'full_refresh')
