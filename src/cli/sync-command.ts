@@ -1,4 +1,4 @@
-import { ExitCode } from '../errors.js';
+import { ExitCode, describeError } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import {
@@ -94,7 +94,13 @@ export async function syncOnce(
       source = createSource(config, logger, extra.onAttempt);
     } catch (error) {
       // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
-      await recordFailedRun(warehouse, extra.fullRefresh ? 'full_refresh' : 'incremental', error);
+      await recordFailedRun(
+        warehouse,
+        extra.fullRefresh ? 'full_refresh' : 'incremental',
+        error,
+      ).catch((recordError: unknown) =>
+        logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
+      );
       throw error;
     }
     try {

@@ -110,7 +110,11 @@ export function explainConfig(
   for (const setting of SETTINGS) {
     const segments = setting.path.split('.');
     const value = getAt(merged, segments);
-    if (setting.path === 'secrets.resources' && isPlainObject(value)) {
+    if (
+      setting.path === 'secrets.resources' &&
+      isPlainObject(value) &&
+      Object.keys(value).length > 0
+    ) {
       for (const [resource, policy] of Object.entries(value)) {
         settings.push({
           key: `secrets.resources.${resource}`,

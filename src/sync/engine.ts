@@ -158,7 +158,14 @@ class SyncRun {
       manifest = await source.manifest();
     } catch (error) {
       // Unreachable server, 401, 403: a run that never started is still one to see in `status`.
-      await recordFailedRun(warehouse, kind, error, (source.requestCount ?? 0) - requestsBefore);
+      await recordFailedRun(
+        warehouse,
+        kind,
+        error,
+        (source.requestCount ?? 0) - requestsBefore,
+      ).catch((recordError: unknown) =>
+        logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
+      );
       throw error;
     }
     const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
