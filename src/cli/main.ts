@@ -133,7 +133,7 @@ export function buildProgram(
   program
     .command('demo')
     .description(
-      'Start a built-in fake export server, sync it into ./ocs-demo.db, and show the status.',
+      'Start a built-in fake export server, sync it into ./ocs-demo.db, and print a short summary.',
     )
     .option('--db <path>', 'SQLite file to write', './ocs-demo.db')
     .option('--rows <count>', 'rows per resource in the fake server', '200')
