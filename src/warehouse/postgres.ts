@@ -396,14 +396,16 @@ export function postgresRows(client: Queryable): SqlRows {
 export function postgresTableFacts(client: Queryable, schema: string): TableFacts {
   const rows = postgresRows(client);
   return {
-    tableExists: async (table) =>
-      (
-        await rows.all(
-          `SELECT 1 AS present FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-           WHERE n.nspname = ? AND c.relname = ? AND c.relkind IN ('r', 'p')`,
-          [schema, table],
-        )
-      ).length > 0,
+    existingTables: async () =>
+      new Set(
+        (
+          await rows.all(
+            `SELECT c.relname AS name FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = ? AND c.relkind IN ('r', 'p')`,
+            [schema],
+          )
+        ).map((row) => String(row.name)),
+      ),
     newestUpdatedAt: async (table) => {
       const [column] = await rows.all(
         "SELECT column_type FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",

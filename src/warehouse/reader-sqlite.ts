@@ -13,9 +13,14 @@ export function sqliteRows(db: Database.Database): SqlRows {
 
 export function sqliteTableFacts(db: Database.Database): TableFacts {
   return {
-    tableExists: async (table) =>
-      db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) !==
-      undefined,
+    existingTables: async () =>
+      new Set(
+        (
+          db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as Array<{
+            name: string;
+          }>
+        ).map((row) => row.name),
+      ),
     newestUpdatedAt: async (table) => {
       // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
       // strftime normalises it (to milliseconds, and offsets to UTC).

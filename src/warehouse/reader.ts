@@ -19,7 +19,8 @@ export interface SqlRows {
 
 /** What only the dialect can answer about a resource table. */
 export interface TableFacts {
-  tableExists(table: string): Promise<boolean>;
+  /** The tables that exist (one query, however many resources). */
+  existingTables(): Promise<Set<string>>;
   /** Newest `updated_at` of the table as ISO text, or null when it has none. */
   newestUpdatedAt(table: string): Promise<string | null>;
 }
@@ -120,24 +121,26 @@ export async function readResourceStatuses(
   const names = [
     ...new Set([...states.keys(), ...tables.map((row) => String(row.table_name))]),
   ].sort();
+  const existing = await facts.existingTables();
+  const withUpdatedAt = new Set(
+    (await rows.all("SELECT table_name FROM _ocs_columns WHERE column_name = 'updated_at'")).map(
+      (row) => String(row.table_name),
+    ),
+  );
   const result: ResourceStatus[] = [];
   for (const name of names) {
     const state = states.get(name) ?? emptyResourceState(name);
     let live = 0;
     let deleted = 0;
     let newestUpdatedAt: string | null = null;
-    if (await facts.tableExists(name)) {
+    if (existing.has(name)) {
       // Resource names are checked identifiers (^[a-z][a-z0-9_]*$), safe to quote.
       const [counts] = await rows.all(
         `SELECT count(*) - count("_deleted_at") AS live, count("_deleted_at") AS deleted FROM "${name}"`,
       );
       live = toCount(counts?.live);
       deleted = toCount(counts?.deleted);
-      const hasUpdatedAt = await rows.all(
-        "SELECT 1 AS present FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",
-        [name],
-      );
-      if (hasUpdatedAt.length > 0) newestUpdatedAt = await facts.newestUpdatedAt(name);
+      if (withUpdatedAt.has(name)) newestUpdatedAt = await facts.newestUpdatedAt(name);
     }
     result.push({ ...state, rows: live, rowsDeleted: deleted, newestUpdatedAt });
   }
