@@ -13,6 +13,12 @@ export const ExitCode = {
   usage: 2,
   /** Finished, but some resources were skipped or failed (named in the output). */
   partial: 3,
+  /** `status` only: no sync run is recorded, or the last one failed or was interrupted. */
+  statusLastRunFailed: 4,
+  /** `status` only: a resource's last attempt ended with an error. */
+  statusResourceError: 5,
+  /** `status` only: a resource has not synced within `--max-lag`. */
+  statusLagging: 6,
   /** Stopped by SIGINT or SIGTERM before the end; committed pages are kept (128 + SIGINT). */
   interrupted: 130,
 } as const;

@@ -127,7 +127,8 @@ export interface PageWriteResult {
   versionsWritten: number;
 }
 
-export type RunKind = 'incremental' | 'full_refresh';
+/** `reset`: `ocs-sync reset` forgot cursors (and maybe dropped tables); no data moved. */
+export type RunKind = 'incremental' | 'full_refresh' | 'reset';
 export type RunStatus = 'running' | 'ok' | 'partial' | 'failed' | 'interrupted';
 
 export interface RunSummary {
@@ -276,6 +277,11 @@ export interface Warehouse {
   /** The file ledger (`_ocs_files`) on this warehouse's connection. */
   fileLedger(): FileLedgerStore;
   close(): Promise<void>;
+
+  /** Drop a resource's table and its history table, forget its columns; logged as `drop_table`. */
+  dropTable(table: string): Promise<void>;
+  /** Record `ocs-sync reset` of these resources as a run of kind `reset`; returns its id. */
+  recordReset(resources: readonly string[], note: string): Promise<number>;
 }
 
 /** What the last attempt to fetch a file's bytes found: stored, 404 (no blob), or an error. */

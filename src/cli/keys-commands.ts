@@ -6,7 +6,7 @@ import {
   loadArchiveSecretKey,
 } from '../sealing/keys.js';
 import { unsealArchived } from '../sealing/unseal.js';
-import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
+import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import type { CommandContext } from './main.js';
 import { createWarehouse } from './wiring.js';
 

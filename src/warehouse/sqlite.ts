@@ -30,10 +30,13 @@ import type {
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { nowIso } from './bookkeeping.js';
+import { readResourceStatuses } from './reader.js';
+import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   historyTableName,
+  liveViewName,
   quoteIdentifier as q,
 } from './identifiers.js';
 import { applyMigrations, type Migration } from './migrations.js';
@@ -188,6 +191,25 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => this.bookkeeping.resetCursor(resource), 'Resetting a cursor');
   }
 
+  dropTable(table: string): Promise<void> {
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      this.connection.writeTransaction(() => {
+        this.db.exec(`DROP VIEW IF EXISTS ${q(liveViewName(table))}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${q(historyTableName(table))}`);
+        for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
+          this.connection.run(query);
+        }
+      });
+      this.pages.forget();
+    }, `Dropping ${table}`);
+  }
+
+  recordReset(resources: readonly string[], note: string): Promise<number> {
+    return this.exclusive(() => this.bookkeeping.recordReset(resources, note), 'Recording a reset');
+  }
+
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.exclusive(() => {
       assertSafeTableName(table);
@@ -199,21 +221,7 @@ export class SqliteWarehouse implements Warehouse {
 
   status(): Promise<ResourceStatus[]> {
     return this.exclusive(
-      () =>
-        this.bookkeeping.status({
-          tableExists: async (table) => this.connection.tableExists(table),
-          newestUpdatedAt: async (table) => {
-            // A datetime column sorts as text (one fixed-width form); a column widened to text
-            // holds the server's varying forms, which strftime normalises (to milliseconds).
-            const row = this.db
-              .prepare(
-                `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
-               ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
-              )
-              .get() as { value: unknown } | undefined;
-            return typeof row?.value === 'string' ? (serverFormOf(row.value) as string) : null;
-          },
-        }),
+      () => readResourceStatuses(sqliteRows(this.db), sqliteTableFacts(this.db)),
       'Reading the status',
     );
   }
