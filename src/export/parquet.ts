@@ -13,6 +13,7 @@ import { join, resolve } from 'node:path';
 import type { ColumnSpec, ColumnType, StoredRow, Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { quoteIdentifier as q } from '../warehouse/identifiers.js';
+import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 import { toJsonText } from '../warehouse/values.js';
 
 export interface ParquetExportOptions {
@@ -58,9 +59,7 @@ function exportColumns(columns: readonly ColumnSpec[], live: boolean): ExportCol
   return [
     { name: 'id', type: 'integer' },
     ...columns,
-    { name: '_synced_at', type: 'datetime' },
-    { name: '_run_id', type: 'integer' },
-    ...(live ? [] : [{ name: '_deleted_at', type: 'datetime' as const }]),
+    ...OWN_COLUMNS.filter((column) => !live || column.name !== '_deleted_at'),
   ];
 }
 

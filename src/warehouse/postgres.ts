@@ -49,12 +49,11 @@ import {
   decodeValue,
   encodePage,
   encodeValue,
-  isoTextSql,
   readExpression,
   type AlteredCounter,
 } from './postgres-values.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
-import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -475,14 +474,10 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
       // Aliased by position: a column may be named like one of ours.
+      const read = [...columns, ...OWN_COLUMNS];
       const selected = [
         '"id"::text AS id_text',
-        ...columns.map(
-          (column, index) => `${readExpression(column.name, column.type)} AS c${index}`,
-        ),
-        `${isoTextSql('"_synced_at"')} AS synced_at`,
-        '"_run_id"::text AS run_id',
-        `${isoTextSql('"_deleted_at"')} AS deleted_at`,
+        ...read.map((column, index) => `${readExpression(column.name, column.type)} AS c${index}`),
       ];
       const conditions: string[] = [];
       const parameters: unknown[] = [];
@@ -499,13 +494,9 @@ export class PostgresWarehouse implements Warehouse {
       );
       return result.rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
-        columns.forEach((column, index) => {
+        read.forEach((column, index) => {
           row[column.name] = decodeValue(column.type, stored[`c${index}`]);
         });
-        row._synced_at = stored.synced_at;
-        row._run_id =
-          stored.run_id === null ? null : narrowInteger(BigInt(stored.run_id as string));
-        row._deleted_at = stored.deleted_at;
         return row;
       });
     });

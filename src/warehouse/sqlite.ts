@@ -45,14 +45,11 @@ import {
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
 import { decodeValue, encodeValue, serverFormOf } from './sqlite-values.js';
-import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
 export type { WarehouseLogger } from './writer-lock.js';
-
-/** Our own columns an export carries after the data columns. */
-const OWN_COLUMNS = ['_synced_at', '_run_id', '_deleted_at'];
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */
@@ -389,7 +386,7 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
-      const names = ['id', ...columns.map((column) => column.name), ...OWN_COLUMNS];
+      const names = ['id', ...[...columns, ...OWN_COLUMNS].map((column) => column.name)];
       const conditions = [
         ...(afterId === null ? [] : ['"id" > ?']),
         ...(live ? ['"_deleted_at" IS NULL'] : []),
@@ -405,12 +402,9 @@ export class SqliteWarehouse implements Warehouse {
       >;
       return rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
-        for (const column of columns) {
+        for (const column of [...columns, ...OWN_COLUMNS]) {
           row[column.name] = decodeValue(column.type, stored[column.name]);
         }
-        row._synced_at = serverFormOf(stored._synced_at);
-        row._run_id = stored._run_id === null ? null : narrowInteger(stored._run_id as bigint);
-        row._deleted_at = serverFormOf(stored._deleted_at);
         return row;
       });
     }, `Reading rows of ${table}`);
