@@ -15,6 +15,10 @@
  * - Run: one `sync` pass over the manifest; recorded in `_ocs_runs`.
  * - Full refresh: a walk from the start that also finds rows the server no longer has.
  * - Logical column type: our database-neutral type of a column; each dialect maps it to SQL.
+ * - Live view: `<table>__live`, a resource table's rows not marked deleted.
+ * - Relationship: an integer column whose values are ids of another table, found by name and
+ *   verified against the stored data (src/sync/relationships.ts).
+ * - Excluded field: a field `exclude_fields` keeps out of the warehouse (table and history).
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
