@@ -205,6 +205,8 @@ export interface RowBatchQuery {
   limit: number;
   /** Leave out the rows marked deleted. */
   live: boolean;
+  /** JSON columns as their stored JSON text, not parsed (exports write the text as it is). */
+  jsonAsText?: boolean;
 }
 
 /**

@@ -469,7 +469,7 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live } = query;
+    const { table, columns, afterId, limit, live, jsonAsText } = query;
     return this.guard(`Reading rows of ${table}`, async () => {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
@@ -495,7 +495,9 @@ export class PostgresWarehouse implements Warehouse {
       return result.rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
         read.forEach((column, index) => {
-          row[column.name] = decodeValue(column.type, stored[`c${index}`]);
+          const value = stored[`c${index}`];
+          row[column.name] =
+            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
         });
         return row;
       });

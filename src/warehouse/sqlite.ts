@@ -382,7 +382,7 @@ export class SqliteWarehouse implements Warehouse {
   }
 
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live } = query;
+    const { table, columns, afterId, limit, live, jsonAsText } = query;
     return this.exclusive(() => {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
@@ -403,7 +403,9 @@ export class SqliteWarehouse implements Warehouse {
       return rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
         for (const column of [...columns, ...OWN_COLUMNS]) {
-          row[column.name] = decodeValue(column.type, stored[column.name]);
+          const value = stored[column.name];
+          row[column.name] =
+            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
         }
         return row;
       });
