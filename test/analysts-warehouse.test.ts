@@ -186,6 +186,64 @@ describe.each(testDialects)("analysts' warehouse (%s)", (dialect) => {
     }
   });
 
+  it('keeps indexes idempotent, and widens or drops an indexed column', async () => {
+    const db = await open();
+    try {
+      const columns: ColumnSpec[] = [
+        { name: 'chat', type: 'integer' },
+        { name: 'updated_at', type: 'datetime' },
+        { name: 'note', type: 'text' },
+      ];
+      await db.applySchemaChanges(
+        [{ kind: 'create_table', table: 'notes', columns, reason: 'rows' }],
+        { from: null, to: null },
+      );
+      const wanted = [
+        { table: 'notes', column: 'chat' },
+        { table: 'notes', column: 'updated_at' },
+        { table: 'notes', column: 'not_there' },
+      ];
+      expect(await db.ensureIndexes(wanted)).toBe(2);
+      expect(await db.ensureIndexes(wanted)).toBe(0);
+      await db.applySchemaChanges(
+        [
+          {
+            kind: 'widen_column',
+            table: 'notes',
+            column: 'chat',
+            fromType: 'integer',
+            toType: 'decimal',
+            reason: 'value',
+          },
+          {
+            kind: 'drop_column',
+            table: 'notes',
+            column: 'updated_at',
+            fromType: 'datetime',
+            reason: 'excluded',
+          },
+        ],
+        { from: null, to: null },
+      );
+      expect(await db.describeTable('notes')).toEqual([
+        { name: 'chat', type: 'decimal' },
+        { name: 'note', type: 'text' },
+      ]);
+      expect(await indexNames()).not.toContain('notes__updated_at_idx');
+      expect(await db.ensureIndexes(wanted)).toBe(dialect === 'sqlite' ? 1 : 0);
+      expect(await indexNames()).toContain('notes__chat_idx');
+      expect(await columnsOf('notes__live')).toEqual([
+        'id',
+        'chat',
+        'note',
+        '_synced_at',
+        '_run_id',
+      ]);
+    } finally {
+      await db.close();
+    }
+  });
+
   it('keeps date-times sortable as stored and reads them back in the server form', async () => {
     const db = await open();
     const times = [
