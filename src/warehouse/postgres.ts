@@ -294,13 +294,16 @@ export class PostgresWarehouse implements Warehouse {
       const dropped = new Set(
         changes.filter((change) => change.kind === 'drop_column').map((change) => change.table),
       );
-      for (const table of dropped) {
-        for (const target of [table, historyTableName(table)]) {
-          if (await this.connection.tableExistsOn(this.connection.pool, target)) {
-            await this.connection.pool.query(`VACUUM FULL ${this.table(target)}`);
+      if (dropped.size === 0) return;
+      await this.connection.withoutTimeout(async (client) => {
+        for (const table of dropped) {
+          for (const target of [table, historyTableName(table)]) {
+            if (await this.connection.tableExistsOn(client, target)) {
+              await client.query(`VACUUM FULL ${this.table(target)}`);
+            }
           }
         }
-      }
+      });
     });
   }
 
@@ -436,7 +439,7 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard('Creating indexes', async () => {
       let created = 0;
       // One at a time outside a long transaction: building an index on a big table takes a while.
-      await this.connection.withClient(async (client) => {
+      await this.connection.withoutTimeout(async (client) => {
         for (const { table, column } of indexes) {
           assertSafeTableName(table);
           assertSafeColumnName(column, table);
@@ -460,8 +463,10 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
       assertSafeTableName(target);
-      const result = await this.connection.pool.query<{ values: string; unmatched: string }>(
-        referenceCheckSql((name) => this.table(name), table, column, target),
+      const result = await this.connection.withoutTimeout((client) =>
+        client.query<{ values: string; unmatched: string }>(
+          referenceCheckSql((name) => this.table(name), table, column, target),
+        ),
       );
       const row = result.rows[0];
       return { values: Number(row?.values ?? 0), unmatched: Number(row?.unmatched ?? 0) };
