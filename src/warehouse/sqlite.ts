@@ -197,12 +197,16 @@ export class SqliteWarehouse implements Warehouse {
         this.bookkeeping.status({
           tableExists: async (table) => this.connection.tableExists(table),
           newestUpdatedAt: async (table) => {
-            // A datetime column sorts as text (one fixed-width form); a column widened to text
-            // holds the server's varying forms, which strftime normalises (to milliseconds).
+            // A datetime column sorts as text (one fixed-width form), so its index answers; a
+            // column widened to text holds the server's varying forms, which strftime normalises.
+            const sortable = this.connection.columnType(table, 'updated_at') === 'datetime';
+            const order = sortable
+              ? '"updated_at" DESC'
+              : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
             const row = this.db
               .prepare(
                 `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
-               ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
+                 ORDER BY ${order} LIMIT 1`,
               )
               .get() as { value: unknown } | undefined;
             return typeof row?.value === 'string' ? (serverFormOf(row.value) as string) : null;
