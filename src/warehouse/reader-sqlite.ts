@@ -5,6 +5,15 @@ import { WarehouseError } from '../errors.js';
 import { WarehouseReader, type SqlRows, type TableFacts } from './reader.js';
 import { toServerTimestamp } from './timestamps.js';
 
+/** The server's form of a stored date-time; text that is not one is shown as it is. */
+function serverForm(value: string): string {
+  try {
+    return toServerTimestamp(value);
+  } catch {
+    return value;
+  }
+}
+
 export function sqliteRows(db: Database.Database): SqlRows {
   return {
     all: async (sql, parameters = []) =>
@@ -23,16 +32,24 @@ export function sqliteTableFacts(db: Database.Database): TableFacts {
         ).map((row) => row.name),
       ),
     newestUpdatedAt: async (table) => {
-      // ISO text does not sort as time when fractions differ (`...00Z` vs `...00.5Z`);
-      // strftime normalises it (to milliseconds, and offsets to UTC).
+      // A datetime column sorts as text (one fixed-width form), so its index answers; a column
+      // widened to text holds the server's varying forms, which strftime normalises.
+      const column = db
+        .prepare(
+          "SELECT column_type FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",
+        )
+        .get(table) as { column_type: string } | undefined;
+      const order =
+        column?.column_type === 'datetime'
+          ? '"updated_at" DESC'
+          : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
       const row = db
         .prepare(
-          `SELECT "updated_at" AS value FROM "${table}" WHERE "updated_at" IS NOT NULL
-           ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
+          `SELECT "updated_at" AS value FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY ${order} LIMIT 1`,
         )
         .get() as { value: unknown } | undefined;
       // Shown in the server's form, whichever form the column holds.
-      return typeof row?.value === 'string' ? toServerTimestamp(row.value) : null;
+      return typeof row?.value === 'string' ? serverForm(row.value) : null;
     },
   };
 }
