@@ -227,5 +227,44 @@ export interface Warehouse {
   ): Promise<void>;
 
   status(): Promise<ResourceStatus[]>;
+  /** What `serve` reads and the sync keeps for it (documents, original values, rows in order). */
+  readonly archive: ArchiveStore;
   close(): Promise<void>;
+}
+
+/** A value a column gives back differently from the server's text, kept to serve it exactly. */
+export interface OriginalValue {
+  /** Row id, decimal text. */
+  id: string;
+  column: string;
+  /** sha256 hex of the JSON text of what the column gives back. */
+  servedHash: string;
+  /** The server's value as JSON text. */
+  original: string;
+}
+
+export type ExportDocumentKind = 'manifest' | 'openapi';
+
+export interface ArchiveRowQuery {
+  table: string;
+  /** Data columns to read (not `id`), in output order. */
+  columns: readonly ColumnSpec[];
+  order: CursorKind;
+  /** Rows after this position: `updatedAt` (any ISO 8601) for `updated_at_id`. */
+  after: { id: bigint; updatedAt?: string } | null;
+  limit: number;
+  /** Read the versions valid at this instant (ISO 8601) from `<table>__history`. */
+  asOf?: string;
+}
+
+/** The warehouse as `serve` reads it. Rows come decoded, live rows only (not marked deleted). */
+export interface ArchiveStore {
+  /** Keeps a served document once per (kind, checksum); a later save of the same pair is a no-op. */
+  saveExportDocument(kind: ExportDocumentKind, checksum: string, body: string): Promise<void>;
+  exportDocument(kind: ExportDocumentKind, checksum: string): Promise<string | undefined>;
+  saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void>;
+  originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]>;
+  readRows(query: ArchiveRowQuery): Promise<Row[]>;
+  /** Whether `<table>__history` exists. */
+  hasHistory(table: string): Promise<boolean>;
 }

@@ -47,6 +47,7 @@ import {
   withoutFields,
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
+import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
 
 export interface SecretsSettings {
@@ -141,6 +142,8 @@ class SyncRun {
   private readonly schemaChanges: SchemaChange[] = [];
   private readonly problems: string[] = [];
   private schema: SchemaColumns | undefined;
+  /** The OpenAPI document, when this run fetched it. */
+  private openApiDocument: unknown;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
 
@@ -187,6 +190,7 @@ class SyncRun {
     let runError: unknown;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
+      await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
       await this.syncTeam();
       await this.forEachEntry(selected, async (entry, index) => {
         this.options.events?.onResourceStart?.({
@@ -279,7 +283,8 @@ class SyncRun {
         isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
     );
     if (previous === null || changed || missingTable) {
-      this.schema = columnsFromOpenApi(await source.openApi());
+      this.openApiDocument = await source.openApi();
+      this.schema = columnsFromOpenApi(this.openApiDocument);
       for (const refused of this.schema.refused) {
         this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
       }
@@ -321,6 +326,7 @@ class SyncRun {
     const row = team as Row;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+    await keepOriginalValues(warehouse, TEAM_TABLE, columns, [row]);
     const started = performance.now();
     const written = await warehouse.writePage({
       runId: this.runId,
@@ -482,6 +488,7 @@ class SyncRun {
         }
       }
       columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+      await keepOriginalValues(warehouse, resource, columns, rows);
       const result = await warehouse.writePage({
         runId: this.runId,
         resource,

@@ -52,6 +52,7 @@ import {
   wideningNeeded,
 } from './schema-changes.js';
 import { applyMigrations, type Migration } from './migrations.js';
+import { PostgresArchiveStore } from './postgres-archive.js';
 import type { WarehouseLogger } from './sqlite.js';
 import {
   assertValueFits,
@@ -421,6 +422,7 @@ export class PostgresWarehouse implements Warehouse {
   private heldLock?: HeldLock;
   private closed = false;
   private readonly saveCursor: { name: string; text: string };
+  private archiveStore?: PostgresArchiveStore;
 
   constructor(options: PostgresWarehouseOptions) {
     this.schema = options.schema ?? 'ocs';
@@ -561,6 +563,18 @@ export class PostgresWarehouse implements Warehouse {
     const spec = (await this.storedColumns(client, table)).find((c) => c.name === column);
     if (!spec) throw new WarehouseError(`Table ${table} has no column ${column} in the warehouse.`);
     return spec.type;
+  }
+
+  get archive(): PostgresArchiveStore {
+    this.archiveStore ??= new PostgresArchiveStore({
+      query: async <R>(what: string, sql: string, parameters: unknown[]) =>
+        this.guard(what, async () => (await this.pool.query(sql, parameters)).rows as R[]),
+      table: (name) => this.table(name),
+      schema: this.schema,
+      readExpression,
+      decode: decodeValue,
+    });
+    return this.archiveStore;
   }
 
   // ---------------------------------------------------------------- migrations

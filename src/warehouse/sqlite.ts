@@ -48,6 +48,7 @@ import {
   wideningNeeded,
 } from './schema-changes.js';
 import { applyMigrations, type Migration } from './migrations.js';
+import { SqliteArchiveStore } from './sqlite-archive.js';
 import {
   assertValueFits,
   checkedRowId,
@@ -113,7 +114,7 @@ function encodeValue(type: ColumnType, value: unknown): SqliteValue {
 }
 
 /** Decodes a value read with safeIntegers (integers arrive as bigint). */
-function decodeValue(type: ColumnType, stored: unknown): unknown {
+export function decodeValue(type: ColumnType, stored: unknown): unknown {
   if (stored === null || stored === undefined) return null;
   switch (type) {
     case 'integer':
@@ -169,6 +170,7 @@ export class SqliteWarehouse implements Warehouse {
   private queue: Promise<unknown> = Promise.resolve();
   private closed = false;
   private heldLock?: { token: string; heartbeat: NodeJS.Timeout; lost: boolean };
+  private archiveStore?: SqliteArchiveStore;
 
   constructor(options: SqliteWarehouseOptions) {
     this.description = options.path === ':memory:' ? 'sqlite::memory:' : `sqlite:${options.path}`;
@@ -778,6 +780,15 @@ export class SqliteWarehouse implements Warehouse {
         for (const [value, id] of encoded) update.run(value, id);
       });
     }, `Updating ${table}.${column}`);
+  }
+
+  get archive(): SqliteArchiveStore {
+    this.archiveStore ??= new SqliteArchiveStore(
+      this.db,
+      (work, what) => this.exclusive(work, what),
+      decodeValue,
+    );
+    return this.archiveStore;
   }
 
   // ---------------------------------------------------------------- lock
