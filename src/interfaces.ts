@@ -257,11 +257,24 @@ export interface ArchiveRowQuery {
   asOf?: string;
 }
 
+export interface StoredFile {
+  sha256: string;
+  contentType: string | null;
+  /** The row's storage path (`files.file`). */
+  file: string | null;
+}
+
 /** The warehouse as `serve` reads it. Rows come decoded, live rows only (not marked deleted). */
 export interface ArchiveStore {
-  /** Keeps a served document once per (kind, checksum); a later save of the same pair is a no-op. */
+  /** Keeps a served document per (kind, checksum); saving it again marks it the latest. */
   saveExportDocument(kind: ExportDocumentKind, checksum: string, body: string): Promise<void>;
-  exportDocument(kind: ExportDocumentKind, checksum: string): Promise<string | undefined>;
+  /** The document for a checksum, or (no checksum) the one saved last. */
+  exportDocument(
+    kind: ExportDocumentKind,
+    checksum?: string,
+  ): Promise<{ checksum: string; body: string } | undefined>;
+  /** A file's stored blob (the `_ocs_files` ledger), when the table and an `ok` row exist. */
+  storedFile(fileId: bigint): Promise<StoredFile | undefined>;
   saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void>;
   originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]>;
   readRows(query: ArchiveRowQuery): Promise<Row[]>;

@@ -59,7 +59,7 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
 }
 
 /** An AbortSignal for SIGTERM and SIGINT; a second signal exits at once. */
-function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
+export function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
   const controller = new AbortController();
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {

@@ -13,6 +13,7 @@ import { processOutput, type Output } from './output.js';
 import { runStatusCommand } from './status-command.js';
 import { runSyncCommand } from './sync-command.js';
 import { runDaemonCommand } from './daemon-command.js';
+import { DEFAULT_SERVE_LISTEN, runServeCommand } from './serve-command.js';
 import { packageVersion } from './version.js';
 
 export interface GlobalOptions {
@@ -145,6 +146,20 @@ export function buildProgram(
     .option('--in-place', 'write the opened values back into the warehouse')
     .action(async (options, command: Command) => {
       setExitCode(await runUnsealCommand(context(command), options));
+    });
+
+  program
+    .command('serve')
+    .description("Serve the warehouse as the server's export API, for its importer (restore).")
+    .option('--listen <host:port>', 'where to listen (loopback by default)', DEFAULT_SERVE_LISTEN)
+    .option('--public-key <pem>', 'the restore public key sealed fields are sealed to')
+    .option('--archive-key <file>', 'archive secret key, for values stored by the reseal policy')
+    .option('--api-key-file <file>', 'file holding the API key to require (or OCS_SERVE_API_KEY)')
+    .option('--as-of <timestamp>', 'serve every resource as it stood then (needs history)')
+    .option('--allow-incomplete', 'serve resources the warehouse cannot give back as empty')
+    .option('--files-dir <dir>', 'where file blobs are stored (OCS_FILES_DIR)')
+    .action(async (options, command: Command) => {
+      setExitCode(await runServeCommand(context(command), options));
     });
 
   return program;

@@ -34,7 +34,8 @@ export async function keepExportDocuments(
   const checksum = manifest.schemaChecksum;
   await archive.saveExportDocument('manifest', checksum, manifestDocument(manifest));
   let document = fetchedOpenApi;
-  if (document === undefined && (await archive.exportDocument('openapi', checksum)) === undefined) {
+  const stored = await archive.exportDocument('openapi', checksum);
+  if (document === undefined && stored === undefined) {
     document = await source.openApi();
   }
   if (document !== undefined) {

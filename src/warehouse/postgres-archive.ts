@@ -9,6 +9,7 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
+  StoredFile,
 } from '../interfaces.js';
 import {
   assertSafeColumnName,
@@ -36,18 +37,46 @@ export class PostgresArchiveStore implements ArchiveStore {
     await this.access.query(
       `Saving the server's ${kind}`,
       `INSERT INTO ${this.access.table('_ocs_export_documents')} (kind, checksum, body, fetched_at)
-       VALUES ($1, $2, $3, now()) ON CONFLICT (kind, checksum) DO NOTHING`,
+       VALUES ($1, $2, $3, clock_timestamp())
+       ON CONFLICT (kind, checksum) DO UPDATE SET body = excluded.body, fetched_at = excluded.fetched_at`,
       [kind, checksum, body],
     );
   }
 
-  async exportDocument(kind: ExportDocumentKind, checksum: string): Promise<string | undefined> {
-    const rows = await this.access.query<{ body: string }>(
+  async exportDocument(
+    kind: ExportDocumentKind,
+    checksum?: string,
+  ): Promise<{ checksum: string; body: string } | undefined> {
+    const select = `SELECT checksum, body FROM ${this.access.table('_ocs_export_documents')} WHERE kind = $1`;
+    const rows = await this.access.query<{ checksum: string; body: string }>(
       `Reading the stored ${kind}`,
-      `SELECT body FROM ${this.access.table('_ocs_export_documents')} WHERE kind = $1 AND checksum = $2`,
-      [kind, checksum],
+      checksum === undefined
+        ? `${select} ORDER BY fetched_at DESC LIMIT 1`
+        : `${select} AND checksum = $2`,
+      checksum === undefined ? [kind] : [kind, checksum],
     );
-    return rows[0]?.body;
+    return rows[0];
+  }
+
+  async storedFile(fileId: bigint): Promise<StoredFile | undefined> {
+    const ledger = await this.access.query<{ name: string | null }>(
+      'Looking for the file ledger',
+      'SELECT to_regclass($1)::text AS name',
+      [`${this.access.schema}._ocs_files`],
+    );
+    if (!ledger[0]?.name) return undefined;
+    const rows = await this.access.query<{
+      sha256: string;
+      content_type: string | null;
+      file: string | null;
+    }>(
+      'Reading the file ledger',
+      `SELECT sha256, content_type, file FROM ${this.access.table('_ocs_files')}
+       WHERE file_id = $1::bigint AND status = 'ok'`,
+      [fileId.toString()],
+    );
+    const row = rows[0];
+    return row && { sha256: row.sha256, contentType: row.content_type, file: row.file };
   }
 
   async saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {

@@ -10,6 +10,7 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
+  StoredFile,
 } from '../interfaces.js';
 import { nowIso } from './bookkeeping.js';
 import {
@@ -41,19 +42,43 @@ export class SqliteArchiveStore implements ArchiveStore {
       this.db
         .prepare(
           `INSERT INTO _ocs_export_documents (kind, checksum, body, fetched_at) VALUES (?, ?, ?, ?)
-           ON CONFLICT (kind, checksum) DO NOTHING`,
+           ON CONFLICT (kind, checksum) DO UPDATE SET body = excluded.body, fetched_at = excluded.fetched_at`,
         )
         .run(kind, checksum, body, nowIso());
     }, `Saving the server's ${kind}`);
   }
 
-  exportDocument(kind: ExportDocumentKind, checksum: string): Promise<string | undefined> {
+  exportDocument(
+    kind: ExportDocumentKind,
+    checksum?: string,
+  ): Promise<{ checksum: string; body: string } | undefined> {
     return this.exclusive(() => {
-      const row = this.db
-        .prepare('SELECT body FROM _ocs_export_documents WHERE kind = ? AND checksum = ?')
-        .get(kind, checksum) as { body: string } | undefined;
-      return row?.body;
+      const select = 'SELECT checksum, body FROM _ocs_export_documents WHERE kind = ?';
+      return (
+        checksum === undefined
+          ? this.db.prepare(`${select} ORDER BY fetched_at DESC LIMIT 1`).get(kind)
+          : this.db.prepare(`${select} AND checksum = ?`).get(kind, checksum)
+      ) as { checksum: string; body: string } | undefined;
     }, `Reading the stored ${kind}`);
+  }
+
+  storedFile(fileId: bigint): Promise<StoredFile | undefined> {
+    return this.exclusive(() => {
+      if (!this.tableExists('_ocs_files')) return undefined;
+      const row = this.db
+        .prepare(
+          `SELECT sha256, content_type, file FROM _ocs_files WHERE file_id = ? AND status = 'ok'`,
+        )
+        .get(fileId) as { sha256: string; content_type: string | null; file: string | null } | undefined;
+      return row && { sha256: row.sha256, contentType: row.content_type, file: row.file };
+    }, `Reading the file ledger`);
+  }
+
+  private tableExists(name: string): boolean {
+    return (
+      this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !==
+      undefined
+    );
   }
 
   saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {
@@ -104,11 +129,7 @@ export class SqliteArchiveStore implements ArchiveStore {
   hasHistory(table: string): Promise<boolean> {
     return this.exclusive(() => {
       assertSafeTableName(table);
-      return (
-        this.db
-          .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
-          .get(historyTableName(table)) !== undefined
-      );
+      return this.tableExists(historyTableName(table));
     }, `Looking for the history of ${table}`);
   }
 
