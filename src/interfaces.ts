@@ -81,7 +81,7 @@ export interface TableSpec {
   columns: ColumnSpec[];
 }
 
-export type SchemaChangeKind = 'create_table' | 'add_column' | 'widen_column';
+export type SchemaChangeKind = 'create_table' | 'add_column' | 'widen_column' | 'drop_column';
 
 export interface SchemaChange {
   kind: SchemaChangeKind;
@@ -92,8 +92,11 @@ export interface SchemaChange {
   columns?: ColumnSpec[];
   fromType?: ColumnType;
   toType?: ColumnType;
-  /** Why: 'schema' (server's OpenAPI), 'rows' (seen in data), 'value' (a value that did not fit). */
-  reason: 'schema' | 'rows' | 'value';
+  /**
+   * Why: 'schema' (server's OpenAPI), 'rows' (seen in data), 'value' (a value that did not fit),
+   * 'excluded' (drop_column: the field is listed in `exclude_fields`).
+   */
+  reason: 'schema' | 'rows' | 'value' | 'excluded';
 }
 
 export interface PageWrite {
@@ -174,6 +177,38 @@ export interface Lock {
 
 export type DeleteMode = 'mark' | 'remove';
 
+/** An index ocs-sync keeps on one column of a resource table (references, `updated_at`). */
+export interface IndexSpec {
+  table: string;
+  column: string;
+}
+
+/** How the values of an integer column match the ids of another table. */
+export interface ReferenceCheck {
+  /** Non-null values in the column. */
+  values: number;
+  /** Of those, values that are no id of the target table. */
+  unmatched: number;
+}
+
+/** A batch of stored rows in id order (for exports). */
+export interface RowBatchQuery {
+  table: string;
+  /** The table's data columns (describeTable). */
+  columns: readonly ColumnSpec[];
+  /** Decimal text of the last id of the previous batch; null for the first. */
+  afterId: string | null;
+  limit: number;
+  /** Leave out the rows marked deleted. */
+  live: boolean;
+}
+
+/**
+ * One stored row: `id` and the data columns decoded as readColumn does (date-times in the
+ * server's text form, JSON parsed), plus `_synced_at`, `_run_id` and `_deleted_at`.
+ */
+export type StoredRow = Record<string, unknown> & { id: number | bigint };
+
 /** What the sync engine needs from a database. SQLite and PostgreSQL implement it. */
 export interface Warehouse {
   readonly dialect: 'sqlite' | 'postgres';
@@ -225,6 +260,13 @@ export interface Warehouse {
     column: string,
     values: Array<{ id: string; value: unknown }>,
   ): Promise<void>;
+
+  /** Creates the indexes that do not exist yet (`<table>__<column>_idx`); returns how many. */
+  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number>;
+  /** Counts the values of `table.column` and those that are no id of `target`. */
+  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck>;
+  /** Reads a batch of rows in id order, decoded. */
+  readRows(query: RowBatchQuery): Promise<StoredRow[]>;
 
   status(): Promise<ResourceStatus[]>;
   /** What `serve` reads and the sync keeps for it (documents, original values, rows in order). */

@@ -63,6 +63,12 @@ export async function runServeCommand(
       `--as-of ${JSON.stringify(options.asOf)} is not an ISO 8601 time with an offset, e.g. 2026-11-20T10:00:00Z.`,
     );
   }
+  let asOf: string | undefined;
+  try {
+    asOf = options.asOf === undefined ? undefined : toSortableUtc(options.asOf);
+  } catch {
+    throw new UsageError(`--as-of ${JSON.stringify(options.asOf)} is not a real date and time.`);
+  }
   const apiKey = readApiKey(options, context.environment.env);
   const config = context.config({ server: false });
   const logger = context.logger(config);
@@ -80,7 +86,6 @@ export async function runServeCommand(
   const warehouse = await createWarehouse(config, logger, { mustExist: true });
   cleanup.add('warehouse', () => warehouse.close());
   try {
-    const asOf = options.asOf === undefined ? undefined : toSortableUtc(options.asOf);
     const prepared = await prepareServe(warehouse, {
       policyFor: (resource) => config.secrets.resources[resource] ?? config.secrets.default,
       asOf,

@@ -191,5 +191,7 @@ export function describeSchemaChange(change: SchemaChange): string {
       return `new column ${change.table}.${change.column} ${change.toType}`;
     case 'widen_column':
       return `column ${change.table}.${change.column} widens ${change.fromType} -> ${change.toType}`;
+    case 'drop_column':
+      return `column ${change.table}.${change.column} emptied and dropped (exclude_fields)`;
   }
 }

@@ -23,6 +23,7 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import { nowSortableUtc } from './timestamps.js';
 
 /** Written as ISO text; PostgreSQL (timestamptz) reads back a Date, SQLite the text. */
 type Timestamp = KyselyColumnType<string | Date, string, string>;
@@ -101,8 +102,9 @@ export interface TableInspector {
   newestUpdatedAt(table: string): Promise<string | null>;
 }
 
+/** Now as ISO text in the fixed-width form SQLite date-time columns hold (timestamps.ts). */
 export function nowIso(): string {
-  return new Date().toISOString();
+  return nowSortableUtc();
 }
 
 /** Normalises a stored time (SQLite text, PostgreSQL Date) to ISO text. */
@@ -288,6 +290,13 @@ export class Bookkeeping {
     return this.db
       .updateTable('_ocs_columns')
       .set({ column_type: type })
+      .where('table_name', '=', table)
+      .where('column_name', '=', column);
+  }
+
+  dropColumnQuery(table: string, column: string): Compilable {
+    return this.db
+      .deleteFrom('_ocs_columns')
       .where('table_name', '=', table)
       .where('column_name', '=', column);
   }

@@ -36,6 +36,21 @@ export function historyTableName(table: string): string {
   return suffixedIdentifier(table, '__history');
 }
 
+/**
+ * The view of a resource's rows not marked deleted: `<table>__live`, at most 63 long. It sorts
+ * right after its table, and a double underscore never starts a name the server gives a resource
+ * in practice (`x__history` is ours already); a resource that does take such a name keeps its
+ * table and the view is not created.
+ */
+export function liveViewName(table: string): string {
+  return suffixedIdentifier(table, '__live');
+}
+
+/** The index ocs-sync keeps on one column of a resource table. */
+export function columnIndexName(table: string, column: string): string {
+  return suffixedIdentifier(`${table}__${column}`, '_idx');
+}
+
 /** The index on a history table's (id, _valid_to). */
 export function historyIndexName(historyTable: string): string {
   return suffixedIdentifier(historyTable, '_by_id');

@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
-import { toServerTimestamp, toSortableUtc } from './timestamps.js';
+import { toServerTimestamp } from './timestamps.js';
 import { toJsonText } from './values.js';
 
 export type Dialect = 'sqlite' | 'postgres';
@@ -20,7 +20,12 @@ const SERVER_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?Z$/;
 
 /** A date-time text as a datetime column gives it back. */
 export function servedTimestamp(text: string): string {
-  return toServerTimestamp(toSortableUtc(text));
+  try {
+    return toServerTimestamp(text);
+  } catch {
+    // Not a date-time after all: the column keeps the text as it is.
+    return text;
+  }
 }
 
 function isServerTimestamp(text: string): boolean {

@@ -1,68 +1,76 @@
 /**
- * The PostgreSQL warehouse: every table in one schema (`ocs` by default), reached through a pg
- * pool whose connections start with search_path, TimeZone and statement_timeout set.
- *
- * kysely runs the shared bookkeeping; the page-upsert hot path is ONE named statement per page,
- * `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ("id") DO UPDATE`:
- * measured as fast as a 1000-row VALUES statement (bench/postgres-upsert.ts), with a fixed
- * parameter count (no 65 535-parameter ceiling for wide tables) and one prepared statement for
- * every page size. Each page is one transaction holding its rows, its history versions and its
- * cursor. PostgreSQL refuses `\u0000` in text and jsonb: it is removed and counted as altered.
+ * The PostgreSQL warehouse: every table in one schema (`ocs` by default). This class wires the
+ * roles together: the connection and its settings (postgres-connection.ts), value encoding
+ * (postgres-values.ts), schema changes (postgres-schema.ts), the page-write hot path and history
+ * (postgres-page-writes.ts) and the writer lock (postgres-lock.ts); kysely runs the shared
+ * bookkeeping (bookkeeping.ts). Each page is one transaction holding its rows, its history
+ * versions and its cursor.
  */
-import { createHash, randomUUID } from 'node:crypto';
-import { hostname } from 'node:os';
-import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
-import { Kysely, PostgresDialect, type Compilable } from 'kysely';
-import pg from 'pg';
 import type {
   ColumnSpec,
-  ColumnType,
   DeleteMode,
+  IndexSpec,
   Lock,
-  LockHolder,
   PageWrite,
   PageWriteResult,
+  ReferenceCheck,
   ResourceOutcome,
   ResourceState,
   ResourceStatus,
-  Row,
+  RowBatchQuery,
   RunKind,
   RunSummary,
   SchemaChange,
+  StoredRow,
   Warehouse,
 } from '../interfaces.js';
-import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
-import { Bookkeeping, nowIso, toIsoText, type BookkeepingTables } from './bookkeeping.js';
-import { planHistoryVersions } from './history.js';
-import { isInt64 } from '../sync/column-types.js';
+import type pg from 'pg';
+import { WarehouseError } from '../errors.js';
+import { nowIso } from './bookkeeping.js';
 import {
-  assertHistoryTable,
   assertSafeColumnName,
   assertSafeTableName,
-  historyIndexName,
+  columnIndexName,
   historyTableName,
   quoteIdentifier as q,
 } from './identifiers.js';
-import {
-  assertSafeSchemaChanges,
-  checkDataColumns,
-  requireColumn,
-  requireType,
-  wideningNeeded,
-} from './schema-changes.js';
 import { applyMigrations, type Migration } from './migrations.js';
+import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
 import { PostgresArchiveStore } from './postgres-archive.js';
-import type { WarehouseLogger } from './sqlite.js';
+import { PostgresWriterLock } from './postgres-lock.js';
+import { PostgresPageWriter } from './postgres-page-writes.js';
+import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
 import {
-  assertValueFits,
-  checkedRowId,
-  fromJsonText,
-  narrowInteger,
-  parseIdText,
-  rowContentHasher,
-  toJsonText,
-} from './values.js';
+  applyPostgresSchemaChange,
+  createPostgresLiveView,
+  dropPostgresLiveView,
+} from './postgres-schema.js';
+import {
+  POSTGRES_TYPE,
+  decodeValue,
+  encodePage,
+  encodeValue,
+  isoTextSql,
+  readExpression,
+  type AlteredCounter,
+} from './postgres-values.js';
+import { assertSafeSchemaChanges } from './schema-changes.js';
+import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { assertValueFits, narrowInteger, parseIdText } from './values.js';
+import type { WarehouseLogger } from './writer-lock.js';
+
+export {
+  advisoryLockKey,
+  describePostgresUrl,
+  postgresClientConfig,
+} from './postgres-connection.js';
+export {
+  POSTGRES_TYPE,
+  cleanJsonText,
+  cleanText,
+  isoTextSql,
+  wideningExpression,
+} from './postgres-values.js';
 
 export interface PostgresWarehouseOptions {
   /** postgres://user:password@host:port/database?sslmode=... (pg reads sslmode from it). */
@@ -83,383 +91,34 @@ export interface PostgresWarehouseOptions {
   logger?: WarehouseLogger;
 }
 
-/** SQL type of each logical column type. */
-export const POSTGRES_TYPE: Record<ColumnType, string> = {
-  integer: 'bigint',
-  number: 'double precision',
-  // Exact: an integer column widened by a fraction keeps its ids past 2^53.
-  decimal: 'numeric',
-  boolean: 'boolean',
-  text: 'text',
-  datetime: 'timestamptz',
-  date: 'date',
-  json: 'jsonb',
-};
-
-const SAFE_SCHEMA = /^[a-z][a-z0-9_]{0,62}$/;
-const LOCK_NAME = 'writer';
-const LOCK_POLL_MS = 250;
-const INT8_OID = 20;
-/** Decimal text of an integer short enough that it may fit 64 bits. */
-const INTEGER_TEXT = /^-?\d{1,19}$/;
-
-/**
- * A timestamptz as ISO 8601 UTC text the way the server writes times (Python isoformat with Z):
- * six fraction digits when there is a fraction, none when there is not. Used for reads and for
- * widening datetime to text, so a widened value looks like one the server sends later.
- */
-export function isoTextSql(expression: string): string {
-  return (
-    `(to_char(${expression} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS') || ` +
-    `CASE WHEN date_trunc('second', ${expression}) = ${expression} THEN '' ` +
-    `ELSE to_char(${expression} AT TIME ZONE 'UTC', '.US') END || 'Z')`
-  );
-}
-
-/** How a stored column of `type` is selected so that decodeValue reads it exactly. */
-function readExpression(column: string, type: ColumnType): string {
-  const ref = q(column);
-  switch (type) {
-    case 'integer':
-    case 'number':
-    case 'decimal':
-    case 'json':
-      // double precision as text is its shortest exact form (extra_float_digits, see below).
-      return `${ref}::text`;
-    case 'datetime':
-      return isoTextSql(ref);
-    case 'date':
-      return `to_char(${ref}, 'YYYY-MM-DD')`;
-    case 'boolean':
-    case 'text':
-      return ref;
-  }
-}
-
-function decodeValue(type: ColumnType, stored: unknown): unknown {
-  if (stored === null || stored === undefined) return null;
-  switch (type) {
-    case 'integer':
-      return narrowInteger(BigInt(String(stored)));
-    case 'number':
-    case 'decimal': {
-      // As SQLite's NUMERIC reads: 64-bit integers exact (bigint past 2^53), anything else a
-      // double (1e300 is all digits in numeric's text, and only ever came from a double).
-      const text = String(stored);
-      if (!INTEGER_TEXT.test(text)) return Number(text);
-      const integer = BigInt(text);
-      return isInt64(integer) ? narrowInteger(integer) : Number(text);
-    }
-    case 'json':
-      return fromJsonText(String(stored));
-    case 'boolean':
-    case 'text':
-    case 'datetime':
-    case 'date':
-      return stored;
-  }
-}
-
-/** The `USING` expression that converts a column's values when it widens from -> to. */
-export function wideningExpression(column: string, from: ColumnType, to: ColumnType): string {
-  const ref = q(column);
-  const asText =
-    from === 'datetime' ? isoTextSql(ref) : from === 'date' ? `to_char(${ref}, 'YYYY-MM-DD')` : ref;
-  if (to === 'json') return `to_jsonb(${asText})`;
-  if (to === 'text') return asText;
-  // Through text: a direct double -> numeric cast keeps only 15 significant digits.
-  if (to === 'decimal') return `${ref}::text::numeric`;
-  throw new WarehouseError(`No conversion of ${column} from ${from} to ${to} is defined.`);
-}
-
-// ---------------------------------------------------------------- value cleaning
-
-/** Counts values changed so PostgreSQL accepts them. */
-interface AlteredCounter {
-  count: number;
-}
-
-type WellFormedString = string & { isWellFormed?: () => boolean; toWellFormed?: () => string };
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
-
-function isWellFormed(text: string): boolean {
-  const candidate = text as WellFormedString;
-  return candidate.isWellFormed ? candidate.isWellFormed() : !LONE_SURROGATE.test(text);
-}
-
-/** Text PostgreSQL accepts: no NUL; lone surrogates (which UTF-8 cannot carry) become U+FFFD. */
-function cleanString(text: string): string {
-  let cleaned = text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
-  if (!isWellFormed(cleaned)) cleaned = cleaned.replace(LONE_SURROGATES, '\uFFFD');
-  return cleaned;
-}
-
-export function cleanText(text: string, altered: AlteredCounter): string {
-  const cleaned = cleanString(text);
-  if (cleaned !== text) altered.count += 1;
-  return cleaned;
-}
-
-/** Strings and object keys cleaned at every depth; the same object when nothing changed. */
-function cleanJsonValue(value: unknown): unknown {
-  if (typeof value === 'string') return cleanString(value);
-  if (Array.isArray(value)) {
-    let changed = false;
-    const cleaned = value.map((item) => {
-      const next = cleanJsonValue(item);
-      if (next !== item) changed = true;
-      return next;
-    });
-    return changed ? cleaned : value;
-  }
-  if (value !== null && typeof value === 'object') {
-    let changed = false;
-    const cleaned: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) {
-      const cleanKey = cleanString(key);
-      const next = cleanJsonValue(item);
-      if (cleanKey !== key || next !== item) changed = true;
-      cleaned[cleanKey] = next;
-    }
-    return changed ? cleaned : value;
-  }
-  return value;
-}
-
-/** `\u0000` or a lone surrogate, as JSON.stringify escapes them. */
-const SUSPECT_JSON_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
-
-/** JSON text jsonb accepts; the value is only walked when its text shows a suspect escape. */
-export function cleanJsonText(value: unknown, altered: AlteredCounter): string {
-  const text = toJsonText(value);
-  // JSON.stringify writes NUL and lone surrogates only as \u escapes: most texts have none.
-  if (!text.includes('\\u') || !SUSPECT_JSON_ESCAPE.test(text)) return text;
-  const cleaned = cleanJsonValue(value);
-  if (cleaned === value) return text;
-  altered.count += 1;
-  return toJsonText(cleaned);
-}
-
-/** A value as a pg parameter (element of a typed array) for a column of `type`. */
-function encodeValue(type: ColumnType, value: unknown, altered: AlteredCounter): unknown {
-  if (value === null || value === undefined) return null;
-  switch (type) {
-    case 'integer':
-    case 'number':
-    case 'decimal':
-    case 'boolean':
-    case 'datetime':
-    case 'date':
-      return value;
-    case 'text':
-      return cleanText(value as string, altered);
-    case 'json':
-      return cleanJsonText(value, altered);
-  }
-}
-
-// ---------------------------------------------------------------- connection settings
-
-/** The URL without the password and any query parameter other than sslmode and host. */
-export function describePostgresUrl(url: string, schema: string): string {
-  try {
-    const parsed = new URL(url);
-    const kept = new URLSearchParams();
-    for (const name of ['host', 'sslmode']) {
-      const value = parsed.searchParams.get(name);
-      if (value !== null) kept.set(name, value);
-    }
-    const user = parsed.username ? `${parsed.username}@` : '';
-    const query = kept.size > 0 ? `?${kept.toString()}` : '';
-    return `postgres://${user}${parsed.host}${parsed.pathname}${query} (schema ${schema})`;
-  } catch {
-    return `postgres (schema ${schema})`;
-  }
-}
-
-/** The URL as pg takes it, with its `options` parameter (if any) taken out. */
-function splitUrlOptions(url: string): { connectionString: string; userOptions: string } {
-  try {
-    const parsed = new URL(url);
-    const userOptions = parsed.searchParams.get('options') ?? '';
-    parsed.searchParams.delete('options');
-    return { connectionString: parsed.toString(), userOptions };
-  } catch {
-    // No cause: Node's URL error carries the whole input, password included.
-    throw new WarehouseError('The PostgreSQL warehouse URL cannot be parsed.', {
-      hint: 'Use postgres://user:password@host:5432/database (percent-encode special characters).',
-    });
-  }
-}
-
-/**
- * The pg client config. pg lets settings in the URL win over explicit ones, so the URL's own
- * `options` are taken out of it and put in front of ours, where ours win.
- */
-export function postgresClientConfig(
-  url: string,
-  settings: { schema: string; statementTimeoutSeconds?: number; connectTimeoutSeconds?: number },
-): pg.ClientConfig {
-  const { connectionString, userOptions } = splitUrlOptions(url);
-  const timeoutMs = Math.max(0, Math.round((settings.statementTimeoutSeconds ?? 0) * 1000));
-  // Ours come last so they win over the same settings in the URL's options.
-  const options = [
-    userOptions,
-    `-c search_path=${settings.schema}`,
-    '-c TimeZone=UTC',
-    '-c DateStyle=ISO',
-    // A double's text is exact (shortest round-trip form from PostgreSQL 12, 17 digits before).
-    '-c extra_float_digits=3',
-    `-c statement_timeout=${timeoutMs}`,
-  ]
-    .filter(Boolean)
-    .join(' ');
-  return {
-    connectionString,
-    options,
-    application_name: 'ocs-sync',
-    keepAlive: true,
-    connectionTimeoutMillis: Math.round((settings.connectTimeoutSeconds ?? 30) * 1000),
-    // int8 always as exact decimal text: ids are 64-bit (pg's default, pinned here so a global
-    // setTypeParser elsewhere cannot turn them into rounded numbers).
-    types: {
-      getTypeParser: ((oid: number, format?: string) =>
-        oid === INT8_OID
-          ? (value: string) => value
-          : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
-    },
-  };
-}
-
-/** A stable signed 64-bit advisory-lock key for a purpose and schema. */
-export function advisoryLockKey(purpose: string, schema: string): string {
-  const digest = createHash('sha256').update(`ocs-sync:${purpose}:${schema}`).digest();
-  return digest.readBigInt64BE(0).toString();
-}
-
-/** A PostgreSQL error's message without quoted values (a value may be a secret) and its code. */
-function safeMessage(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
-  const code = (error as { code?: unknown }).code;
-  const message = error.message.replace(/: ".*$/s, ': (value not shown)');
-  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)
-    ? `${message} (SQLSTATE ${code})`
-    : message;
-}
-
-/**
- * The error to keep as `cause`: never a database error, whose `detail` may quote a whole row
- * (an unsealed value among it) and would reach logs that print causes.
- */
-function safeCause(error: unknown): unknown {
-  return error !== null && typeof error === 'object' && 'severity' in error
-    ? new Error(safeMessage(error))
-    : error;
-}
-
-function connectionHint(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  switch (code) {
-    case 'ECONNREFUSED':
-    case 'ENOTFOUND':
-    case 'EAI_AGAIN':
-    case 'ETIMEDOUT':
-      return 'Check the host and port in warehouse.url and that PostgreSQL accepts connections.';
-    case '28P01':
-    case '28000':
-      return 'Check the user and password in warehouse.url (or PGPASSWORD / ~/.pgpass).';
-    case '3D000':
-      return 'Create the database first (createdb), or fix its name in warehouse.url.';
-    case '42501':
-      return 'The user lacks a privilege: it needs CREATE on the database (or an existing schema it owns).';
-    default:
-      return undefined;
-  }
-}
-
-// ---------------------------------------------------------------- the warehouse
-
-interface PageStatements {
-  columns: ColumnSpec[];
-  /** History content hash of a row, built once per column list. */
-  hash: (row: Row) => string;
-  upsert: { name: string; text: string };
-  history?: {
-    openHashes: { name: string; text: string };
-    close: { name: string; text: string };
-    insert: { name: string; text: string };
-  };
-}
-
-/** Something to run one query on: the pool (any free connection) or a held connection. */
-type Queryable = Pick<pg.ClientBase, 'query'>;
-
-interface HeldLock {
-  token: string;
-  client: pg.Client;
-  lost: boolean;
-  heartbeat?: NodeJS.Timeout;
-}
-
-/** A named statement: pg prepares it once per connection; the name is derived from the text. */
-function named(text: string): { name: string; text: string } {
-  return { name: `ocs_${createHash('sha256').update(text).digest('hex').slice(0, 24)}`, text };
-}
-
 export class PostgresWarehouse implements Warehouse {
   readonly dialect = 'postgres' as const;
   readonly description: string;
   readonly schema: string;
 
-  private readonly clientConfig: pg.ClientConfig;
-  private readonly pool: pg.Pool;
-  private readonly kysely: Kysely<BookkeepingTables>;
-  private readonly bookkeeping: Bookkeeping;
-  private readonly logger?: WarehouseLogger;
-  private readonly lockStaleAfterMs: number;
-  private readonly pageStatements = new Map<string, PageStatements>();
-  private heldLock?: HeldLock;
-  private closed = false;
+  private readonly connection: PostgresConnection;
+  private readonly pages: PostgresPageWriter;
+  private readonly lock: PostgresWriterLock;
   private readonly saveCursor: { name: string; text: string };
   private archiveStore?: PostgresArchiveStore;
 
   constructor(options: PostgresWarehouseOptions) {
-    this.schema = options.schema ?? 'ocs';
-    if (!SAFE_SCHEMA.test(this.schema)) {
-      throw new WarehouseError(
-        `PostgreSQL schema name ${JSON.stringify(this.schema.slice(0, 80))} is not allowed.`,
-        { hint: 'Use a lower-case name matching ^[a-z][a-z0-9_]{0,62}$, such as ocs.' },
-      );
-    }
-    this.description = describePostgresUrl(options.url, this.schema);
-    this.logger = options.logger;
-    this.lockStaleAfterMs = (options.lockStaleAfterSeconds ?? 600) * 1000;
-    this.clientConfig = postgresClientConfig(options.url, {
-      schema: this.schema,
+    this.connection = new PostgresConnection({
+      url: options.url,
+      schema: options.schema ?? 'ocs',
+      poolSize: options.poolSize ?? 4,
       statementTimeoutSeconds: options.statementTimeoutSeconds,
       connectTimeoutSeconds: options.connectTimeoutSeconds,
+      logger: options.logger,
     });
-    const poolSize = options.poolSize ?? 4;
-    if (!Number.isSafeInteger(poolSize) || poolSize < 1) {
-      throw new WarehouseError(`PostgreSQL pool size must be a positive integer, not ${poolSize}.`);
-    }
-    this.pool = new pg.Pool({ ...this.clientConfig, max: poolSize, idleTimeoutMillis: 30_000 });
-    // An idle connection that dies (server restart) must not crash the process; the next
-    // checkout simply opens a new one.
-    this.pool.on('error', (error) => {
-      this.logger?.warn({ err: safeMessage(error) }, 'An idle PostgreSQL connection failed');
-    });
-    // A checked-out connection that dies between two queries emits 'error' with no pool listener
-    // attached, which would crash the process. Its next query fails and reports it instead, and
-    // the pool drops the connection on release.
-    this.pool.on('connect', (client) => {
-      client.on('error', () => undefined);
-    });
-    this.kysely = new Kysely<BookkeepingTables>({
-      dialect: new PostgresDialect({ pool: this.pool }),
-    });
-    this.bookkeeping = new Bookkeeping(this.kysely);
+    this.schema = this.connection.schema;
+    this.description = this.connection.description;
+    this.pages = new PostgresPageWriter(this.connection);
+    this.lock = new PostgresWriterLock(
+      this.connection,
+      (options.lockStaleAfterSeconds ?? 600) * 1000,
+      options.logger,
+    );
     this.saveCursor = named(
       `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, last_run_id)
        VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
@@ -467,108 +126,13 @@ export class PostgresWarehouse implements Warehouse {
     );
   }
 
-  // ---------------------------------------------------------------- plumbing
-
-  private table(name: string): string {
-    return `${q(this.schema)}.${q(name)}`;
-  }
-
-  private assertOpen(): void {
-    if (this.closed) throw new WarehouseError(`The warehouse ${this.description} is closed.`);
-  }
-
-  /** Runs work, turning driver errors into a WarehouseError that names what failed. */
-  private async guard<T>(action: string, work: () => Promise<T>): Promise<T> {
-    this.assertOpen();
-    try {
-      return await work();
-    } catch (error) {
-      if (error instanceof OcsSyncError) throw error;
-      throw new WarehouseError(`${action} in ${this.description} failed: ${safeMessage(error)}`, {
-        hint: connectionHint(error),
-        cause: safeCause(error),
-      });
-    }
-  }
-
-  private async withClient<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    const client = await this.pool.connect();
-    let broken: Error | undefined;
-    try {
-      return await work(client);
-    } catch (error) {
-      broken = (error as { brokenConnection?: Error }).brokenConnection;
-      throw error;
-    } finally {
-      client.release(broken);
-    }
-  }
-
-  /** BEGIN ... COMMIT on one pooled connection; a connection whose ROLLBACK fails is discarded. */
-  private transaction<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-    return this.withClient(async (client) => {
-      await client.query('BEGIN');
-      try {
-        const result = await work(client);
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        try {
-          await client.query('ROLLBACK');
-        } catch (rollbackError) {
-          if (error !== null && typeof error === 'object') {
-            (error as { brokenConnection?: Error }).brokenConnection =
-              rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-          }
-        }
-        throw error;
-      }
-    });
-  }
-
-  private async run(client: Queryable, query: Compilable): Promise<pg.QueryResult> {
-    const compiled = query.compile();
-    return client.query(compiled.sql, compiled.parameters as unknown[]);
-  }
-
-  private async tableExistsOn(client: Queryable, table: string): Promise<boolean> {
-    const result = await client.query(
-      `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = $1 AND c.relname = $2 AND c.relkind IN ('r', 'p')`,
-      [this.schema, table],
-    );
-    return (result.rowCount ?? 0) > 0;
-  }
-
-  private async physicalColumns(client: Queryable, table: string): Promise<Set<string>> {
-    const result = await client.query<{ name: string }>(
-      `SELECT a.attname AS name FROM pg_catalog.pg_attribute a
-       JOIN pg_catalog.pg_class c ON c.oid = a.attrelid
-       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-       WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped`,
-      [this.schema, table],
-    );
-    return new Set(result.rows.map((row) => row.name));
-  }
-
-  private async storedColumns(client: Queryable, table: string): Promise<ColumnSpec[]> {
-    const result = await this.run(client, this.bookkeeping.columnsQuery(table));
-    return (result.rows as Array<{ column_name: string; column_type: ColumnType }>).map((row) => ({
-      name: row.column_name,
-      type: row.column_type,
-    }));
-  }
-
-  private async columnType(client: Queryable, table: string, column: string): Promise<ColumnType> {
-    const spec = (await this.storedColumns(client, table)).find((c) => c.name === column);
-    if (!spec) throw new WarehouseError(`Table ${table} has no column ${column} in the warehouse.`);
-    return spec.type;
-  }
-
   get archive(): PostgresArchiveStore {
     this.archiveStore ??= new PostgresArchiveStore({
       query: async <R>(what: string, sql: string, parameters: unknown[]) =>
-        this.guard(what, async () => (await this.pool.query(sql, parameters)).rows as R[]),
+        this.guard(
+          what,
+          async () => (await this.connection.pool.query(sql, parameters)).rows as R[],
+        ),
       table: (name) => this.table(name),
       schema: this.schema,
       readExpression,
@@ -577,6 +141,22 @@ export class PostgresWarehouse implements Warehouse {
     return this.archiveStore;
   }
 
+  // ---------------------------------------------------------------- plumbing
+
+  private table(name: string): string {
+    return this.connection.table(name);
+  }
+
+  private get bookkeeping() {
+    return this.connection.bookkeeping;
+  }
+
+  private guard<T>(action: string, work: () => Promise<T>): Promise<T> {
+    return this.connection.guard(action, work);
+  }
+
+  // ---------------------------------------------------------------- migrations
+
   // ---------------------------------------------------------------- migrations
 
   async migrate(): Promise<void> {
@@ -584,7 +164,7 @@ export class PostgresWarehouse implements Warehouse {
       const key = advisoryLockKey('migrate', this.schema);
       // Concurrent first runs would race on CREATE SCHEMA / CREATE TABLE: serialise them.
       const locked = async <T>(work: (client: pg.PoolClient) => Promise<T>) =>
-        this.transaction(async (client) => {
+        this.connection.transaction(async (client) => {
           await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [key]);
           // The connection may predate the schema; name it explicitly for this transaction.
           await client.query(`SET LOCAL search_path TO ${q(this.schema)}`);
@@ -617,6 +197,7 @@ export class PostgresWarehouse implements Warehouse {
             );
             if ((done.rowCount ?? 0) > 0) return;
             await client.query(migration.sql);
+            await POSTGRES_MIGRATION_CODE.get(migration.version)?.(this.connection, client);
             await client.query(
               `INSERT INTO ${this.table('_ocs_migrations')} (version, name, applied_at) VALUES ($1, $2, $3)`,
               [migration.version, migration.name, nowIso()],
@@ -665,10 +246,10 @@ export class PostgresWarehouse implements Warehouse {
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.guard(`Describing ${table}`, async () => {
       assertSafeTableName(table);
-      return this.withClient(async (client) => {
-        const columns = await this.storedColumns(client, table);
+      return this.connection.withClient(async (client) => {
+        const columns = await this.connection.storedColumns(client, table);
         if (columns.length > 0) return columns;
-        return (await this.tableExistsOn(client, table)) ? [] : undefined;
+        return (await this.connection.tableExistsOn(client, table)) ? [] : undefined;
       });
     });
   }
@@ -678,9 +259,9 @@ export class PostgresWarehouse implements Warehouse {
     // connections of its own meanwhile, and a pool of one would wait for itself.
     return this.guard('Reading the status', () =>
       this.bookkeeping.status({
-        tableExists: (table) => this.tableExistsOn(this.pool, table),
+        tableExists: (table) => this.connection.tableExistsOn(this.connection.pool, table),
         newestUpdatedAt: async (table) => {
-          const type = await this.columnType(this.pool, table, 'updated_at');
+          const type = await this.connection.columnType(this.connection.pool, table, 'updated_at');
           const expression =
             type === 'datetime' || type === 'date'
               ? readExpression('updated_at', type)
@@ -689,7 +270,7 @@ export class PostgresWarehouse implements Warehouse {
                 : undefined;
           if (!expression) return null;
           // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-          const result = await this.pool.query<{ value: string | null }>(
+          const result = await this.connection.pool.query<{ value: string | null }>(
             `SELECT ${expression} AS value FROM ${this.table(table)}
              WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
           );
@@ -709,107 +290,24 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeSchemaChanges(changes);
       try {
         // DDL is transactional in PostgreSQL: all the changes land, or none.
-        await this.transaction(async (client) => {
+        await this.connection.transaction(async (client) => {
           const now = nowIso();
+          const tables = [...new Set(changes.map((change) => change.table))];
+          for (const table of tables) await dropPostgresLiveView(this.connection, client, table);
           for (const change of changes) {
-            if (await this.applyOneChange(client, change, now)) {
-              await this.run(
+            if (await applyPostgresSchemaChange(this.connection, client, change, now)) {
+              await this.connection.run(
                 client,
                 this.bookkeeping.recordSchemaChangeQuery(change, checksums, now),
               );
             }
           }
+          for (const table of tables) await createPostgresLiveView(this.connection, client, table);
         });
       } finally {
-        this.pageStatements.clear();
+        this.pages.forget();
       }
     });
-  }
-
-  private async applyOneChange(
-    client: pg.ClientBase,
-    change: SchemaChange,
-    now: string,
-  ): Promise<boolean> {
-    const { table } = change;
-    switch (change.kind) {
-      case 'create_table': {
-        if (await this.tableExistsOn(client, table)) {
-          throw new WarehouseError(
-            `Cannot create table ${table}: it already exists in the warehouse.`,
-          );
-        }
-        const columns = change.columns ?? [];
-        checkDataColumns(table, columns);
-        const definitions = [
-          '"id" bigint PRIMARY KEY',
-          ...columns.map((column) => `${q(column.name)} ${POSTGRES_TYPE[column.type]}`),
-          '"_synced_at" timestamptz NOT NULL',
-          '"_run_id" bigint',
-          '"_deleted_at" timestamptz',
-        ];
-        await client.query(`CREATE TABLE ${this.table(table)} (${definitions.join(', ')})`);
-        if (columns.length > 0) {
-          await this.run(client, this.bookkeeping.insertColumnsQuery(table, columns, 0, now));
-        }
-        return true;
-      }
-      case 'add_column': {
-        const column = requireColumn(change);
-        const type = requireType(change, change.toType);
-        if (!(await this.tableExistsOn(client, table))) {
-          throw new WarehouseError(`Cannot add column ${column}: table ${table} does not exist.`);
-        }
-        checkDataColumns(table, [{ name: column, type }]);
-        const existing = await this.storedColumns(client, table);
-        if (existing.some((spec) => spec.name === column)) {
-          throw new WarehouseError(`Cannot add column ${table}.${column}: it already exists.`);
-        }
-        await client.query(
-          `ALTER TABLE ${this.table(table)} ADD COLUMN ${q(column)} ${POSTGRES_TYPE[type]}`,
-        );
-        const history = historyTableName(table);
-        if (
-          (await this.tableExistsOn(client, history)) &&
-          !(await this.physicalColumns(client, history)).has(column)
-        ) {
-          await client.query(
-            `ALTER TABLE ${this.table(history)} ADD COLUMN ${q(column)} ${POSTGRES_TYPE[type]}`,
-          );
-        }
-        await this.run(
-          client,
-          this.bookkeeping.insertColumnsQuery(
-            table,
-            [{ name: column, type }],
-            existing.length,
-            now,
-          ),
-        );
-        return true;
-      }
-      case 'widen_column': {
-        const column = requireColumn(change);
-        const to = requireType(change, change.toType);
-        const current = await this.columnType(client, table, column);
-        if (!wideningNeeded(change, column, current, to)) return false;
-        const alter = (target: string) =>
-          client.query(
-            `ALTER TABLE ${this.table(target)} ALTER COLUMN ${q(column)} TYPE ${POSTGRES_TYPE[to]} ` +
-              `USING ${wideningExpression(column, current, to)}`,
-          );
-        await alter(table);
-        const history = historyTableName(table);
-        if (
-          (await this.tableExistsOn(client, history)) &&
-          (await this.physicalColumns(client, history)).has(column)
-        ) {
-          await alter(history);
-        }
-        await this.run(client, this.bookkeeping.setColumnTypeQuery(table, column, to));
-        return true;
-      }
-    }
   }
 
   // ---------------------------------------------------------------- page writes
@@ -817,19 +315,11 @@ export class PostgresWarehouse implements Warehouse {
   writePage(page: PageWrite): Promise<PageWriteResult> {
     const table = page.resource;
     return this.guard(`Writing a page of ${table}`, async () => {
-      if (this.heldLock?.lost) {
-        throw new WarehouseError(
-          'This ocs-sync lost the warehouse lock (its lock connection ended or its lock record was ' +
-            'removed); stopping writes.',
-          {
-            hint: 'Run again; check the network to the database and its idle-session settings.',
-          },
-        );
-      }
+      this.lock.assertNotLost();
       assertSafeTableName(table);
       const statements =
         page.rows.length > 0
-          ? await this.statementsFor(table, page.columns, page.history)
+          ? await this.pages.statementsFor(table, page.columns, page.history)
           : undefined;
       const syncedAt = nowIso();
       const altered: AlteredCounter = { count: 0 };
@@ -837,23 +327,9 @@ export class PostgresWarehouse implements Warehouse {
         ? encodePage(table, statements.columns, page.rows, altered)
         : undefined;
       let versionsWritten = 0;
-      await this.transaction(async (client) => {
+      await this.connection.transaction(async (client) => {
         if (statements && encoded) {
-          const upsertColumns = encoded.lastIndexOfEachId
-            ? encoded.columns.map((values) =>
-                encoded.lastIndexOfEachId!.map((index) => values[index]),
-              )
-            : encoded.columns;
-          const upsertIds = encoded.lastIndexOfEachId
-            ? encoded.lastIndexOfEachId.map((index) => encoded.ids[index]!)
-            : encoded.ids;
-          await client.query({
-            ...statements.upsert,
-            values: [upsertIds, ...upsertColumns, syncedAt, page.runId],
-          });
-          if (statements.history) {
-            versionsWritten = await this.writeVersions(client, statements, page, encoded, syncedAt);
-          }
+          versionsWritten = await this.pages.write(client, statements, page, encoded, syncedAt);
         }
         if (page.cursor !== null) {
           await client.query({
@@ -866,166 +342,6 @@ export class PostgresWarehouse implements Warehouse {
     });
   }
 
-  private async writeVersions(
-    client: pg.ClientBase,
-    statements: PageStatements,
-    page: PageWrite,
-    encoded: EncodedPage,
-    now: string,
-  ): Promise<number> {
-    const history = statements.history!;
-    const keys = encoded.ids;
-    const hashes = page.rows.map(statements.hash);
-    const open = await client.query<{ id: string; hash: string }>({
-      ...history.openHashes,
-      values: [[...new Set(keys)]],
-    });
-    const openHashes = new Map(open.rows.map((row) => [row.id, row.hash]));
-    const plan = planHistoryVersions(keys, hashes, openHashes);
-    if (plan.length === 0) return 0;
-    // A row repeated within the page gets a version per distinct content; all but its last
-    // version close at once (the same instant they opened), as one-at-a-time writes would.
-    const lastPlanned = new Map<string, number>();
-    plan.forEach((version, position) => lastPlanned.set(keys[version.index]!, position));
-    const closeIds = [
-      ...new Set(
-        plan.filter((version) => version.closeOpen).map((version) => keys[version.index]!),
-      ),
-    ];
-    if (closeIds.length > 0) {
-      await client.query({ ...history.close, values: [now, closeIds] });
-    }
-    const indexes = plan.map((version) => version.index);
-    await client.query({
-      ...history.insert,
-      values: [
-        indexes.map((index) => keys[index]!),
-        ...encoded.columns.map((values) => indexes.map((index) => values[index])),
-        plan.map((version, position) =>
-          lastPlanned.get(keys[version.index]!) === position ? null : now,
-        ),
-        indexes.map((index) => hashes[index]!),
-        now,
-        page.runId,
-      ],
-    });
-    return plan.length;
-  }
-
-  /** The page statements for a table and column list, built and checked once. */
-  private async statementsFor(
-    table: string,
-    columns: ColumnSpec[],
-    withHistory: boolean,
-  ): Promise<PageStatements> {
-    const cacheKey = `${table}\u0000${withHistory}\u0000${columns.map((c) => `${c.name}:${c.type}`).join(',')}`;
-    const cached = this.pageStatements.get(cacheKey);
-    if (cached) return cached;
-
-    await this.withClient(async (client) => {
-      if (!(await this.tableExistsOn(client, table))) {
-        throw new WarehouseError(
-          `Cannot write to ${table}: the table does not exist in the warehouse yet.`,
-        );
-      }
-      const storedTypes = new Map(
-        (await this.storedColumns(client, table)).map((column) => [column.name, column.type]),
-      );
-      for (const column of columns) {
-        assertSafeColumnName(column.name, table);
-        if (storedTypes.get(column.name) !== column.type) {
-          throw new WarehouseError(
-            `Cannot write ${table}.${column.name} as ${column.type}: the warehouse has it as ` +
-              `${storedTypes.get(column.name) ?? 'no such column'}; apply the schema changes first.`,
-          );
-        }
-      }
-    });
-
-    const names = columns.map((column) => q(column.name));
-    const arrays = [
-      '$1::bigint[]',
-      ...columns.map((column, index) => `$${index + 2}::${POSTGRES_TYPE[column.type]}[]`),
-    ];
-    const next = columns.length + 2;
-    const upsert = named(
-      `INSERT INTO ${this.table(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')}) ` +
-        `SELECT u.*, $${next}::timestamptz, $${next + 1}::bigint, NULL::timestamptz FROM unnest(${arrays.join(', ')}) AS u ` +
-        `ON CONFLICT ("id") DO UPDATE SET ${[
-          ...names.map((name) => `${name} = excluded.${name}`),
-          '"_synced_at" = excluded."_synced_at"',
-          '"_run_id" = excluded."_run_id"',
-          '"_deleted_at" = NULL',
-        ].join(', ')}`,
-    );
-    const statements: PageStatements = {
-      columns: [...columns],
-      hash: rowContentHasher(columns),
-      upsert,
-    };
-    if (withHistory) {
-      const history = await this.ensureHistoryTable(table, columns);
-      const historyTable = this.table(history);
-      statements.history = {
-        openHashes: named(
-          `SELECT "id"::text AS id, "_content_hash" AS hash FROM ${historyTable} ` +
-            `WHERE "_valid_to" IS NULL AND "id" = ANY($1::bigint[])`,
-        ),
-        close: named(
-          `UPDATE ${historyTable} SET "_valid_to" = $1::timestamptz ` +
-            `WHERE "_valid_to" IS NULL AND "id" = ANY($2::bigint[])`,
-        ),
-        insert: named(
-          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', '"_valid_from"', '"_run_id"'].join(', ')}) ` +
-            `SELECT u.*, $${next + 2}::timestamptz, $${next + 3}::bigint FROM unnest(${[
-              ...arrays,
-              `$${next}::timestamptz[]`,
-              `$${next + 1}::text[]`,
-            ].join(', ')}) AS u`,
-        ),
-      };
-    }
-    this.pageStatements.set(cacheKey, statements);
-    return statements;
-  }
-
-  /** Creates `<table>__history` on first use and adds any data column it lacks. */
-  private async ensureHistoryTable(table: string, columns: ColumnSpec[]): Promise<string> {
-    const history = historyTableName(table);
-    await this.transaction(async (client) => {
-      // Serialises two writers creating the same history table (the writer lock normally does).
-      await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [
-        advisoryLockKey(`history:${table}`, this.schema),
-      ]);
-      if (!(await this.tableExistsOn(client, history))) {
-        const definitions = [
-          '"_version_id" bigint GENERATED BY DEFAULT AS IDENTITY PRIMARY KEY',
-          '"id" bigint NOT NULL',
-          ...columns.map((column) => `${q(column.name)} ${POSTGRES_TYPE[column.type]}`),
-          '"_valid_from" timestamptz NOT NULL',
-          '"_valid_to" timestamptz',
-          '"_content_hash" text NOT NULL',
-          '"_run_id" bigint',
-        ];
-        await client.query(`CREATE TABLE ${this.table(history)} (${definitions.join(', ')})`);
-        await client.query(
-          `CREATE INDEX ${q(historyIndexName(history))} ON ${this.table(history)} ("id", "_valid_to")`,
-        );
-        return;
-      }
-      const present = await this.physicalColumns(client, history);
-      assertHistoryTable(table, history, present);
-      for (const column of columns) {
-        if (!present.has(column.name)) {
-          await client.query(
-            `ALTER TABLE ${this.table(history)} ADD COLUMN ${q(column.name)} ${POSTGRES_TYPE[column.type]}`,
-          );
-        }
-      }
-    });
-    return history;
-  }
-
   markMissingAsDeleted(
     table: string,
     runId: number,
@@ -1034,14 +350,14 @@ export class PostgresWarehouse implements Warehouse {
   ): Promise<number> {
     return this.guard(`Marking rows missing from ${table}`, async () => {
       assertSafeTableName(table);
-      return this.transaction(async (client) => {
-        if (!(await this.tableExistsOn(client, table))) return 0;
+      return this.connection.transaction(async (client) => {
+        if (!(await this.connection.tableExistsOn(client, table))) return 0;
         // IS DISTINCT FROM: null-safe, so rows no run has claimed count as missing too.
         const missing = (runParameter: string) =>
           `WHERE "_run_id" IS DISTINCT FROM ${runParameter}::bigint AND "_deleted_at" IS NULL`;
         const now = nowIso();
         const historyTable = historyTableName(table);
-        if (history && (await this.tableExistsOn(client, historyTable))) {
+        if (history && (await this.connection.tableExistsOn(client, historyTable))) {
           await client.query(
             `UPDATE ${this.table(historyTable)} SET "_valid_to" = $1::timestamptz
              WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${this.table(table)} ${missing('$2')})`,
@@ -1074,8 +390,8 @@ export class PostgresWarehouse implements Warehouse {
       if (!Number.isSafeInteger(limit) || limit < 1) {
         throw new WarehouseError(`readColumn limit must be a positive integer, not ${limit}.`);
       }
-      return this.withClient(async (client) => {
-        const type = await this.columnType(client, table, column);
+      return this.connection.withClient(async (client) => {
+        const type = await this.connection.columnType(client, table, column);
         const select = `SELECT "id"::text AS id_text, ${readExpression(column, type)} AS value FROM ${this.table(table)}`;
         const result =
           afterId === null
@@ -1102,8 +418,8 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
       if (values.length === 0) return;
-      await this.transaction(async (client) => {
-        const type = await this.columnType(client, table, column);
+      await this.connection.transaction(async (client) => {
+        const type = await this.connection.columnType(client, table, column);
         const altered: AlteredCounter = { count: 0 };
         // The last value given for an id wins, as one-at-a-time updates would.
         const byId = new Map<string, unknown>();
@@ -1120,198 +436,96 @@ export class PostgresWarehouse implements Warehouse {
     });
   }
 
+  // ---------------------------------------------------------------- analysts' reads and indexes
+
+  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number> {
+    return this.guard('Creating indexes', async () => {
+      let created = 0;
+      // One at a time outside a long transaction: building an index on a big table takes a while.
+      await this.connection.withClient(async (client) => {
+        for (const { table, column } of indexes) {
+          assertSafeTableName(table);
+          assertSafeColumnName(column, table);
+          if (!(await this.connection.physicalColumns(client, table)).has(column)) continue;
+          const exists = await client.query(
+            `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2`,
+            [this.schema, columnIndexName(table, column)],
+          );
+          if ((exists.rowCount ?? 0) > 0) continue;
+          await client.query(createIndexSql((name) => this.table(name), table, column));
+          created += 1;
+        }
+      });
+      return created;
+    });
+  }
+
+  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck> {
+    return this.guard(`Checking ${table}.${column} against ${target}`, async () => {
+      assertSafeTableName(table);
+      assertSafeColumnName(column, table);
+      assertSafeTableName(target);
+      const result = await this.connection.pool.query<{ values: string; unmatched: string }>(
+        referenceCheckSql((name) => this.table(name), table, column, target),
+      );
+      const row = result.rows[0];
+      return { values: Number(row?.values ?? 0), unmatched: Number(row?.unmatched ?? 0) };
+    });
+  }
+
+  readRows(query: RowBatchQuery): Promise<StoredRow[]> {
+    const { table, columns, afterId, limit, live } = query;
+    return this.guard(`Reading rows of ${table}`, async () => {
+      assertSafeTableName(table);
+      for (const column of columns) assertSafeColumnName(column.name, table);
+      // Aliased by position: a column may be named like one of ours.
+      const selected = [
+        '"id"::text AS id_text',
+        ...columns.map(
+          (column, index) => `${readExpression(column.name, column.type)} AS c${index}`,
+        ),
+        `${isoTextSql('"_synced_at"')} AS synced_at`,
+        '"_run_id"::text AS run_id',
+        `${isoTextSql('"_deleted_at"')} AS deleted_at`,
+      ];
+      const conditions: string[] = [];
+      const parameters: unknown[] = [];
+      if (afterId !== null) {
+        parameters.push(parseIdText(afterId, table).toString());
+        conditions.push(`"id" > $${parameters.length}::bigint`);
+      }
+      if (live) conditions.push('"_deleted_at" IS NULL');
+      parameters.push(limit);
+      const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
+      const result = await this.connection.pool.query<Record<string, unknown>>(
+        `SELECT ${selected.join(', ')} FROM ${this.table(table)} ${where} ORDER BY "id" LIMIT $${parameters.length}`,
+        parameters,
+      );
+      return result.rows.map((stored) => {
+        const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
+        columns.forEach((column, index) => {
+          row[column.name] = decodeValue(column.type, stored[`c${index}`]);
+        });
+        row._synced_at = stored.synced_at;
+        row._run_id =
+          stored.run_id === null ? null : narrowInteger(BigInt(stored.run_id as string));
+        row._deleted_at = stored.deleted_at;
+        return row;
+      });
+    });
+  }
+
   // ---------------------------------------------------------------- lock
 
-  /**
-   * A session advisory lock on a dedicated connection held until release: when the process dies
-   * its session ends and PostgreSQL frees the lock, so no lock ever has to be judged stale.
-   * `_ocs_lock` tells waiting processes (and people) who holds it; a heartbeat keeps it fresh and
-   * doubles as a probe of the lock connection. If the record disappears (someone removed it by
-   * hand) or the connection fails, this process stops writing.
-   */
-  async acquireLock(waitMs: number): Promise<Lock> {
-    this.assertOpen();
-    if (this.heldLock) {
-      throw new WarehouseError('This warehouse connection already holds the writer lock.');
-    }
-    const key = advisoryLockKey('writer', this.schema);
-    const client = new pg.Client(this.clientConfig);
-    const held: HeldLock = { token: randomUUID(), client, lost: false };
-    client.on('error', (error) => this.markLockLost(held, 'its connection failed', error));
-    client.on('end', () => this.markLockLost(held, 'its connection ended'));
-    const started = performance.now();
-    try {
-      await client.connect();
-      for (;;) {
-        const result = await client.query<{ locked: boolean }>(
-          'SELECT pg_try_advisory_lock($1::bigint) AS locked',
-          [key],
-        );
-        if (result.rows[0]?.locked) break;
-        const waited = performance.now() - started;
-        if (waited >= waitMs) throw new LockHeldError(await this.lockHolder(client), waited);
-        await sleep(Math.min(LOCK_POLL_MS, waitMs - waited));
-      }
-      // A record left behind belongs to a holder whose session ended without releasing.
-      const previous = await this.lockHolder(client);
-      if (previous) {
-        this.logger?.warn(
-          { holder: previous, reason: 'its session ended without releasing the lock' },
-          'Taking over a stale warehouse lock record',
-        );
-      }
-      const now = nowIso();
-      await client.query(
-        `INSERT INTO ${this.table('_ocs_lock')} (name, pid, host, since, heartbeat_at, owner_token)
-         VALUES ($1, $2, $3, $4, $4, $5) ON CONFLICT (name) DO UPDATE SET pid = excluded.pid,
-         host = excluded.host, since = excluded.since, heartbeat_at = excluded.heartbeat_at,
-         owner_token = excluded.owner_token`,
-        [LOCK_NAME, process.pid, hostname(), now, held.token],
-      );
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      if (error instanceof OcsSyncError) throw error;
-      throw new WarehouseError(
-        `Taking the writer lock of ${this.description} failed: ${safeMessage(error)}`,
-        { hint: connectionHint(error), cause: safeCause(error) },
-      );
-    }
-    this.heldLock = held;
-    this.startHeartbeat(held);
-    return { release: () => this.releaseLock(held) };
-  }
-
-  private markLockLost(held: HeldLock, reason: string, error?: unknown): void {
-    if (this.heldLock !== held || held.lost) return;
-    held.lost = true;
-    clearInterval(held.heartbeat);
-    this.logger?.warn(
-      { warehouse: this.description, reason, err: error ? safeMessage(error) : undefined },
-      'Lost the warehouse lock; stopping writes',
-    );
-  }
-
-  private startHeartbeat(held: HeldLock): void {
-    const interval = Math.max(1000, Math.min(5000, this.lockStaleAfterMs / 4));
-    let beatStarted: number | undefined;
-    held.heartbeat = setInterval(() => {
-      if (beatStarted !== undefined) {
-        // A beat that has not come back for this long means a dead connection.
-        if (performance.now() - beatStarted > Math.max(this.lockStaleAfterMs, 2 * interval)) {
-          this.markLockLost(held, 'its connection stopped answering');
-        }
-        return;
-      }
-      beatStarted = performance.now();
-      held.client
-        .query(
-          `UPDATE ${this.table('_ocs_lock')} SET heartbeat_at = $1 WHERE name = $2 AND owner_token = $3`,
-          [nowIso(), LOCK_NAME, held.token],
-        )
-        .then((result) => {
-          if ((result.rowCount ?? 0) === 0 && this.heldLock === held && !held.lost) {
-            held.lost = true;
-            clearInterval(held.heartbeat);
-            this.logger?.warn(
-              { warehouse: this.description },
-              'Another process took over or removed the warehouse lock record; stopping writes',
-            );
-          }
-        })
-        .catch((error: unknown) => {
-          if (this.heldLock === held) {
-            this.logger?.warn(
-              { err: safeMessage(error) },
-              'Could not refresh the warehouse lock heartbeat',
-            );
-          }
-        })
-        .finally(() => {
-          beatStarted = undefined;
-        });
-    }, interval);
-    held.heartbeat.unref();
-  }
-
-  private async lockHolder(client: pg.ClientBase): Promise<LockHolder | undefined> {
-    const result = await client.query<{ pid: number; host: string; since: Date | string }>(
-      `SELECT pid, host, since FROM ${this.table('_ocs_lock')} WHERE name = $1`,
-      [LOCK_NAME],
-    );
-    const row = result.rows[0];
-    return row ? { pid: row.pid, host: row.host, since: toIsoText(row.since) ?? '' } : undefined;
-  }
-
-  private async releaseLock(held: HeldLock): Promise<void> {
-    if (this.heldLock !== held) return;
-    this.heldLock = undefined;
-    clearInterval(held.heartbeat);
-    try {
-      if (!held.lost) {
-        await held.client.query(
-          `DELETE FROM ${this.table('_ocs_lock')} WHERE name = $1 AND owner_token = $2`,
-          [LOCK_NAME, held.token],
-        );
-        await held.client.query('SELECT pg_advisory_unlock($1::bigint)', [
-          advisoryLockKey('writer', this.schema),
-        ]);
-      }
-    } catch (error) {
-      // Ending the session below frees the lock anyway.
-      this.logger?.warn(
-        { err: safeMessage(error) },
-        'Could not release the warehouse lock cleanly',
-      );
-    } finally {
-      await held.client.end().catch(() => undefined);
-    }
+  acquireLock(waitMs: number): Promise<Lock> {
+    return this.lock.acquire(waitMs);
   }
 
   async close(): Promise<void> {
-    if (this.closed) return;
-    if (this.heldLock) await this.releaseLock(this.heldLock);
-    this.closed = true;
-    this.pageStatements.clear();
-    await this.kysely.destroy();
-    // kysely ends the pool only when it used it.
-    if (!this.pool.ended && !this.pool.ending) await this.pool.end();
+    if (this.connection.isClosed) return;
+    await this.lock.releaseHeld();
+    this.pages.forget();
+    await this.connection.close();
   }
-}
-
-// ---------------------------------------------------------------- page encoding (pure)
-
-interface EncodedPage {
-  /** Row ids as decimal text, in page order. */
-  ids: string[];
-  /** One array per data column, in column order, each in page order. */
-  columns: unknown[][];
-  /** When an id repeats: the index of each id's last row (the one the upsert keeps). */
-  lastIndexOfEachId?: number[];
-}
-
-/** Checks and encodes a page into column arrays for the unnest statements. */
-function encodePage(
-  table: string,
-  columns: readonly ColumnSpec[],
-  rows: PageWrite['rows'],
-  altered: AlteredCounter,
-): EncodedPage {
-  const ids: string[] = new Array(rows.length);
-  const arrays: unknown[][] = columns.map(() => new Array(rows.length));
-  rows.forEach((row, rowIndex) => {
-    const id = checkedRowId(row.id, table);
-    ids[rowIndex] = id.toString();
-    columns.forEach((column, columnIndex) => {
-      const value = row[column.name];
-      assertValueFits(value, column.type, table, column.name, id);
-      arrays[columnIndex]![rowIndex] = encodeValue(column.type, value, altered);
-    });
-  });
-  const encoded: EncodedPage = { ids, columns: arrays };
-  const last = new Map<string, number>();
-  ids.forEach((id, index) => last.set(id, index));
-  // ON CONFLICT DO UPDATE may not touch one row twice in a statement: keep each id's last row.
-  if (last.size !== ids.length)
-    encoded.lastIndexOfEachId = [...last.values()].sort((a, b) => a - b);
-  return encoded;
 }

@@ -92,3 +92,30 @@ export function wideningNeeded(
   }
   return true;
 }
+
+/** The key under which a dialect caches the statements it prepared for one page shape. */
+export function pageShapeKey(
+  table: string,
+  columns: readonly ColumnSpec[],
+  history: boolean,
+): string {
+  return `${table}\u0000${history}\u0000${columns.map((c) => `${c.name}:${c.type}`).join(',')}`;
+}
+
+/** The engine's column list for a page must be what the warehouse stores; checked once per shape. */
+export function assertColumnsStored(
+  table: string,
+  columns: readonly ColumnSpec[],
+  stored: readonly ColumnSpec[],
+): void {
+  const storedTypes = new Map(stored.map((column) => [column.name, column.type]));
+  for (const column of columns) {
+    assertSafeColumnName(column.name, table);
+    if (storedTypes.get(column.name) !== column.type) {
+      throw new WarehouseError(
+        `Cannot write ${table}.${column.name} as ${column.type}: the warehouse has it as ` +
+          `${storedTypes.get(column.name) ?? 'no such column'}; apply the schema changes first.`,
+      );
+    }
+  }
+}

@@ -28,6 +28,15 @@ type Decode = (type: ColumnType, stored: unknown) => unknown;
 /** Ids per `IN (...)` list, under SQLite's parameter limit. */
 const IDS_PER_QUERY = 500;
 
+/** The fixed form of a date-time; other text as it is (it then sorts as text). */
+function sortable(text: string): string {
+  try {
+    return toSortableUtc(text);
+  } catch {
+    return text;
+  }
+}
+
 export class SqliteArchiveStore implements ArchiveStore {
   private functionRegistered = false;
 
@@ -150,7 +159,7 @@ export class SqliteArchiveStore implements ArchiveStore {
           'ocs_sortable_utc("_valid_from") <= ?',
           '("_valid_to" IS NULL OR ocs_sortable_utc("_valid_to") > ?)',
         );
-        const at = toSortableUtc(asOf);
+        const at = sortable(asOf);
         parameters.push(at, at);
       }
       if (after) {
@@ -158,7 +167,7 @@ export class SqliteArchiveStore implements ArchiveStore {
           where.push('"id" > ?');
           parameters.push(after.id);
         } else {
-          const at = toSortableUtc(after.updatedAt ?? '');
+          const at = sortable(after.updatedAt ?? '');
           where.push(`(${updatedAt} > ? OR (${updatedAt} = ? AND "id" > ?))`);
           parameters.push(at, at, after.id);
         }
@@ -186,7 +195,7 @@ export class SqliteArchiveStore implements ArchiveStore {
   private registerFunction(): void {
     if (this.functionRegistered) return;
     this.db.function('ocs_sortable_utc', { deterministic: true }, (value: unknown) =>
-      typeof value === 'string' ? toSortableUtc(value) : value,
+      typeof value === 'string' ? sortable(value) : value,
     );
     this.functionRegistered = true;
   }

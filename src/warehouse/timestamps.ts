@@ -1,50 +1,78 @@
 /**
- * Two text forms of a UTC instant. The sortable form (`YYYY-MM-DDTHH:MM:SS.ffffffZ`, always six
- * fraction digits) orders as time when compared as text; the server form is what the export
- * server writes in rows (`Z`, fraction only when non-zero, then six digits).
+ * The two text forms of a date-time. SQLite stores every `datetime` column in ONE fixed-width UTC
+ * form, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (always six fraction digits), so that text order is time
+ * order; the server writes the varying form Python's isoformat gives (`Z`, fraction only when
+ * non-zero, six digits when present). PostgreSQL keeps timestamptz and renders the server's form
+ * with isoTextSql.
  */
-const ISO_8601 =
-  /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:[.,](\d+))?\s*(Z|[+-]\d{2}(?::?\d{2})?)?$/i;
 
-/** Microseconds since the epoch, or undefined when the text is no ISO 8601 date-time. */
-function toMicros(text: string): number | undefined {
-  const match = ISO_8601.exec(text.trim());
-  if (!match) return undefined;
-  const [, year, month, day, hour, minute, second, fraction, offset] = match;
-  const millis = Date.UTC(
-    Number(year),
-    Number(month) - 1,
-    Number(day),
-    Number(hour),
-    Number(minute),
-    Number(second),
-  );
-  if (!Number.isFinite(millis)) return undefined;
-  // Digits past the sixth are cut, as the server's microsecond clock never writes them.
-  let micros = millis * 1000 + Number((fraction ?? '').slice(0, 6).padEnd(6, '0'));
-  if (offset && offset.toUpperCase() !== 'Z') {
-    const digits = offset.slice(1).replace(':', '');
-    const minutes = Number(digits.slice(0, 2)) * 60 + Number(digits.slice(2, 4) || '0');
-    micros -= (offset.startsWith('-') ? -1 : 1) * minutes * 60_000_000;
-  }
-  return micros;
-}
+const ISO_DATE_TIME =
+  /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
+/** The fixed form itself. */
+const SORTABLE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-function formatMicros(micros: number, fraction: 'always' | 'when-non-zero'): string {
-  const remainder = ((micros % 1_000_000) + 1_000_000) % 1_000_000;
-  const base = new Date((micros - remainder) / 1000).toISOString().slice(0, 19);
-  if (remainder === 0 && fraction === 'when-non-zero') return `${base}Z`;
-  return `${base}.${String(remainder).padStart(6, '0')}Z`;
-}
-
-/** Any ISO 8601 date-time (an offset or Z; none reads as UTC) in the fixed sortable form. */
+/**
+ * Any ISO 8601 date-time with `Z` or an offset (up to nine fraction digits, rounded to
+ * microseconds as PostgreSQL does) as the fixed-width UTC form. Throws a RangeError on anything
+ * else. Runs for every date-time value written to SQLite: the server's two usual forms take a
+ * length check and one concatenation.
+ */
 export function toSortableUtc(text: string): string {
-  const micros = toMicros(text);
-  return micros === undefined ? text : formatMicros(micros, 'always');
+  const length = text.length;
+  if (text.charCodeAt(length - 1) === 90 /* Z */) {
+    if (length === 27 && text.charCodeAt(19) === 46 /* . */ && SORTABLE.test(text)) return text;
+    if (length === 20 && text.charCodeAt(10) === 84 /* T */ && ISO_DATE_TIME.test(text)) {
+      return `${text.slice(0, 19)}.000000Z`;
+    }
+  }
+  const match = ISO_DATE_TIME.exec(text);
+  if (!match)
+    throw new RangeError(`Not an ISO 8601 date-time with an offset: ${text.slice(0, 40)}`);
+  const [, day, clock, fraction = '', offset] = match as unknown as [
+    string,
+    string,
+    string,
+    string | undefined,
+    string,
+  ];
+  const utc = offset === 'Z' || offset === '+00:00' || offset === '-00:00';
+  if (utc && fraction.length <= 6) return `${day}T${clock}.${fraction.padEnd(6, '0')}Z`;
+  let micros =
+    fraction.length <= 6
+      ? Number(fraction.padEnd(6, '0'))
+      : Math.round(Number(fraction.padEnd(9, '0')) / 1000);
+  let milliseconds = Date.parse(`${day}T${clock}Z`);
+  if (!utc) {
+    const sign = offset.startsWith('-') ? -1 : 1;
+    const minutes = Number(offset.slice(1, 3)) * 60 + Number(offset.slice(4, 6));
+    milliseconds -= sign * minutes * 60_000;
+  }
+  if (micros === 1_000_000) {
+    micros = 0;
+    milliseconds += 1000;
+  }
+  if (!Number.isFinite(milliseconds)) {
+    throw new RangeError(`Not a real date-time: ${text.slice(0, 40)}`);
+  }
+  return `${new Date(milliseconds).toISOString().slice(0, 19)}.${String(micros).padStart(6, '0')}Z`;
 }
 
-/** A date-time (the sortable form or any ISO 8601) in the server's form. */
+/**
+ * The server's own form of a date-time (given in the fixed form, or any form toSortableUtc
+ * takes): UTC with `Z`, the fraction only when it is not zero, six digits when present, e.g.
+ * `2026-11-20T10:00:00Z`, `2026-11-20T10:00:00.123456Z`.
+ */
 export function toServerTimestamp(text: string): string {
-  const micros = toMicros(text);
-  return micros === undefined ? text : formatMicros(micros, 'when-non-zero');
+  const sortable = toSortableUtc(text);
+  return sortable.endsWith('.000000Z') ? `${sortable.slice(0, 19)}Z` : sortable;
+}
+
+/** Whether text is already in the fixed form (a cheap check for readers). */
+export function isSortableUtc(text: string): boolean {
+  return SORTABLE.test(text);
+}
+
+/** Now, in the fixed form (our own time columns use it too, so they sort with the data's). */
+export function nowSortableUtc(): string {
+  return `${new Date().toISOString().slice(0, 23)}000Z`;
 }

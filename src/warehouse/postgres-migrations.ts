@@ -1,0 +1,42 @@
+/**
+ * Migration steps SQL alone cannot do on PostgreSQL, keyed by migration version; each runs right
+ * after its migration's SQL, inside the same transaction.
+ */
+import type pg from 'pg';
+import type { PostgresConnection } from './postgres-connection.js';
+import { createPostgresLiveView, dropPostgresLiveView } from './postgres-schema.js';
+
+/** The resource tables: ours have `_deleted_at`; history tables have `_version_id`. */
+export async function postgresResourceTables(
+  connection: PostgresConnection,
+  client: pg.ClientBase,
+): Promise<string[]> {
+  const result = await client.query<{ name: string }>(
+    `SELECT c.relname AS name FROM pg_catalog.pg_class c
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+     WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname NOT LIKE '\\_ocs%'
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+                   AND a.attname = '_deleted_at' AND NOT a.attisdropped)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_attribute a WHERE a.attrelid = c.oid
+                   AND a.attname = '_version_id' AND NOT a.attisdropped)
+     ORDER BY c.relname`,
+    [connection.schema],
+  );
+  return result.rows.map((row) => row.name);
+}
+
+/** A `__live` view for every resource table (date-times stay timestamptz here). */
+async function analystsWarehouse(
+  connection: PostgresConnection,
+  client: pg.ClientBase,
+): Promise<void> {
+  for (const table of await postgresResourceTables(connection, client)) {
+    await dropPostgresLiveView(connection, client, table);
+    await createPostgresLiveView(connection, client, table);
+  }
+}
+
+export const POSTGRES_MIGRATION_CODE: ReadonlyMap<
+  number,
+  (connection: PostgresConnection, client: pg.ClientBase) => Promise<void>
+> = new Map([[4, analystsWarehouse]]);

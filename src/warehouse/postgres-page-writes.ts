@@ -1,0 +1,203 @@
+/**
+ * The PostgreSQL page-write hot path: ONE named statement per page,
+ * `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ("id") DO UPDATE`:
+ * measured as fast as a 1000-row VALUES statement (bench/postgres-upsert.ts), with a fixed
+ * parameter count (no 65 535-parameter ceiling for wide tables) and one prepared statement for
+ * every page size; history versions are written with the same column arrays.
+ */
+import type pg from 'pg';
+import type { ColumnSpec, PageWrite, Row } from '../interfaces.js';
+import { WarehouseError } from '../errors.js';
+import { planHistoryVersions } from './history.js';
+import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
+import { advisoryLockKey, named, type PostgresConnection } from './postgres-connection.js';
+import { POSTGRES_TYPE, POSTGRES_TYPES, type EncodedPage } from './postgres-values.js';
+import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
+import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
+import { rowContentHasher } from './values.js';
+
+export interface PageStatements {
+  columns: ColumnSpec[];
+  /** History content hash of a row, built once per column list. */
+  hash: (row: Row) => string;
+  upsert: { name: string; text: string };
+  history?: {
+    openHashes: { name: string; text: string };
+    close: { name: string; text: string };
+    insert: { name: string; text: string };
+  };
+}
+
+export class PostgresPageWriter {
+  private readonly statements = new Map<string, PageStatements>();
+
+  constructor(private readonly connection: PostgresConnection) {}
+
+  /** Statements built against an old table shape must not be reused. */
+  forget(): void {
+    this.statements.clear();
+  }
+
+  /** Upserts an encoded page and its history versions on `client`, inside the caller's transaction. */
+  async write(
+    client: pg.ClientBase,
+    statements: PageStatements,
+    page: PageWrite,
+    encoded: EncodedPage,
+    syncedAt: string,
+  ): Promise<number> {
+    const upsertColumns = encoded.lastIndexOfEachId
+      ? encoded.columns.map((values) => encoded.lastIndexOfEachId!.map((index) => values[index]))
+      : encoded.columns;
+    const upsertIds = encoded.lastIndexOfEachId
+      ? encoded.lastIndexOfEachId.map((index) => encoded.ids[index]!)
+      : encoded.ids;
+    await client.query({
+      ...statements.upsert,
+      values: [upsertIds, ...upsertColumns, syncedAt, page.runId],
+    });
+    return statements.history ? this.writeVersions(client, statements, page, encoded, syncedAt) : 0;
+  }
+
+  private async writeVersions(
+    client: pg.ClientBase,
+    statements: PageStatements,
+    page: PageWrite,
+    encoded: EncodedPage,
+    now: string,
+  ): Promise<number> {
+    const history = statements.history!;
+    const keys = encoded.ids;
+    const hashes = page.rows.map(statements.hash);
+    const open = await client.query<{ id: string; hash: string }>({
+      ...history.openHashes,
+      values: [[...new Set(keys)]],
+    });
+    const openHashes = new Map(open.rows.map((row) => [row.id, row.hash]));
+    const plan = planHistoryVersions(keys, hashes, openHashes);
+    if (plan.length === 0) return 0;
+    // A row repeated within the page gets a version per distinct content; all but its last
+    // version close at once (the same instant they opened), as one-at-a-time writes would.
+    const lastPlanned = new Map<string, number>();
+    plan.forEach((version, position) => lastPlanned.set(keys[version.index]!, position));
+    const closeIds = [
+      ...new Set(
+        plan.filter((version) => version.closeOpen).map((version) => keys[version.index]!),
+      ),
+    ];
+    if (closeIds.length > 0) {
+      await client.query({ ...history.close, values: [now, closeIds] });
+    }
+    const indexes = plan.map((version) => version.index);
+    await client.query({
+      ...history.insert,
+      values: [
+        indexes.map((index) => keys[index]!),
+        ...encoded.columns.map((values) => indexes.map((index) => values[index])),
+        plan.map((version, position) =>
+          lastPlanned.get(keys[version.index]!) === position ? null : now,
+        ),
+        indexes.map((index) => hashes[index]!),
+        now,
+        page.runId,
+      ],
+    });
+    return plan.length;
+  }
+
+  /** The page statements for a table and column list, built and checked once. */
+  async statementsFor(
+    table: string,
+    columns: ColumnSpec[],
+    withHistory: boolean,
+  ): Promise<PageStatements> {
+    const cacheKey = pageShapeKey(table, columns, withHistory);
+    const cached = this.statements.get(cacheKey);
+    if (cached) return cached;
+
+    const { connection } = this;
+    await connection.withClient(async (client) => {
+      if (!(await connection.tableExistsOn(client, table))) {
+        throw new WarehouseError(
+          `Cannot write to ${table}: the table does not exist in the warehouse yet.`,
+        );
+      }
+      assertColumnsStored(table, columns, await connection.storedColumns(client, table));
+    });
+
+    const names = columns.map((column) => q(column.name));
+    const arrays = [
+      '$1::bigint[]',
+      ...columns.map((column, index) => `$${index + 2}::${POSTGRES_TYPE[column.type]}[]`),
+    ];
+    const next = columns.length + 2;
+    const upsert = named(
+      `INSERT INTO ${connection.table(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')}) ` +
+        `SELECT u.*, $${next}::timestamptz, $${next + 1}::bigint, NULL::timestamptz FROM unnest(${arrays.join(', ')}) AS u ` +
+        `ON CONFLICT ("id") DO UPDATE SET ${[
+          ...names.map((name) => `${name} = excluded.${name}`),
+          '"_synced_at" = excluded."_synced_at"',
+          '"_run_id" = excluded."_run_id"',
+          '"_deleted_at" = NULL',
+        ].join(', ')}`,
+    );
+    const statements: PageStatements = {
+      columns: [...columns],
+      hash: rowContentHasher(columns),
+      upsert,
+    };
+    if (withHistory) {
+      const history = await this.ensureHistoryTable(table, columns);
+      const historyTable = connection.table(history);
+      statements.history = {
+        openHashes: named(
+          `SELECT "id"::text AS id, "_content_hash" AS hash FROM ${historyTable} ` +
+            `WHERE "_valid_to" IS NULL AND "id" = ANY($1::bigint[])`,
+        ),
+        close: named(
+          `UPDATE ${historyTable} SET "_valid_to" = $1::timestamptz ` +
+            `WHERE "_valid_to" IS NULL AND "id" = ANY($2::bigint[])`,
+        ),
+        insert: named(
+          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', '"_valid_from"', '"_run_id"'].join(', ')}) ` +
+            `SELECT u.*, $${next + 2}::timestamptz, $${next + 3}::bigint FROM unnest(${[
+              ...arrays,
+              `$${next}::timestamptz[]`,
+              `$${next + 1}::text[]`,
+            ].join(', ')}) AS u`,
+        ),
+      };
+    }
+    this.statements.set(cacheKey, statements);
+    return statements;
+  }
+
+  /** Creates `<table>__history` on first use and adds any data column it lacks. */
+  private async ensureHistoryTable(table: string, columns: ColumnSpec[]): Promise<string> {
+    const { connection } = this;
+    const history = historyTableName(table);
+    await connection.transaction(async (client) => {
+      // Serialises two writers creating the same history table (the writer lock normally does).
+      await client.query('SELECT pg_advisory_xact_lock($1::bigint)', [
+        advisoryLockKey(`history:${table}`, connection.schema),
+      ]);
+      if (!(await connection.tableExistsOn(client, history))) {
+        const qualify = (name: string) => connection.table(name);
+        for (const statement of createHistoryTableSql(POSTGRES_TYPES, history, qualify, columns)) {
+          await client.query(statement);
+        }
+        return;
+      }
+      const present = await connection.physicalColumns(client, history);
+      assertHistoryTable(table, history, present);
+      for (const column of columns) {
+        if (!present.has(column.name)) {
+          await client.query(
+            addColumnSql(POSTGRES_TYPES, connection.table(history), column.name, column.type),
+          );
+        }
+      }
+    });
+    return history;
+  }
+}

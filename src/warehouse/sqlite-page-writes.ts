@@ -1,0 +1,204 @@
+/**
+ * The SQLite page-write hot path: better-sqlite3 statements prepared once per (table, column
+ * list), because building and preparing the query for every page costs about 40% of the write
+ * speed. The caller runs write() inside the page's transaction, together with the cursor.
+ */
+import type Database from 'better-sqlite3';
+import type { ColumnSpec, PageWrite, Row } from '../interfaces.js';
+import { WarehouseError } from '../errors.js';
+import { planHistoryVersions } from './history.js';
+import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
+import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
+import type { SqliteConnection } from './sqlite-connection.js';
+import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
+import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
+import { assertValueFits, checkedRowId, rowContentHasher, toJsonText } from './values.js';
+
+/**
+ * Rows per upsert statement. Several rows per call cut better-sqlite3's per-call cost: a page
+ * writes about 25% faster at 16 than at 1, and no faster beyond (measured with 1000-row pages).
+ */
+const ROWS_PER_UPSERT = 16;
+/** SQLite's default limit on `?` parameters in one statement. */
+const MAX_PARAMETERS = 32_766;
+
+interface PageStatements {
+  columns: ColumnSpec[];
+  /** Upserts one row; the rows a batch leaves over. */
+  upsert: Database.Statement;
+  /** Upserts `rowsPerBatch` rows at once (in order: a later duplicate id wins, as row by row). */
+  upsertBatch: Database.Statement;
+  rowsPerBatch: number;
+  history?: {
+    hash: (row: Row) => string;
+    openHashes: Database.Statement;
+    close: Database.Statement;
+    insert: Database.Statement;
+  };
+}
+
+export class SqlitePageWriter {
+  private readonly statements = new Map<string, PageStatements>();
+
+  constructor(private readonly connection: SqliteConnection) {}
+
+  /** Statements prepared against an old table shape must not be reused. */
+  forget(): void {
+    this.statements.clear();
+  }
+
+  /** Prepares (outside the page's transaction) what writing `page` needs. */
+  prepare(page: PageWrite): PageStatements | undefined {
+    return page.rows.length > 0
+      ? this.statementsFor(page.resource, page.columns, page.history)
+      : undefined;
+  }
+
+  /** Upserts the page's rows and their history versions; returns the versions written. */
+  write(statements: PageStatements, page: PageWrite, syncedAt: string): number {
+    const table = page.resource;
+    const encodedRows = page.rows.map((row) => {
+      const id = checkedRowId(row.id, table);
+      const values: SqliteValue[] = [id];
+      for (const column of statements.columns) {
+        const value = row[column.name];
+        assertValueFits(value, column.type, table, column.name, id);
+        values.push(encodeValue(column.type, value));
+      }
+      return values;
+    });
+    // Encoded once: the history versions reuse the same values.
+    this.upsertRows(statements, encodedRows, syncedAt, page.runId);
+    return statements.history ? this.writeVersions(statements, page, encodedRows, syncedAt) : 0;
+  }
+
+  private upsertRows(
+    statements: PageStatements,
+    encodedRows: SqliteValue[][],
+    syncedAt: string,
+    runId: number,
+  ): void {
+    const { rowsPerBatch } = statements;
+    let next = 0;
+    for (; next + rowsPerBatch <= encodedRows.length; next += rowsPerBatch) {
+      const parameters: SqliteValue[] = [];
+      for (let index = next; index < next + rowsPerBatch; index++) {
+        parameters.push(...encodedRows[index]!, syncedAt, runId);
+      }
+      statements.upsertBatch.run(parameters);
+    }
+    for (; next < encodedRows.length; next++) {
+      statements.upsert.run(...encodedRows[next]!, syncedAt, runId);
+    }
+  }
+
+  private writeVersions(
+    statements: PageStatements,
+    page: PageWrite,
+    encodedRows: SqliteValue[][],
+    now: string,
+  ): number {
+    const history = statements.history!;
+    const keys = encodedRows.map((values) => String(values[0]));
+    const hashes = page.rows.map(history.hash);
+    // One query for every open version of the page's ids.
+    const open = history.openHashes.all(
+      toJsonText(encodedRows.map((values) => values[0])),
+    ) as Array<{ id: bigint; hash: string }>;
+    const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
+    const plan = planHistoryVersions(keys, hashes, openHashes);
+    for (const version of plan) {
+      const values = encodedRows[version.index]!;
+      if (version.closeOpen) history.close.run(now, values[0]);
+      history.insert.run(...values, now, hashes[version.index]!, page.runId);
+    }
+    return plan.length;
+  }
+
+  /** The page statements for a table and column list, prepared once and reused. */
+  private statementsFor(
+    table: string,
+    columns: ColumnSpec[],
+    withHistory: boolean,
+  ): PageStatements {
+    const cacheKey = pageShapeKey(table, columns, withHistory);
+    const cached = this.statements.get(cacheKey);
+    if (cached) return cached;
+
+    const { connection } = this;
+    const { db } = connection;
+    if (!connection.tableExists(table)) {
+      throw new WarehouseError(
+        `Cannot write to ${table}: the table does not exist in the warehouse yet.`,
+      );
+    }
+    assertColumnsStored(table, columns, connection.storedColumns(table));
+    const names = columns.map((column) => q(column.name));
+    const placeholders = columns.map(() => '?');
+    const rowValues = `(${['?', ...placeholders, '?', '?', 'NULL'].join(', ')})`;
+    const upsertOf = (rows: number) =>
+      db.prepare(
+        `INSERT INTO ${q(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')})
+         VALUES ${Array.from({ length: rows }, () => rowValues).join(', ')}
+         ON CONFLICT ("id") DO UPDATE SET ${[
+           ...names.map((name) => `${name} = excluded.${name}`),
+           '"_synced_at" = excluded."_synced_at"',
+           '"_run_id" = excluded."_run_id"',
+           '"_deleted_at" = NULL',
+         ].join(', ')}`,
+      );
+    const rowsPerBatch = Math.max(
+      1,
+      Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 3))),
+    );
+    const statements: PageStatements = {
+      columns: [...columns],
+      upsert: upsertOf(1),
+      upsertBatch: upsertOf(rowsPerBatch),
+      rowsPerBatch,
+    };
+    if (withHistory) {
+      const historyTable = this.ensureHistoryTable(table, columns);
+      statements.history = {
+        hash: rowContentHasher(columns),
+        openHashes: db
+          .prepare(
+            `SELECT "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
+             WHERE "_valid_to" IS NULL AND "id" IN (SELECT value FROM json_each(?))`,
+          )
+          .safeIntegers(true),
+        close: db.prepare(
+          `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "id" = ? AND "_valid_to" IS NULL`,
+        ),
+        insert: db.prepare(
+          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"'].join(', ')})
+           VALUES (${['?', ...placeholders, '?', '?', '?'].join(', ')})`,
+        ),
+      };
+    }
+    this.statements.set(cacheKey, statements);
+    return statements;
+  }
+
+  /** Creates `<table>__history` on first use and adds any data column it lacks. */
+  private ensureHistoryTable(table: string, columns: ColumnSpec[]): string {
+    const { connection } = this;
+    const history = historyTableName(table);
+    connection.writeTransaction(() => {
+      if (!connection.tableExists(history)) {
+        for (const statement of createHistoryTableSql(SQLITE_TYPES, history, q, columns)) {
+          connection.db.exec(statement);
+        }
+        return;
+      }
+      const present = new Set(connection.physicalColumns(history));
+      assertHistoryTable(table, history, present);
+      for (const column of columns) {
+        if (!present.has(column.name)) {
+          connection.db.exec(addColumnSql(SQLITE_TYPES, q(history), column.name, column.type));
+        }
+      }
+    });
+    return history;
+  }
+}

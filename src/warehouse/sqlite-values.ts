@@ -1,0 +1,79 @@
+/** How each logical column type is declared, written and read in SQLite. */
+import type { ColumnType } from '../interfaces.js';
+import type { DialectTypes } from './table-definitions.js';
+import { toServerTimestamp, toSortableUtc } from './timestamps.js';
+import { fromJsonText, narrowInteger, toJsonText } from './values.js';
+
+export type SqliteValue = number | bigint | string | null;
+
+/** Declared SQLite types. NUMERIC (not REAL) keeps 64-bit integers exact in a widened column. */
+export const SQLITE_TYPE: Record<ColumnType, string> = {
+  integer: 'INTEGER',
+  number: 'NUMERIC',
+  decimal: 'NUMERIC',
+  boolean: 'INTEGER',
+  text: 'TEXT',
+  datetime: 'TEXT',
+  date: 'TEXT',
+  // Never a type name containing neither TEXT nor CHAR: "JSON" would get NUMERIC affinity and
+  // turn the JSON text `5` into the integer 5.
+  json: 'TEXT',
+};
+
+export const SQLITE_TYPES: DialectTypes = {
+  column: SQLITE_TYPE,
+  integer: 'INTEGER',
+  time: 'TEXT',
+  versionId: 'INTEGER PRIMARY KEY AUTOINCREMENT',
+};
+
+export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
+  if (value === null || value === undefined) return null;
+  switch (type) {
+    case 'integer':
+    case 'number':
+    case 'decimal':
+      return value as number | bigint;
+    case 'boolean':
+      return value ? 1 : 0;
+    case 'datetime':
+      // One fixed-width UTC form, so text order is time order (ORDER BY, indexes, min/max).
+      return toSortableUtc(value as string);
+    case 'text':
+    case 'date':
+      return value as string;
+    case 'json':
+      return toJsonText(value);
+  }
+}
+
+/** Decodes a value read with safeIntegers (integers arrive as bigint). */
+export function decodeValue(type: ColumnType, stored: unknown): unknown {
+  if (stored === null || stored === undefined) return null;
+  switch (type) {
+    case 'integer':
+    case 'number':
+    case 'decimal':
+      return typeof stored === 'bigint' ? narrowInteger(stored) : stored;
+    case 'boolean':
+      return typeof stored === 'bigint' ? stored !== 0n : Boolean(stored);
+    case 'datetime':
+      // Read back in the server's form, as PostgreSQL's reads are.
+      return serverFormOf(stored);
+    case 'text':
+    case 'date':
+      return stored;
+    case 'json':
+      return fromJsonText(String(stored));
+  }
+}
+
+/** A stored date-time in the server's form; text that is no date-time is returned as it is. */
+export function serverFormOf(stored: unknown): unknown {
+  if (typeof stored !== 'string') return stored;
+  try {
+    return toServerTimestamp(stored);
+  } catch {
+    return stored;
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * The shape of the tables ocs-sync creates for each resource, written once for both dialects: a
+ * dialect passes its SQL type names and a function that names a table in its own namespace.
+ */
+import type { ColumnSpec, ColumnType } from '../interfaces.js';
+import {
+  columnIndexName,
+  historyIndexName,
+  liveViewName,
+  quoteIdentifier as q,
+} from './identifiers.js';
+
+export interface DialectTypes {
+  /** SQL type of each logical column type. */
+  column: Record<ColumnType, string>;
+  /** A 64-bit integer (ids, run ids). */
+  integer: string;
+  /** An instant (our own `_` time columns). */
+  time: string;
+  /** The history table's own auto-increment primary key. */
+  versionId: string;
+}
+
+/** `"name" TYPE` for each data column. */
+export function dataColumnDefinitions(
+  types: DialectTypes,
+  columns: readonly ColumnSpec[],
+): string[] {
+  return columns.map((column) => `${q(column.name)} ${types.column[column.type]}`);
+}
+
+/** CREATE TABLE of a resource: id, its data columns, then our own columns. */
+export function createResourceTableSql(
+  types: DialectTypes,
+  qualifiedTable: string,
+  columns: readonly ColumnSpec[],
+): string {
+  const definitions = [
+    `"id" ${types.integer} PRIMARY KEY`,
+    ...dataColumnDefinitions(types, columns),
+    `"_synced_at" ${types.time} NOT NULL`,
+    `"_run_id" ${types.integer}`,
+    `"_deleted_at" ${types.time}`,
+  ];
+  return `CREATE TABLE ${qualifiedTable} (${definitions.join(', ')})`;
+}
+
+/** CREATE TABLE and CREATE INDEX of a `<table>__history` table. */
+export function createHistoryTableSql(
+  types: DialectTypes,
+  history: string,
+  qualify: (name: string) => string,
+  columns: readonly ColumnSpec[],
+): string[] {
+  const definitions = [
+    `"_version_id" ${types.versionId}`,
+    `"id" ${types.integer} NOT NULL`,
+    ...dataColumnDefinitions(types, columns),
+    `"_valid_from" ${types.time} NOT NULL`,
+    `"_valid_to" ${types.time}`,
+    '"_content_hash" text NOT NULL',
+    `"_run_id" ${types.integer}`,
+  ];
+  return [
+    `CREATE TABLE ${qualify(history)} (${definitions.join(', ')})`,
+    `CREATE INDEX ${q(historyIndexName(history))} ON ${qualify(history)} ("id", "_valid_to")`,
+  ];
+}
+
+export function addColumnSql(
+  types: DialectTypes,
+  qualifiedTable: string,
+  column: string,
+  type: ColumnType,
+): string {
+  return `ALTER TABLE ${qualifiedTable} ADD COLUMN ${q(column)} ${types.column[type]}`;
+}
+
+/** CREATE VIEW `<table>__live`: the table's rows not marked deleted, without `_deleted_at`. */
+export function createLiveViewSql(
+  qualify: (name: string) => string,
+  table: string,
+  columns: readonly ColumnSpec[],
+): string {
+  const names = ['"id"', ...columns.map((column) => q(column.name)), '"_synced_at"', '"_run_id"'];
+  return (
+    `CREATE VIEW ${qualify(liveViewName(table))} AS SELECT ${names.join(', ')} ` +
+    `FROM ${qualify(table)} WHERE "_deleted_at" IS NULL`
+  );
+}
+
+export function dropLiveViewSql(qualify: (name: string) => string, table: string): string {
+  return `DROP VIEW IF EXISTS ${qualify(liveViewName(table))}`;
+}
+
+/** The name is qualified by the table's schema implicitly (PostgreSQL) or needs none (SQLite). */
+export function createIndexSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+): string {
+  return `CREATE INDEX IF NOT EXISTS ${q(columnIndexName(table, column))} ON ${qualify(table)} (${q(column)})`;
+}
+
+export function dropIndexSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+): string {
+  return `DROP INDEX IF EXISTS ${qualify(columnIndexName(table, column))}`;
+}
+
+/** Counts `values` and `unmatched` (values that are no id of the target table). */
+export function referenceCheckSql(
+  qualify: (name: string) => string,
+  table: string,
+  column: string,
+  target: string,
+): string {
+  const ref = `t.${q(column)}`;
+  return (
+    `SELECT count(${ref}) AS "values", ` +
+    `count(CASE WHEN ${ref} IS NOT NULL AND NOT EXISTS ` +
+    `(SELECT 1 FROM ${qualify(target)} r WHERE r."id" = ${ref}) THEN 1 END) AS "unmatched" ` +
+    `FROM ${qualify(table)} t`
+  );
+}
