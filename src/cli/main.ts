@@ -14,6 +14,7 @@ import { runStatusCommand } from './status-command.js';
 import { runSyncCommand } from './sync-command.js';
 import { runDaemonCommand } from './daemon-command.js';
 import { DEFAULT_SERVE_LISTEN, runServeCommand } from './serve-command.js';
+import { runFilesVerifyCommand } from './files-command.js';
 import { packageVersion } from './version.js';
 
 export interface GlobalOptions {
@@ -129,6 +130,17 @@ export function buildProgram(
     });
 
   program
+    .command('files')
+    .description('File contents kept in the blob store (files.dir).')
+    .command('verify')
+    .description('Re-hash every stored file; exit 3 when any is missing or corrupt.')
+    .option('--refetch', 'mark missing or corrupt files so the next sync downloads them again')
+    .option('--json', 'print the report as JSON')
+    .action(async (options, command: Command) => {
+      setExitCode(await runFilesVerifyCommand(context(command), options));
+    });
+
+  program
     .command('keygen')
     .description("Create the team's RSA key pair (or, with --archive, an X25519 archive key pair).")
     .option('--out <dir>', 'directory for the key files', '.')
@@ -157,7 +169,7 @@ export function buildProgram(
     .option('--api-key-file <file>', 'file holding the API key to require (or OCS_SERVE_API_KEY)')
     .option('--as-of <timestamp>', 'serve every resource as it stood then (needs history)')
     .option('--allow-incomplete', 'serve resources the warehouse cannot give back as empty')
-    .option('--files-dir <dir>', 'where file blobs are stored (OCS_FILES_DIR)')
+    .option('--files-dir <dir>', 'the blob store to serve file contents from (files.dir)')
     .action(async (options, command: Command) => {
       setExitCode(await runServeCommand(context(command), options));
     });

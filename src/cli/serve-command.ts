@@ -79,7 +79,7 @@ export async function runServeCommand(
       logger.warn(message),
     );
   }
-  const filesDir = options.filesDir ?? context.environment.env.OCS_FILES_DIR;
+  const filesDir = options.filesDir ?? config.files.dir;
 
   const cleanup = new CleanupStack();
   const signal = context.environment.signal ?? processSignal(logger, cleanup);

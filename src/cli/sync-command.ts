@@ -5,7 +5,13 @@ import { runSync, type SyncEvents, type SyncReport } from '../sync/engine.js';
 import type { CommandContext } from './main.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
-import { createSecrets, createSource, createWarehouse, syncOptionsFromConfig } from './wiring.js';
+import {
+  createFiles,
+  createSecrets,
+  createSource,
+  createWarehouse,
+  syncOptionsFromConfig,
+} from './wiring.js';
 
 export interface SyncCommandOptions {
   fullRefresh?: boolean | string[];
@@ -90,6 +96,7 @@ export async function syncOnce(
         acceptSchemaChange: extra.acceptSchemaChange,
         signal: extra.signal,
         events: extra.events,
+        files: createFiles(config, { source, warehouse, logger }),
       });
     } finally {
       await warehouse.close();

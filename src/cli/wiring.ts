@@ -11,6 +11,8 @@ import { HttpExportSource, type RequestEvent } from '../source/http-source.js';
 import type { SecretsSettings, SyncOptions } from '../sync/engine.js';
 import { openWarehouse } from '../warehouse/open.js';
 import type { Warehouse } from '../interfaces.js';
+import { BlobStore } from '../files/blob-store.js';
+import { createFilesStep, type FilesStep } from '../files/sync-files.js';
 
 export function createSource(
   config: Config,
@@ -102,4 +104,29 @@ export function syncOptionsFromConfig(
     concurrency: config.concurrency,
     lockWaitMs: config.lock.waitSeconds * 1000,
   };
+}
+
+/** The files step of a sync, or undefined when files are off. */
+export function createFiles(
+  config: Config,
+  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger },
+): FilesStep | undefined {
+  if (!config.files.enabled) return undefined;
+  return createFilesStep({
+    ledger: parts.warehouse.fileLedger(),
+    store: new BlobStore(requireFilesDir(config)),
+    source: parts.source,
+    concurrency: config.files.concurrency,
+    logger: parts.logger,
+  });
+}
+
+/** The blob store's folder; a clear error when a PostgreSQL (or in-memory) warehouse has none. */
+export function requireFilesDir(config: Config): string {
+  if (config.files.dir === undefined) {
+    throw new ConfigError([
+      'files.dir (OCS_FILES_DIR) is not set: with a PostgreSQL or in-memory warehouse, name the folder where file contents are kept, or set files.enabled: false (OCS_FILES_ENABLED=false)',
+    ]);
+  }
+  return config.files.dir;
 }

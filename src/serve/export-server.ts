@@ -23,7 +23,7 @@ import {
 import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { toJsonText } from '../warehouse/values.js';
-import { blobPath } from './blob-path.js';
+import { blobPath } from '../files/blob-store.js';
 import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
 import { renderRows, UnservableValueError, type SealingForServe } from './rows.js';
 
@@ -317,9 +317,15 @@ class ExportHandler {
   ): Promise<void> {
     const notFound = json(404, { detail: 'Not found.' });
     const { filesDir, warehouse } = this.options;
-    const stored = filesDir === undefined ? undefined : await warehouse.archive.storedFile(fileId);
+    const stored =
+      filesDir === undefined ? undefined : await warehouse.fileLedger().get(fileId.toString());
     // The ledger's digest becomes a path: only a real hex digest may.
-    if (filesDir === undefined || stored === undefined || !/^[0-9a-f]{64}$/.test(stored.sha256)) {
+    if (
+      filesDir === undefined ||
+      stored?.status !== 'ok' ||
+      stored.sha256 === null ||
+      !/^[0-9a-f]{64}$/.test(stored.sha256)
+    ) {
       sendReply(request, response, notFound);
       return;
     }

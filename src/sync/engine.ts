@@ -49,6 +49,8 @@ import {
 import { readAhead } from './read-ahead.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { FILES_TABLE } from '../files/ledger.js';
+import type { FilesReport, FilesStep } from '../files/sync-files.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
@@ -62,6 +64,7 @@ export interface SyncEvents {
   onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
   onResourceDone?(report: ResourceReport): void;
   onSchemaChange?(change: SchemaChange): void;
+  onFilesDone?(report: FilesReport): void;
 }
 
 export interface SyncOptions {
@@ -85,6 +88,8 @@ export interface SyncOptions {
   lockWaitMs: number;
   signal?: AbortSignal;
   events?: SyncEvents;
+  /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
+  files?: FilesStep;
 }
 
 export interface ResourceReport {
@@ -118,6 +123,8 @@ export interface SyncReport {
   /** HTTP requests sent, retries included. */
   requests: number;
   durationMs: number;
+  /** The files step, when it ran. */
+  files?: FilesReport;
 }
 
 const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
@@ -188,6 +195,7 @@ class SyncRun {
     const reports: ResourceReport[] = [];
     let status: RunStatus;
     let runError: unknown;
+    let files: FilesReport | undefined;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
       await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
@@ -202,9 +210,11 @@ class SyncRun {
         reports.push(report);
         this.options.events?.onResourceDone?.(report);
       });
+      files = await this.syncFiles(reports);
       const partial =
         this.problems.length > 0 ||
-        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0);
+        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0) ||
+        (files !== undefined && (files.failed > 0 || files.error !== undefined));
       status = partial ? 'partial' : 'ok';
       // Skipped or failed resources may not have their tables evolved yet: re-read the schema next time.
       if (reports.every((report) => report.status === 'ok')) {
@@ -245,6 +255,7 @@ class SyncRun {
       pages,
       requests,
       durationMs: Math.round(performance.now() - this.started),
+      ...(files ? { files } : {}),
     };
     logger.info(
       {
@@ -259,6 +270,20 @@ class SyncRun {
       },
       `Sync ${status}`,
     );
+    return report;
+  }
+
+  /**
+   * File contents, once the `files` rows are stored: only when `files` was part of this run and
+   * not skipped. A 404 is recorded as missing and does not make the run partial; a failed fetch does.
+   */
+  private async syncFiles(reports: ResourceReport[]): Promise<FilesReport | undefined> {
+    const step = this.options.files;
+    const filesResource = reports.find((report) => report.resource === FILES_TABLE);
+    if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
+    this.throwIfAborted();
+    const report = await step.run(this.options.signal);
+    this.options.events?.onFilesDone?.(report);
     return report;
   }
 

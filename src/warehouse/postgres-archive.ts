@@ -9,7 +9,6 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
-  StoredFile,
 } from '../interfaces.js';
 import {
   assertSafeColumnName,
@@ -58,26 +57,6 @@ export class PostgresArchiveStore implements ArchiveStore {
     return rows[0];
   }
 
-  async storedFile(fileId: bigint): Promise<StoredFile | undefined> {
-    const ledger = await this.access.query<{ name: string | null }>(
-      'Looking for the file ledger',
-      'SELECT to_regclass($1)::text AS name',
-      [`${this.access.schema}._ocs_files`],
-    );
-    if (!ledger[0]?.name) return undefined;
-    const rows = await this.access.query<{
-      sha256: string;
-      content_type: string | null;
-      file: string | null;
-    }>(
-      'Reading the file ledger',
-      `SELECT sha256, content_type, file FROM ${this.access.table('_ocs_files')}
-       WHERE file_id = $1::bigint AND status = 'ok'`,
-      [fileId.toString()],
-    );
-    const row = rows[0];
-    return row && { sha256: row.sha256, contentType: row.content_type, file: row.file };
-  }
 
   async saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {
     for (let start = 0; start < values.length; start += VALUES_PER_INSERT) {

@@ -6,8 +6,11 @@
  * bookkeeping (bookkeeping.ts). Each page is one transaction holding its rows, its history
  * versions and its cursor.
  */
+import type { Kysely } from 'kysely';
+import { KyselyFileLedger } from '../files/ledger.js';
 import type {
   ColumnSpec,
+  FileLedgerStore,
   DeleteMode,
   IndexSpec,
   Lock,
@@ -520,6 +523,10 @@ export class PostgresWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.connection.kysely as Kysely<never>, 'postgres');
   }
 
   async close(): Promise<void> {

@@ -10,7 +10,6 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
-  StoredFile,
 } from '../interfaces.js';
 import { nowIso } from './bookkeeping.js';
 import {
@@ -71,17 +70,6 @@ export class SqliteArchiveStore implements ArchiveStore {
     }, `Reading the stored ${kind}`);
   }
 
-  storedFile(fileId: bigint): Promise<StoredFile | undefined> {
-    return this.exclusive(() => {
-      if (!this.tableExists('_ocs_files')) return undefined;
-      const row = this.db
-        .prepare(
-          `SELECT sha256, content_type, file FROM _ocs_files WHERE file_id = ? AND status = 'ok'`,
-        )
-        .get(fileId) as { sha256: string; content_type: string | null; file: string | null } | undefined;
-      return row && { sha256: row.sha256, contentType: row.content_type, file: row.file };
-    }, `Reading the file ledger`);
-  }
 
   private tableExists(name: string): boolean {
     return (

@@ -7,8 +7,11 @@
  * instant loses or doubles nothing.
  */
 import type Database from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import { KyselyFileLedger } from '../files/ledger.js';
 import type {
   ColumnSpec,
+  FileLedgerStore,
   DeleteMode,
   IndexSpec,
   Lock,
@@ -432,6 +435,10 @@ export class SqliteWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.connection.kysely as Kysely<never>, 'sqlite');
   }
 
   async close(): Promise<void> {
