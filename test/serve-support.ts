@@ -58,7 +58,7 @@ export async function serveWarehouse(
       apiKey: SERVE_KEY,
       sealing,
       asOf: options.asOf,
-      filesDir: options.filesDir,
+      filesDir: options.filesDir ?? warehouse.filesDir,
       listen: { host: '127.0.0.1', port: 0 },
       logger: createLogger({ level: 'silent' }),
     });
@@ -116,7 +116,9 @@ export async function walk(base: string, resource: string, limit: number): Promi
     if (cursor !== null) query.set('cursor', cursor);
     const response = await get(`${base}/api/export/${resource}/?${query.toString()}`);
     if (response.status !== 200) {
-      throw new Error(`GET ${resource}/ answered ${response.status}: ${response.text.slice(0, 200)}`);
+      throw new Error(
+        `GET ${resource}/ answered ${response.status}: ${response.text.slice(0, 200)}`,
+      );
     }
     const page = response.json() as PageBody;
     pages.push(page);

@@ -116,7 +116,9 @@ export async function runServeCommand(
         '--team-slug SLUG --private-key-path RESTORE_PRIVATE_KEY.pem',
     );
     if (!signal.aborted) {
-      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      await new Promise<void>((resolve) =>
+        signal.addEventListener('abort', () => resolve(), { once: true }),
+      );
     }
     return ExitCode.ok;
   } finally {

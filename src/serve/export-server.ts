@@ -189,7 +189,10 @@ class ExportHandler {
       // Django's APPEND_SLASH.
       sendReply(request, response, {
         status: 301,
-        headers: { location: `${url.pathname}/${url.search}`, 'content-type': 'text/html; charset=utf-8' },
+        headers: {
+          location: `${url.pathname}/${url.search}`,
+          'content-type': 'text/html; charset=utf-8',
+        },
         body: '',
       });
       return;
@@ -204,7 +207,11 @@ class ExportHandler {
     params: URLSearchParams,
   ): Promise<Reply> {
     if (endpoint === 'manifest') {
-      return { status: 200, headers: { 'content-type': JSON_TYPE, vary: 'Accept' }, body: this.options.manifestBody };
+      return {
+        status: 200,
+        headers: { 'content-type': JSON_TYPE, vary: 'Accept' },
+        body: this.options.manifestBody,
+      };
     }
     if (endpoint === 'schema') return this.schema(params);
     const refused = this.authenticate(request);
@@ -342,11 +349,10 @@ class ExportHandler {
       sendReply(request, response, notFound);
       return;
     }
-    const name = basename(stored.file ?? `file-${fileId}`);
     response.writeHead(200, {
-      'content-type': stored.contentType || 'application/octet-stream',
+      'content-type': headerSafe(stored.contentType) ?? 'application/octet-stream',
       'content-length': String(size),
-      'content-disposition': `attachment; filename="${name.replace(/["\\\r\n]/g, '_')}"`,
+      'content-disposition': attachmentHeader(basename(stored.file ?? `file-${fileId}`)),
     });
     if (request.method === 'HEAD') {
       response.end();
@@ -359,6 +365,19 @@ class ExportHandler {
       stream.pipe(response);
     });
   }
+}
+
+/** A header value as it came when HTTP can carry it (visible ASCII and spaces only). */
+function headerSafe(value: string | null): string | undefined {
+  return value && /^[\x20-\x7e]+$/.test(value) ? value : undefined;
+}
+
+/** `attachment` with the name, non-ASCII names in RFC 5987 form (as Django's FileResponse). */
+function attachmentHeader(name: string): string {
+  if (/^[\x20-\x7e]+$/.test(name)) {
+    return `attachment; filename="${name.replace(/["\\]/g, '\\$&')}"`;
+  }
+  return `attachment; filename*=utf-8''${encodeURIComponent(name)}`;
 }
 
 /** The cursor the server hands out after a page: the last row's position. */
@@ -384,5 +403,7 @@ function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): Confi
         : error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND'
           ? 'this machine has no such address'
           : error.message;
-  return new ConfigError([`serve --listen ${where} cannot be opened: ${why}; pick another HOST:PORT`]);
+  return new ConfigError([
+    `serve --listen ${where} cannot be opened: ${why}; pick another HOST:PORT`,
+  ]);
 }

@@ -73,7 +73,8 @@ export function planServe(facts: ServeFacts): ServePlan {
       missing.push(resource);
       return { resource, cursor, columns: [], sealedFields, source: 'empty' };
     }
-    if (facts.asOf !== undefined && !facts.historyTables.has(resource)) withoutHistory.push(resource);
+    if (facts.asOf !== undefined && !facts.historyTables.has(resource))
+      withoutHistory.push(resource);
     if (cursor === 'updated_at_id' && !columns.some((column) => column.name === 'updated_at')) {
       withoutUpdatedAt.push(resource);
     }

@@ -76,7 +76,8 @@ function jsonbValue(value: unknown): unknown {
   if (value !== null && typeof value === 'object') {
     const entries = new Map<string, unknown>();
     // A later duplicate key (after cleaning) wins, as in jsonb.
-    for (const [key, item] of Object.entries(value)) entries.set(postgresText(key), jsonbValue(item));
+    for (const [key, item] of Object.entries(value))
+      entries.set(postgresText(key), jsonbValue(item));
     const result: Record<string, unknown> = {};
     for (const key of [...entries.keys()].sort(jsonbKeyOrder)) result[key] = entries.get(key);
     return result;

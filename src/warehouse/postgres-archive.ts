@@ -10,11 +10,7 @@ import type {
   OriginalValue,
   Row,
 } from '../interfaces.js';
-import {
-  assertSafeColumnName,
-  assertSafeTableName,
-  historyTableName,
-} from './identifiers.js';
+import { assertSafeColumnName, assertSafeTableName, historyTableName } from './identifiers.js';
 import { narrowInteger } from './values.js';
 
 export interface PostgresArchiveAccess {
@@ -32,7 +28,11 @@ const VALUES_PER_INSERT = 500;
 export class PostgresArchiveStore implements ArchiveStore {
   constructor(private readonly access: PostgresArchiveAccess) {}
 
-  async saveExportDocument(kind: ExportDocumentKind, checksum: string, body: string): Promise<void> {
+  async saveExportDocument(
+    kind: ExportDocumentKind,
+    checksum: string,
+    body: string,
+  ): Promise<void> {
     await this.access.query(
       `Saving the server's ${kind}`,
       `INSERT INTO ${this.access.table('_ocs_export_documents')} (kind, checksum, body, fetched_at)
@@ -56,7 +56,6 @@ export class PostgresArchiveStore implements ArchiveStore {
     );
     return rows[0];
   }
-
 
   async saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {
     for (let start = 0; start < values.length; start += VALUES_PER_INSERT) {

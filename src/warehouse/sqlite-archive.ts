@@ -70,7 +70,6 @@ export class SqliteArchiveStore implements ArchiveStore {
     }, `Reading the stored ${kind}`);
   }
 
-
   private tableExists(name: string): boolean {
     return (
       this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?").get(name) !==
