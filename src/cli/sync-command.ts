@@ -11,6 +11,7 @@ import {
   createSource,
   createWarehouse,
   syncOptionsFromConfig,
+  warnIfSecretsReadableByOthers,
 } from './wiring.js';
 
 export interface SyncCommandOptions {
@@ -99,6 +100,7 @@ export async function syncOnce(
         files: createFiles(config, { source, warehouse, logger }),
       });
     } finally {
+      await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
       await warehouse.close();
     }
   } finally {
