@@ -6,6 +6,7 @@ import { ServeRefusedError } from '../errors.js';
 import type { ColumnSpec, Warehouse } from '../interfaces.js';
 import type { SecretPolicy } from '../sealing/policy.js';
 import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
+import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { isSafeResourceName } from '../names.js';
 import { planServe, TEAM_RESOURCE, type ServePlan, type StoredManifestEntry } from './plan.js';
 
@@ -27,17 +28,6 @@ export interface PreparedServe {
 function parseStoredManifest(body: string): { checksum: string; entries: StoredManifestEntry[] } {
   const parsed = JSON.parse(body) as { schema_checksum: string; entries: StoredManifestEntry[] };
   return { checksum: parsed.schema_checksum, entries: parsed.entries };
-}
-
-function parseSealedFields(text: string | undefined): Record<string, string[]> {
-  if (text === undefined) return {};
-  const parsed: unknown = JSON.parse(text);
-  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) return {};
-  const fields: Record<string, string[]> = {};
-  for (const [resource, names] of Object.entries(parsed)) {
-    if (Array.isArray(names)) fields[resource] = names.filter((name) => typeof name === 'string');
-  }
-  return fields;
 }
 
 export async function prepareServe(
@@ -67,7 +57,11 @@ export async function prepareServe(
     entries,
     tables,
     historyTables,
-    sealedFields: parseSealedFields(await warehouse.getState(SEALED_FIELDS_STATE_KEY)),
+    sealedFields: Object.fromEntries(
+      [...parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY))].map(
+        ([resource, fields]) => [resource, [...fields]],
+      ),
+    ),
     policyFor: options.policyFor,
     asOf: options.asOf,
     allowIncomplete: options.allowIncomplete,
