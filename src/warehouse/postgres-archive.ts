@@ -137,7 +137,8 @@ export class PostgresArchiveStore implements ArchiveStore {
     const source = asOf === undefined ? table : historyTableName(table);
     const orderBy = order === 'pk' ? '"id"' : '"updated_at", "id"';
     const select = [
-      '"id"::text AS "id"',
+      // Aliased apart from "id" so ORDER BY sorts by the bigint column, not its text.
+      '"id"::text AS "id_text"',
       ...columns.map(
         (column, index) => `${this.access.readExpression(column.name, column.type)} AS "c${index}"`,
       ),
@@ -149,7 +150,7 @@ export class PostgresArchiveStore implements ArchiveStore {
       parameters,
     );
     return rows.map((values) => {
-      const row: Row = { id: narrowInteger(BigInt(values.id as string)) };
+      const row: Row = { id: narrowInteger(BigInt(values.id_text as string)) };
       columns.forEach((column, index) => {
         row[column.name] = this.access.decode(column.type, values[`c${index}`]);
       });
