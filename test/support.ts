@@ -177,7 +177,11 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
   const files = temporaryDirectory();
   return {
     dialect,
-    env: { OCS_WAREHOUSE_URL: postgresUrl!, OCS_WAREHOUSE_SCHEMA: schema, OCS_FILES_DIR: files.path },
+    env: {
+      OCS_WAREHOUSE_URL: postgresUrl!,
+      OCS_WAREHOUSE_SCHEMA: schema,
+      OCS_FILES_DIR: files.path,
+    },
     filesDir: files.path,
     query: (sql) => query(sql),
     readTable: (table, options) => readDecoded(query, table, options, false),
