@@ -343,7 +343,7 @@ export interface FileRecord {
   fetchedAt: string;
   /** Attempts in a row that did not store the blob (0 once stored). */
   attempts: number;
-  /** `missing` and `failed` rows wait until then before another attempt, ISO text. */
+  /** A `missing` row waits until then before another attempt (ISO text); null otherwise. */
   nextAttemptAt: string | null;
 }
 

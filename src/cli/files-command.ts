@@ -20,9 +20,14 @@ export async function runFilesVerifyCommand(
   let report;
   try {
     const ledger = warehouse.fileLedger();
-    report = await verifyBlobs(ledger, new BlobStore(dir), { signal: context.environment.signal });
+    report = await verifyBlobs(ledger, new BlobStore(dir), {
+      signal: context.environment.signal,
+    });
     if (options.refetch) {
+      const store = new BlobStore(dir);
       for (const problem of report.problems) {
+        // A damaged copy would pass for the refetched content (same digest): remove it.
+        if (problem.problem === 'corrupt') await store.remove(problem.sha256);
         const record = await ledger.get(problem.fileId);
         if (record?.status !== 'ok' || record.sha256 !== problem.sha256) continue;
         await ledger.record({

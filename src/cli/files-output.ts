@@ -11,10 +11,12 @@ export function formatFileTotals(totals: FileTotals, dir: string | undefined): s
 }
 
 export function formatFilesSummary(report: FilesReport): string[] {
+  // Failures are named only when there are some, so a clean summary never says "failed".
+  const failed = (count: number) => (count > 0 ? `, ${count} failed` : '');
   const lines = [
-    `Files: ${report.fetched} fetched (${formatBytes(report.bytesFetched)}), ${report.missing} missing (404), ` +
-      `${report.failed} failed, ${report.unchanged} unchanged; ` +
-      `stored: ${report.totals.ok} ok, ${report.totals.missing} missing, ${report.totals.failed} failed, ` +
+    `Files: ${report.fetched} fetched (${formatBytes(report.bytesFetched)}), ` +
+      `${report.missing} missing (404)${failed(report.failed)}, ${report.unchanged} unchanged; ` +
+      `stored: ${report.totals.ok} ok, ${report.totals.missing} missing${failed(report.totals.failed)}, ` +
       `${formatBytes(report.totals.bytes)} in ${report.dir}`,
   ];
   for (const failure of report.failures) {

@@ -20,8 +20,10 @@ export async function runStatusCommand(
     context.output.out(
       options.json ? JSON.stringify(statuses, jsonReplacer, 2) : formatStatusTable(statuses),
     );
-    const files = await warehouse.fileLedger().totals();
-    if (!options.json) context.output.out(`\n${formatFileTotals(files, config.files.dir)}`);
+    if (!options.json) {
+      const files = await warehouse.fileLedger().totals();
+      context.output.out(`\n${formatFileTotals(files, config.files.dir)}`);
+    }
     return ExitCode.ok;
   } finally {
     await warehouse.close();

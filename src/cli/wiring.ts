@@ -44,7 +44,7 @@ export function createSource(
     maxRetryDelayMs: config.http.maxRetryDelaySeconds * 1000,
     maxRequestsPerMinute: config.http.maxRequestsPerMinute,
     userAgent: config.http.userAgent,
-    connections: config.pagesInFlight * config.concurrency + 1,
+    connections: Math.max(config.pagesInFlight * config.concurrency, config.files.concurrency) + 1,
     logger,
     onAttempt,
   });

@@ -32,7 +32,10 @@ export function* contentChunks(content: FakeFileContent): Generator<Uint8Array> 
   const block = Buffer.alloc(CHUNK);
   let filled = 0;
   for (let counter = 0; filled < CHUNK; counter += 1) {
-    filled += createHash('sha256').update(`${content.seed}:${counter}`).digest().copy(block, filled);
+    filled += createHash('sha256')
+      .update(`${content.seed}:${counter}`)
+      .digest()
+      .copy(block, filled);
   }
   for (let index = 0, offset = 0; offset < content.size; index += 1, offset += CHUNK) {
     const chunk = Buffer.from(block.subarray(0, Math.min(CHUNK, content.size - offset)));

@@ -281,7 +281,9 @@ function attachmentDisposition(row: Row): string {
   const name =
     typeof row.name === 'string' && row.name !== ''
       ? row.name
-      : String(row.file ?? 'file').split('/').pop()!;
+      : String(row.file ?? 'file')
+          .split('/')
+          .pop()!;
   if (/^[\x20-\x7e]*$/.test(name) && !/["\\]/.test(name)) return `attachment; filename="${name}"`;
   return `attachment; filename*=utf-8''${encodeURIComponent(name)}`;
 }
@@ -710,7 +712,11 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const method = request.method ?? 'GET';
     if (method !== 'GET' && method !== 'HEAD') {
       return reply(
-        jsonReply(405, { detail: `Method "${method}" not allowed.` }, { allow: 'GET, HEAD, OPTIONS' }),
+        jsonReply(
+          405,
+          { detail: `Method "${method}" not allowed.` },
+          { allow: 'GET, HEAD, OPTIONS' },
+        ),
       );
     }
     const refused = authenticate(request);

@@ -29,9 +29,7 @@ export interface StoredBlob {
 }
 
 export type BlobCheck =
-  | { status: 'ok' }
-  | { status: 'missing' }
-  | { status: 'corrupt'; reason: string };
+  { status: 'ok' } | { status: 'missing' } | { status: 'corrupt'; reason: string };
 
 export class BlobStore {
   constructor(readonly dir: string) {}
@@ -95,6 +93,13 @@ export class BlobStore {
       await unlink(temporary).catch(() => undefined);
       throw error;
     }
+  }
+
+  /** Deletes a blob (a damaged one, before it is fetched again). */
+  async remove(sha256: string): Promise<void> {
+    await unlink(blobPath(this.dir, sha256)).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error;
+    });
   }
 
   /** Re-hashes a stored blob (streaming) and compares it with what the ledger says. */

@@ -17,8 +17,7 @@ export interface FileContentSource {
 }
 
 export type FetchedFile =
-  | { status: 'ok'; blob: StoredBlob; contentType: string | null }
-  | { status: 'missing' };
+  { status: 'ok'; blob: StoredBlob; contentType: string | null } | { status: 'missing' };
 
 export async function fetchFile(
   source: FileContentSource,

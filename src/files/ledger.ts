@@ -56,10 +56,9 @@ const LEDGER_COLUMNS = sql.raw(
   ['cast(file_id as text) as file_id', ...LEDGER_COLUMN_NAMES].join(', '),
 );
 const LEDGER_COLUMNS_OF_L = sql.raw(
-  [
-    'cast(l.file_id as text) as file_id',
-    ...LEDGER_COLUMN_NAMES.map((name) => `l.${name}`),
-  ].join(', '),
+  ['cast(l.file_id as text) as file_id', ...LEDGER_COLUMN_NAMES.map((name) => `l.${name}`)].join(
+    ', ',
+  ),
 );
 
 type LedgerRow = {
@@ -129,7 +128,9 @@ export class KyselyFileLedger implements FileLedgerStore {
     const path = columns.has('file') ? sql`f.file` : sql`null`;
     const updatedAt = this.asText(columns.get('updated_at'));
     const after = afterId === null ? sql`` : sql`and f.id > ${afterId}`;
-    const result = await sql<LedgerRow & { id: string; row_file: unknown; row_updated_at: unknown }>`
+    const result = await sql<
+      LedgerRow & { id: string; row_file: unknown; row_updated_at: unknown }
+    >`
       select cast(f.id as text) as id, ${path} as row_file, ${updatedAt} as row_updated_at,
         ${LEDGER_COLUMNS_OF_L}
       from ${sql.table(FILES_TABLE)} as f left join _ocs_files as l on l.file_id = f.id

@@ -56,12 +56,14 @@ export function fetchReason(candidate: FileCandidate, now: number): FetchReason 
  */
 export function nextAttemptAt(status: FileStatus, attempts: number, now: number): string | null {
   if (status !== 'missing') return null;
-  const wait = Math.min(MISSING_BACKOFF_MAX_MS, MISSING_BACKOFF_MS * 2 ** Math.max(0, attempts - 1));
+  const wait = Math.min(
+    MISSING_BACKOFF_MAX_MS,
+    MISSING_BACKOFF_MS * 2 ** Math.max(0, attempts - 1),
+  );
   return new Date(now + wait).toISOString();
 }
 
-const TIMESTAMP =
-  /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)?$/;
+const TIMESTAMP = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)?$/;
 
 /**
  * A stored `updated_at` in one fixed form, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, six fraction

@@ -3,12 +3,7 @@
  * `files` rows in id order, plan which need their bytes fetched (plan.ts), fetch a bounded number
  * at once into the blob store, and record each outcome in the ledger once its blob is in place.
  */
-import {
-  AuthError,
-  HttpStatusError,
-  InterruptedError,
-  describeError,
-} from '../errors.js';
+import { AuthError, HttpStatusError, InterruptedError, describeError } from '../errors.js';
 import type { FileLedgerStore, FileRecord, FileTotals } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { BlobStore } from './blob-store.js';

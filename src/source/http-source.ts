@@ -263,8 +263,7 @@ export class HttpExportSource implements ExportSource {
         return { status: 'ok', value };
       } catch (error) {
         response.body.destroy();
-        const transient =
-          error instanceof TransientFailure ? error : classifyNetworkError(error);
+        const transient = error instanceof TransientFailure ? error : classifyNetworkError(error);
         report(statusCode, transient ? 'retry' : 'error');
         throw transient ?? error;
       }
@@ -286,23 +285,8 @@ export class HttpExportSource implements ExportSource {
       report(statusCode, 'ok');
       return { status: 'missing' };
     }
-    if (isRetryableStatus(statusCode)) {
-      report(statusCode, 'retry');
-      throw new TransientFailure(
-        statusCode === 429 ? 'rate_limited' : 'server_error',
-        `HTTP ${statusCode}${statusCode === 429 ? ' (rate limited)' : ''}`,
-        parseRetryAfterMs(
-          firstHeader(headers['retry-after']),
-          isPlainObject(body) ? body.available_in : undefined,
-          this.clock.now(),
-        ),
-        statusCode,
-      );
-    }
-    report(statusCode, 'error');
-    const detail = describeErrorBody(body, text);
-    if (statusCode === 401 || statusCode === 403) throw new AuthError(statusCode, detail);
-    throw new HttpStatusError(statusCode, path, detail);
+    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+    throw this.statusError(statusCode, headers, body, text, path);
   }
 
   private async attempt(
@@ -369,25 +353,34 @@ export class HttpExportSource implements ExportSource {
       return { status: statusCode, body, text };
     }
 
+    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+    throw this.statusError(statusCode, headers, body, text, path);
+  }
+
+  /** What an error answer becomes: retryable ones a TransientFailure, the rest typed errors. */
+  private statusError(
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    body: unknown,
+    text: string,
+    path: string,
+  ): Error {
     if (isRetryableStatus(statusCode)) {
-      report(statusCode, 'retry');
       const retryAfter = parseRetryAfterMs(
         firstHeader(headers['retry-after']),
         isPlainObject(body) ? body.available_in : undefined,
         this.clock.now(),
       );
-      throw new TransientFailure(
+      return new TransientFailure(
         statusCode === 429 ? 'rate_limited' : 'server_error',
         `HTTP ${statusCode}${statusCode === 429 ? ' (rate limited)' : ''}`,
         retryAfter,
         statusCode,
       );
     }
-
-    report(statusCode, 'error');
     const detail = describeErrorBody(body, text);
-    if (statusCode === 401 || statusCode === 403) throw new AuthError(statusCode, detail);
-    throw new HttpStatusError(statusCode, stripQuery(path), detail);
+    if (statusCode === 401 || statusCode === 403) return new AuthError(statusCode, detail);
+    return new HttpStatusError(statusCode, stripQuery(path), detail);
   }
 
   private headers(auth: boolean): Record<string, string> {
