@@ -901,3 +901,32 @@ describe('schema bookkeeping', () => {
 function escape(text: string): string {
   return text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
+
+describe('exclude_fields', () => {
+  it('reads a mapping from the file and resource.field items from OCS_EXCLUDE_FIELDS', () => {
+    expect(
+      resolveYaml('exclude_fields:\n  chat_messages: [content, content]\n').excludeFields,
+    ).toEqual({ chat_messages: ['content'] });
+    expect(
+      resolve({ env: { OCS_EXCLUDE_FIELDS: 'chat_messages.content, participants.identifier' } })
+        .excludeFields,
+    ).toEqual({ chat_messages: ['content'], participants: ['identifier'] });
+    expect(resolve({}).excludeFields).toEqual({});
+  });
+
+  it('reports every bad name at once, with the other problems of the configuration', () => {
+    const problems = problemsOf(() =>
+      resolveYaml('page_size: 0\nexclude_fields:\n  Chat: [content]\n  chats: [id, "bad name"]\n'),
+    );
+    const text = problems.join('\n');
+    expect(text).toMatch(/page_size/);
+    expect(text).toMatch(/exclude_fields.*"Chat" is not a resource name/);
+    expect(text).toMatch(/chats\.id cannot be excluded/);
+    expect(text).toMatch(/"bad name" \(of chats\) is not a field name/);
+  });
+
+  it('names the environment variable and the form it takes when an item is not resource.field', () => {
+    const problems = problemsOf(() => resolve({ env: { OCS_EXCLUDE_FIELDS: 'content' } }));
+    expect(problems.join('\n')).toMatch(/OCS_EXCLUDE_FIELDS.*comma-separated resource\.field/);
+  });
+});

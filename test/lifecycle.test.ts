@@ -220,9 +220,12 @@ describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
          WHERE table_schema = current_schema() AND column_name IN ('weight', 'quantity')
          ORDER BY table_name`,
       );
+      // The tables and their live views.
       expect(types).toEqual([
         { table_name: 'orders', data_type: 'numeric' },
+        { table_name: 'orders__live', data_type: 'numeric' },
         { table_name: 'widgets', data_type: 'numeric' },
+        { table_name: 'widgets__live', data_type: 'numeric' },
       ]);
     }
   });

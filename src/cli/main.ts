@@ -112,6 +112,28 @@ export function buildProgram(
     });
 
   program
+    .command('schema')
+    .description('Show the tables, their columns and types, and the relationships between them.')
+    .option('--format <format>', 'text, json, or mermaid (an ER diagram)', 'text')
+    .option('--resources <names>', 'only these tables (comma-separated)')
+    .action(async (options, command: Command) => {
+      const { runSchemaCommand } = await import('./schema-command.js');
+      setExitCode(await runSchemaCommand(context(command), options));
+    });
+
+  program
+    .command('export')
+    .description('Export the warehouse to files for other tools.')
+    .command('parquet <dir>')
+    .description('Write one Parquet file per table into DIR (created when missing).')
+    .option('--resources <names>', 'only these tables (comma-separated)')
+    .option('--live', 'leave out the rows marked deleted')
+    .action(async (directory: string, options, command: Command) => {
+      const { runExportParquetCommand } = await import('./export-parquet-command.js');
+      setExitCode(await runExportParquetCommand(context(command), directory, options));
+    });
+
+  program
     .command('demo')
     .description(
       'Start a built-in fake export server, sync it into ./ocs-demo.db, and show the status.',

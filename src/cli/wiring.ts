@@ -102,6 +102,7 @@ export function syncOptionsFromConfig(
     pageSize: config.pageSize,
     resources: config.resources,
     excludeResources: config.excludeResources,
+    excludeFields: config.excludeFields,
     onSchemaChange: config.onSchemaChange,
     history: config.history,
     deletes: config.deletes,

@@ -28,6 +28,7 @@ import {
   type TextKind,
 } from './schema.js';
 import { redactUrl } from './warehouse-url.js';
+import { parseExcludeFieldsText } from './exclude-fields.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -255,6 +256,8 @@ export function fromText(kind: TextKind, raw: string): unknown {
       if (TRUE_WORDS.has(word)) return true;
       if (FALSE_WORDS.has(word)) return false;
       return splitList(text);
+    case 'field_map':
+      return parseExcludeFieldsText(text);
     case 'text':
       return text;
   }
@@ -273,8 +276,8 @@ function camelToSnake(key: string): string {
 
 function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
   const out: Tree = {};
-  // Keys of secrets.resources are resource names, not setting names.
-  const isResourceMap = prefix.join('.') === 'secrets.resources';
+  // Keys of secrets.resources and exclude_fields are resource names, not setting names.
+  const isResourceMap = ['secrets.resources', 'exclude_fields'].includes(prefix.join('.'));
   for (const [key, value] of Object.entries(flags)) {
     if (value === undefined) continue;
     const name = isResourceMap ? key : camelToSnake(key);
@@ -742,6 +745,7 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
     pageSize: config.pageSize,
     resources: config.resources ?? 'all',
     excludeResources: config.excludeResources,
+    excludeFields: config.excludeFields,
     concurrency: config.concurrency,
     pagesInFlight: config.pagesInFlight,
     http: { ...config.http },

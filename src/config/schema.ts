@@ -9,6 +9,12 @@ import { basename, dirname, extname, join } from 'node:path';
 import { z } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
+import {
+  EXCLUDE_FIELDS_ALLOWED,
+  checkExcludeFields,
+  isExcludeFieldsShape,
+  normaliseExcludeFields,
+} from './exclude-fields.js';
 
 export type AuthScheme = 'api-key' | 'bearer';
 export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
@@ -59,6 +65,8 @@ export interface Config {
   /** Only these resources; undefined = every resource in the manifest. */
   resources: string[] | undefined;
   excludeResources: string[];
+  /** Fields never stored (table nor history), per resource. */
+  excludeFields: Record<string, string[]>;
   /** Resources synced at once. */
   concurrency: number;
   /** Pages fetched ahead of the writer. */
@@ -129,6 +137,7 @@ export interface ConfigFileValues {
   page_size?: number;
   resources?: string[];
   exclude_resources?: string[];
+  exclude_fields?: Record<string, string[]>;
   concurrency?: number;
   pages_in_flight?: number;
   http?: {
@@ -191,6 +200,7 @@ export function configDefaults(version: string) {
     },
     page_size: 1000,
     exclude_resources: [] as string[],
+    exclude_fields: {} as Record<string, string[]>,
     concurrency: 1,
     pages_in_flight: 2,
     http: {
@@ -219,7 +229,7 @@ export function configDefaults(version: string) {
 }
 
 /** How text (an environment variable, a CLI value) becomes a value of a setting. */
-export type TextKind = 'text' | 'integer' | 'boolean' | 'list' | 'history';
+export type TextKind = 'text' | 'integer' | 'boolean' | 'list' | 'history' | 'field_map';
 
 export interface SettingInfo {
   /** Dotted snake_case path as in the file, e.g. `http.max_attempts`. */
@@ -295,6 +305,12 @@ export const SETTINGS: readonly SettingInfo[] = [
     env: 'OCS_EXCLUDE_RESOURCES',
     kind: 'list',
     allowed: RESOURCE_NAMES,
+  },
+  {
+    path: 'exclude_fields',
+    env: 'OCS_EXCLUDE_FIELDS',
+    kind: 'field_map',
+    allowed: EXCLUDE_FIELDS_ALLOWED,
   },
   {
     path: 'concurrency',
@@ -601,6 +617,7 @@ export const configSchema = z.strictObject({
   page_size: integer(1, 1000),
   resources: resourceList.optional(),
   exclude_resources: resourceList,
+  exclude_fields: checked(isExcludeFieldsShape, checkExcludeFields),
   concurrency: integer(1, 8),
   pages_in_flight: integer(1, 8),
   http: z.strictObject({
@@ -696,6 +713,7 @@ export function toConfig(values: MergedConfigValues): Config {
     pageSize: values.page_size,
     resources: values.resources === undefined ? undefined : [...new Set(values.resources)],
     excludeResources: [...new Set(values.exclude_resources)],
+    excludeFields: normaliseExcludeFields(values.exclude_fields),
     concurrency: values.concurrency,
     pagesInFlight: values.pages_in_flight,
     http: {
@@ -771,6 +789,7 @@ export function selectResources(
   const mentioned = new Set([
     ...(config.resources ?? []),
     ...config.excludeResources,
+    ...Object.keys(config.excludeFields),
     ...Object.keys(config.secrets.resources),
     ...(Array.isArray(config.history) ? config.history : []),
   ]);

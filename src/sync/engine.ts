@@ -54,6 +54,13 @@ import {
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
+import {
+  RELATIONSHIPS_STATE_KEY,
+  RESOURCE_MODELS_STATE_KEY,
+  findRelationships,
+  parseRelationships,
+  referenceCandidates,
+} from './relationships.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
 import { FILES_TABLE } from '../files/ledger.js';
 import type { FilesReport, FilesStep } from '../files/sync-files.js';
@@ -80,6 +87,8 @@ export interface SyncOptions {
   pageSize: number;
   resources?: readonly string[];
   excludeResources?: readonly string[];
+  /** Fields never stored, per resource; a stored column of one is dropped. */
+  excludeFields?: Readonly<Record<string, readonly string[]>>;
   secrets: SecretsSettings;
   onSchemaChange: 'evolve' | 'stop';
   acceptSchemaChange?: boolean;
@@ -220,6 +229,7 @@ class SyncRun {
         this.options.events?.onResourceDone?.(report);
       });
       files = await this.syncFiles(reports);
+      await this.refreshRelationships(manifest.entries);
       const partial =
         this.problems.length > 0 ||
         reports.some((report) => report.status !== 'ok' || report.warnings.length > 0) ||
@@ -294,6 +304,44 @@ class SyncRun {
     const report = await step.run(this.options.signal);
     this.options.events?.onFilesDone?.(report);
     return report;
+  }
+
+  /**
+   * Finds which columns reference which tables (relationships.ts) and indexes them and every
+   * `updated_at`. New candidates cost a scan each, once; a failure here is a problem of the run,
+   * never lost rows.
+   */
+  private async refreshRelationships(entries: readonly ManifestEntry[]): Promise<void> {
+    const { warehouse, logger } = this.options;
+    try {
+      const models = new Map(
+        entries
+          .filter((entry) => isSafeResourceName(entry.resource))
+          .map((entry) => [entry.resource, entry.model]),
+      );
+      await warehouse.setState(
+        RESOURCE_MODELS_STATE_KEY,
+        JSON.stringify(Object.fromEntries(models)),
+      );
+      const tables = await storedTables(warehouse, [TEAM_TABLE, ...models.keys()]);
+      const relationships = await findRelationships(
+        warehouse,
+        referenceCandidates(tables, models),
+        parseRelationships(await warehouse.getState(RELATIONSHIPS_STATE_KEY)),
+      );
+      await warehouse.setState(RELATIONSHIPS_STATE_KEY, JSON.stringify(relationships));
+      const created = await warehouse.ensureIndexes([
+        ...relationships.map(({ table, column }) => ({ table, column })),
+        ...[...tables]
+          .filter(([, columns]) => columns.some((column) => column.name === 'updated_at'))
+          .map(([table]) => ({ table, column: 'updated_at' })),
+      ]);
+      if (created > 0) logger.info({ indexes: created }, `Created ${created} index(es)`);
+    } catch (error) {
+      if (!(error instanceof OcsSyncError)) throw error;
+      this.problems.push(`Finding relationships and indexing failed: ${describeError(error)}`);
+      logger.warn({ err: describeError(error) }, 'Finding relationships and indexing failed');
+    }
   }
 
   private requestedResources(): readonly string[] | undefined {
@@ -373,7 +421,7 @@ class SyncRun {
     const team = await source.team();
     const desired = this.schema?.tables.get(TEAM_TABLE);
     let columns = await this.ensureTable(TEAM_TABLE, desired);
-    const row = team as Row;
+    const row = withoutFields([team as Row], [...this.excludedFields(TEAM_TABLE)])[0]!;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
     await keepOriginalValues(warehouse, TEAM_TABLE, columns, [row]);
@@ -657,6 +705,7 @@ class SyncRun {
         );
         columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
       }
+      rows = withoutFields(rows, [...this.excludedFields(resource)]);
       const rowPlan = planColumnsForRows(resource, columns, rows);
       for (const field of rowPlan.refusedFields) {
         const message = new UnsafeNameError('field', field, resource).message;
@@ -725,9 +774,20 @@ class SyncRun {
     const fromSchema = this.schema?.tables.get(entry.resource);
     if (!fromSchema) return undefined;
     const sealed = this.sealedFieldsOf(entry.resource).all;
-    return fromSchema.map((column) =>
+    return this.withoutExcluded(entry.resource, fromSchema).map((column) =>
       sealed.has(column.name) ? { name: column.name, type: sealedColumnType(policy) } : column,
     );
+  }
+
+  private excludedFields(table: string): readonly string[] {
+    return this.options.excludeFields?.[table] ?? [];
+  }
+
+  private withoutExcluded(table: string, columns: ColumnSpec[]): ColumnSpec[] {
+    const excluded = this.excludedFields(table);
+    return excluded.length === 0
+      ? columns
+      : columns.filter((column) => !excluded.includes(column.name));
   }
 
   /** Create or evolve a table to the desired columns; returns its columns (undefined: no table yet). */
@@ -735,7 +795,22 @@ class SyncRun {
     table: string,
     desired: ColumnSpec[] | undefined,
   ): Promise<ColumnSpec[] | undefined> {
-    const existing = await this.options.warehouse.describeTable(table);
+    let existing = await this.options.warehouse.describeTable(table);
+    // A field newly excluded: its stored column is emptied and dropped (history too).
+    const excluded = existing?.filter((column) => this.excludedFields(table).includes(column.name));
+    if (existing && excluded && excluded.length > 0) {
+      existing = await this.applyChanges(
+        excluded.map((column) => ({
+          kind: 'drop_column',
+          table,
+          column: column.name,
+          fromType: column.type,
+          reason: 'excluded',
+        })),
+        this.withoutExcluded(table, existing),
+      );
+    }
+    if (desired) desired = this.withoutExcluded(table, desired);
     if (!desired) {
       if (existing) return existing;
       return this.applyChanges(planTable(table, undefined, [], 'rows').changes, []);
@@ -826,6 +901,20 @@ function asSkip(error: unknown, resource: string): SkipResource | undefined {
     });
   }
   return undefined;
+}
+
+/** The tables among `names` that exist, with their data columns. */
+export async function storedTables(
+  warehouse: Pick<Warehouse, 'describeTable'>,
+  names: readonly string[],
+): Promise<Map<string, ColumnSpec[]>> {
+  const tables = new Map<string, ColumnSpec[]>();
+  for (const name of names) {
+    if (!isSafeResourceName(name)) continue;
+    const columns = await warehouse.describeTable(name);
+    if (columns) tables.set(name, columns);
+  }
+  return tables;
 }
 
 async function someAsync<T>(

@@ -310,6 +310,18 @@ export class PostgresWarehouse implements Warehouse {
       } finally {
         this.pages.forget();
       }
+      // DROP COLUMN only hides a column; the emptied rows' old versions stay on disk until the
+      // table is rewritten: rewrite the tables that lost an (excluded) column, once.
+      const dropped = new Set(
+        changes.filter((change) => change.kind === 'drop_column').map((change) => change.table),
+      );
+      for (const table of dropped) {
+        for (const target of [table, historyTableName(table)]) {
+          if (await this.connection.tableExistsOn(this.connection.pool, target)) {
+            await this.connection.pool.query(`VACUUM FULL ${this.table(target)}`);
+          }
+        }
+      }
     });
   }
 

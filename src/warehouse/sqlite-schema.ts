@@ -91,7 +91,7 @@ export function applySqliteSchemaChange(
         targets.push(history);
       }
       for (const target of targets) {
-        // Emptied first: with secure_delete on (see the caller), the old values are overwritten.
+        // Emptied first, then dropped; the caller rebuilds the file so no copy stays behind.
         db.exec(`UPDATE ${q(target)} SET ${q(column)} = NULL`);
         db.exec(`ALTER TABLE ${q(target)} DROP COLUMN ${q(column)}`);
       }

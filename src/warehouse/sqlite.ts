@@ -229,9 +229,6 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => {
       assertSafeSchemaChanges(changes);
       const tables = [...new Set(changes.map((change) => change.table))];
-      // Freed pages of a dropped (excluded) column are overwritten, not left in the file.
-      const dropping = changes.some((change) => change.kind === 'drop_column');
-      if (dropping) this.db.pragma('secure_delete = ON');
       try {
         this.connection.writeTransaction(() => {
           const now = nowIso();
@@ -244,9 +241,11 @@ export class SqliteWarehouse implements Warehouse {
           for (const table of tables) createSqliteLiveView(this.connection, table);
         });
       } finally {
-        if (dropping) this.db.pragma('secure_delete = OFF');
         this.pages.forget();
       }
+      // A dropped (excluded) column's values stay in free space of the file until it is rebuilt:
+      // rebuild it (once, when a field is newly excluded) so they are really gone.
+      if (changes.some((change) => change.kind === 'drop_column')) this.db.exec('VACUUM');
     }, 'Applying schema changes');
   }
 

@@ -1,0 +1,42 @@
+import { ExitCode, UsageError } from '../errors.js';
+import { exportParquet } from '../export/parquet.js';
+import { MANIFEST_ORDER_STATE_KEY, storedTables } from '../sync/engine.js';
+import type { CommandContext } from './main.js';
+import { createWarehouse } from './wiring.js';
+
+export async function runExportParquetCommand(
+  context: CommandContext,
+  directory: string,
+  options: { resources?: string; live?: boolean },
+): Promise<number> {
+  const config = context.config({ server: false });
+  const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
+  try {
+    const order = JSON.parse(
+      (await warehouse.getState(MANIFEST_ORDER_STATE_KEY)) ?? '[]',
+    ) as string[];
+    const present = [...(await storedTables(warehouse, order)).keys()];
+    const requested = options.resources
+      ?.split(',')
+      .map((name) => name.trim())
+      .filter((name) => name !== '');
+    if (requested) {
+      const unknown = requested.filter((name) => !present.includes(name));
+      if (unknown.length > 0) {
+        throw new UsageError(
+          `--resources names ${unknown.join(', ')}, which ${unknown.length === 1 ? 'is' : 'are'} not a table of this warehouse; its tables are: ${present.join(', ') || '(none: run a sync first)'}.`,
+        );
+      }
+    }
+    const tables = requested ?? present;
+    await exportParquet(warehouse, {
+      directory,
+      tables,
+      live: options.live ?? false,
+      onTable: (file) => context.output.out(`${file.file}  ${file.rows} rows`),
+    });
+    return ExitCode.ok;
+  } finally {
+    await warehouse.close();
+  }
+}

@@ -1,0 +1,186 @@
+/**
+ * `ocs-sync export parquet`: one Parquet file per table, with real column types, written by
+ * DuckDB (@duckdb/node-api, whose native library ships inside the npm package: no extension is
+ * downloaded). Rows are read from the warehouse in id-ordered batches and appended to a staging
+ * table in a temporary on-disk DuckDB database with a memory limit, so memory stays flat however
+ * large the table; DuckDB then copies the staging table to Parquet. Each file is written under a
+ * temporary name and renamed when complete, so a reader never sees half a file.
+ */
+import { DuckDBInstance, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
+import { mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import type { ColumnSpec, ColumnType, StoredRow, Warehouse } from '../interfaces.js';
+import { WarehouseError } from '../errors.js';
+import { quoteIdentifier as q } from '../warehouse/identifiers.js';
+import { toJsonText } from '../warehouse/values.js';
+
+export interface ParquetExportOptions {
+  directory: string;
+  tables: readonly string[];
+  /** Leave out rows marked deleted (and the `_deleted_at` column), as the `__live` views do. */
+  live: boolean;
+  /** Rows per read from the warehouse. */
+  batchRows?: number;
+  /** DuckDB's memory limit while staging, e.g. `256MB`. */
+  memoryLimit?: string;
+  onTable?(result: ParquetFile): void;
+}
+
+export interface ParquetFile {
+  table: string;
+  file: string;
+  rows: number;
+}
+
+/**
+ * Parquet (DuckDB) type of each logical type. `decimal` (an integer column widened by a fraction)
+ * becomes a double: exact for integers up to 2^53. JSON is its text.
+ */
+export const PARQUET_TYPE: Record<ColumnType, string> = {
+  integer: 'BIGINT',
+  number: 'DOUBLE',
+  decimal: 'DOUBLE',
+  boolean: 'BOOLEAN',
+  text: 'VARCHAR',
+  datetime: 'TIMESTAMPTZ',
+  date: 'DATE',
+  json: 'VARCHAR',
+};
+
+interface ExportColumn {
+  name: string;
+  type: ColumnType;
+}
+
+/** The exported columns: id, the data columns, then ours (without `_deleted_at` when live). */
+function exportColumns(columns: readonly ColumnSpec[], live: boolean): ExportColumn[] {
+  return [
+    { name: 'id', type: 'integer' },
+    ...columns,
+    { name: '_synced_at', type: 'datetime' },
+    { name: '_run_id', type: 'integer' },
+    ...(live ? [] : [{ name: '_deleted_at', type: 'datetime' as const }]),
+  ];
+}
+
+/** Date-times and dates are staged as text and cast once by the COPY. */
+function stagingType(type: ColumnType): string {
+  return type === 'datetime' || type === 'date' ? 'VARCHAR' : PARQUET_TYPE[type];
+}
+
+function append(appender: DuckDBAppender, type: ColumnType, value: unknown): void {
+  if (value === null || value === undefined) {
+    appender.appendNull();
+    return;
+  }
+  switch (type) {
+    case 'integer':
+      appender.appendBigInt(BigInt(value as number | bigint));
+      return;
+    case 'number':
+    case 'decimal':
+      appender.appendDouble(Number(value));
+      return;
+    case 'boolean':
+      appender.appendBoolean(Boolean(value));
+      return;
+    case 'json':
+      appender.appendVarchar(toJsonText(value));
+      return;
+    case 'text':
+    case 'datetime':
+    case 'date':
+      appender.appendVarchar(String(value));
+      return;
+  }
+}
+
+export async function exportParquet(
+  warehouse: Pick<Warehouse, 'describeTable' | 'readRows'>,
+  options: ParquetExportOptions,
+): Promise<ParquetFile[]> {
+  const directory = resolve(options.directory);
+  mkdirSync(directory, { recursive: true });
+  const staging = mkdtempSync(join(tmpdir(), 'ocs-parquet-'));
+  const instance = await DuckDBInstance.create(join(staging, 'stage.duckdb'), {
+    memory_limit: options.memoryLimit ?? '256MB',
+    threads: '2',
+    temp_directory: join(staging, 'spill'),
+    // Nothing is ever fetched from the network.
+    autoinstall_known_extensions: 'false',
+    autoload_known_extensions: 'false',
+  });
+  const connection = await instance.connect();
+  const results: ParquetFile[] = [];
+  try {
+    for (const table of options.tables) {
+      const result = await exportTable(warehouse, connection, table, directory, options);
+      results.push(result);
+      options.onTable?.(result);
+    }
+  } finally {
+    connection.closeSync();
+    instance.closeSync();
+    rmSync(staging, { recursive: true, force: true });
+  }
+  return results;
+}
+
+async function exportTable(
+  warehouse: Pick<Warehouse, 'describeTable' | 'readRows'>,
+  connection: DuckDBConnection,
+  table: string,
+  directory: string,
+  options: ParquetExportOptions,
+): Promise<ParquetFile> {
+  const dataColumns = await warehouse.describeTable(table);
+  if (!dataColumns) {
+    throw new WarehouseError(`Table ${table} is not in the warehouse; nothing exported for it.`, {
+      hint: 'Run `ocs-sync schema` to list the tables.',
+    });
+  }
+  const columns = exportColumns(dataColumns, options.live);
+  await connection.run('DROP TABLE IF EXISTS staging');
+  await connection.run(
+    `CREATE TABLE staging (${columns.map((column) => `${q(column.name)} ${stagingType(column.type)}`).join(', ')})`,
+  );
+  const appender = await connection.createAppender('staging');
+  const batchRows = options.batchRows ?? 5000;
+  let rows = 0;
+  let afterId: string | null = null;
+  try {
+    for (;;) {
+      const batch: StoredRow[] = await warehouse.readRows({
+        table,
+        columns: dataColumns,
+        afterId,
+        limit: batchRows,
+        live: options.live,
+      });
+      for (const row of batch) {
+        for (const column of columns) append(appender, column.type, row[column.name]);
+        appender.endRow();
+      }
+      appender.flushSync();
+      rows += batch.length;
+      if (batch.length < batchRows) break;
+      afterId = String(batch[batch.length - 1]!.id);
+    }
+  } finally {
+    appender.closeSync();
+  }
+  const file = join(directory, `${table}.parquet`);
+  const partial = `${file}.partial`;
+  const selected = columns.map((column) =>
+    column.type === 'datetime' || column.type === 'date'
+      ? `CAST(${q(column.name)} AS ${PARQUET_TYPE[column.type]}) AS ${q(column.name)}`
+      : q(column.name),
+  );
+  await connection.run(
+    `COPY (SELECT ${selected.join(', ')} FROM staging ORDER BY "id") TO '${partial.replaceAll("'", "''")}' (FORMAT PARQUET, COMPRESSION ZSTD)`,
+  );
+  await connection.run('DROP TABLE staging');
+  renameSync(partial, file);
+  return { table, file, rows };
+}
