@@ -45,6 +45,7 @@ export async function serveWarehouse(
     const sealing = options.sealing ?? {};
     const prepared = await prepareServe(opened, {
       policyFor: options.policyFor ?? (() => 'plaintext'),
+      excludedFields: options.excludedFields,
       asOf: options.asOf,
       allowIncomplete: options.allowIncomplete ?? false,
       hasPublicKey: options.hasPublicKey ?? sealing.publicKey !== undefined,

@@ -179,6 +179,12 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
     await expect(drop).rejects.toThrow(
       /"drop" secrets policy: llm_providers\..*--allow-incomplete/s,
     );
+    await expect(
+      serveWarehouse(warehouse, {
+        sealing: { publicKey: restorePublicKey() },
+        excludedFields: { users: ['email'] },
+      }),
+    ).rejects.toThrow(/fields left out by exclude_fields: users\.email/);
     await expect(serveWarehouse(warehouse)).rejects.toThrow(
       /Sealed fields of .*llm_providers.* --public-key/s,
     );

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ExitCode, UsageError } from '../errors.js';
-import { parseListenAddress } from '../config/schema.js';
+import { parseListenAddress, secretPolicyFor } from '../config/schema.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { loadArchiveSecretKey } from '../sealing/keys.js';
 import { startExportServer } from '../serve/export-server.js';
@@ -87,7 +87,8 @@ export async function runServeCommand(
   cleanup.add('warehouse', () => warehouse.close());
   try {
     const prepared = await prepareServe(warehouse, {
-      policyFor: (resource) => config.secrets.resources[resource] ?? config.secrets.default,
+      policyFor: (resource) => secretPolicyFor(config, resource),
+      excludedFields: config.excludeFields,
       asOf,
       allowIncomplete: options.allowIncomplete === true,
       hasPublicKey: sealing.publicKey !== undefined,

@@ -23,6 +23,8 @@ export interface ServeFacts {
   /** Sealed fields per resource (the `sealed_fields` state key). */
   sealedFields: Readonly<Record<string, readonly string[]>>;
   policyFor(resource: string): SecretPolicy;
+  /** Fields the sync was told to leave out (`exclude_fields`), per resource. */
+  excludedFields?: Readonly<Record<string, readonly string[]>>;
   asOf?: string;
   allowIncomplete: boolean;
   hasPublicKey: boolean;
@@ -110,10 +112,16 @@ export function planServe(facts: ServeFacts): ServePlan {
   if (dropped.length > 0) {
     incomplete.push(`sealed fields dropped by the "drop" secrets policy: ${list(dropped)}`);
   }
+  const excluded = Object.entries(facts.excludedFields ?? {})
+    .filter(([resource, fields]) => facts.tables.has(resource) && fields.length > 0)
+    .flatMap(([resource, fields]) => fields.map((field) => `${resource}.${field}`));
+  if (excluded.length > 0) {
+    incomplete.push(`fields left out by exclude_fields: ${list(excluded)}`);
+  }
   if (incomplete.length > 0) {
     const what = `These resources cannot be served as the server had them: ${incomplete.join('; ')}.`;
-    if (facts.allowIncomplete) warnings.push(`${what} They are served empty.`);
-    else refusals.push(`${what} Pass --allow-incomplete to serve them empty.`);
+    if (facts.allowIncomplete) warnings.push(`${what} They are served empty (fields: left out).`);
+    else refusals.push(`${what} Pass --allow-incomplete to serve them empty (fields: left out).`);
   }
   if (withoutHistory.length > 0) {
     refusals.push(

@@ -12,6 +12,7 @@ import { planServe, TEAM_RESOURCE, type ServePlan, type StoredManifestEntry } fr
 
 export interface PrepareServeOptions {
   policyFor(resource: string): SecretPolicy;
+  excludedFields?: Readonly<Record<string, readonly string[]>>;
   asOf?: string;
   allowIncomplete: boolean;
   hasPublicKey: boolean;
@@ -63,6 +64,7 @@ export async function prepareServe(
       ),
     ),
     policyFor: options.policyFor,
+    excludedFields: options.excludedFields,
     asOf: options.asOf,
     allowIncomplete: options.allowIncomplete,
     hasPublicKey: options.hasPublicKey,
