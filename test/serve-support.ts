@@ -90,7 +90,9 @@ export async function get(
   url: string,
   headers: Record<string, string> = { 'x-api-key': SERVE_KEY },
 ): Promise<Response> {
-  const response = await request(url, { headers });
+  // A fresh connection per request: a test paused by a busy machine never reuses one the server
+  // has just closed.
+  const response = await request(url, { headers, reset: true });
   const bytes = Buffer.from(await response.body.arrayBuffer());
   const text = bytes.toString('utf8');
   return {
@@ -109,13 +111,18 @@ interface PageBody {
 }
 
 /** Walks one resource as the importer does; returns every page body. */
-export async function walk(base: string, resource: string, limit: number): Promise<PageBody[]> {
+export async function walk(
+  base: string,
+  resource: string,
+  limit: number,
+  headers: Record<string, string> = { 'x-api-key': SERVE_KEY },
+): Promise<PageBody[]> {
   const pages: PageBody[] = [];
   let cursor: string | null = null;
   for (;;) {
     const query = new URLSearchParams({ limit: String(limit) });
     if (cursor !== null) query.set('cursor', cursor);
-    const response = await get(`${base}/api/export/${resource}/?${query.toString()}`);
+    const response = await get(`${base}/api/export/${resource}/?${query.toString()}`, headers);
     if (response.status !== 200) {
       throw new Error(
         `GET ${resource}/ answered ${response.status}: ${response.text.slice(0, 200)}`,

@@ -18,6 +18,8 @@ import {
   encodePkCursor,
   encodeUpdatedAtCursor,
   formatTimestamp,
+  lastParam,
+  parsePythonInt,
   parseTimestamp,
 } from '../fake-server/cursor.js';
 import type { Row, Warehouse } from '../interfaces.js';
@@ -77,17 +79,6 @@ const NOT_FOUND_PAGE: Reply = {
     '  <h1>Not Found</h1><p>The requested resource was not found on this server.</p>\n</body>\n</html>\n',
 };
 
-/** Python's `int()` on the `limit` text, as the server parses it; undefined when it refuses. */
-export function parsePythonInt(text: string): number | undefined {
-  if (!/^\s*[+-]?\d+(?:_\d+)*\s*$/.test(text)) return undefined;
-  return Number(text.replace(/_/g, '').trim());
-}
-
-function lastParam(params: URLSearchParams, name: string): string | null {
-  const values = params.getAll(name);
-  return values.length === 0 ? null : values[values.length - 1]!;
-}
-
 /** sha256 of both sides first: timingSafeEqual needs equal lengths, and the length is no secret. */
 function sameKey(given: string, expected: string): boolean {
   const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
@@ -124,6 +115,10 @@ export async function startExportServer(options: ExportServerOptions): Promise<E
       }
     });
   });
+  // The importer keeps its connection between pages, which can take a while to import: close an
+  // idle one well after any client would, so a reused connection is not cut under a request.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 70_000;
   await new Promise<void>((resolve, reject) => {
     const onError = (error: NodeJS.ErrnoException) => reject(listenError(options.listen, error));
     server.once('error', onError);

@@ -135,8 +135,11 @@ export class SqliteArchiveStore implements ArchiveStore {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
       this.registerFunction();
-      // Stored date-times may be in any ISO 8601 form: compare them in the fixed sortable form.
-      const updatedAt = 'ocs_sortable_utc("updated_at")';
+      // A datetime column holds the fixed sortable form (its index serves the order); a column
+      // widened to text may hold any form, compared through the function.
+      const updatedAtType = columns.find((column) => column.name === 'updated_at')?.type;
+      const updatedAt =
+        updatedAtType === 'datetime' ? '"updated_at"' : 'ocs_sortable_utc("updated_at")';
       const where: string[] = [];
       const parameters: unknown[] = [];
       if (asOf === undefined) {
