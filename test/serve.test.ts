@@ -298,6 +298,15 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
     expect(refused.stderr).toMatch(/serve refuses to start[\s\S]*--public-key/);
     expect(refused.stderr).not.toContain(SERVE_KEY);
 
+    const busy = await runCli(
+      ['serve', '--listen', new URL(fake.url).host, '--public-key', publicKeyFile],
+      keyed,
+    );
+    expect(busy.code).toBe(1);
+    expect(busy.stderr).toMatch(
+      /serve --listen 127\.0\.0\.1:\d+ cannot be opened: the address is already in use/,
+    );
+
     const apiKeyFile = join(directory.path, `serve-key-${dialect}`);
     writeFileSync(apiKeyFile, `${SERVE_KEY}\n`);
     const controller = new AbortController();

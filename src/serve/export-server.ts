@@ -12,6 +12,7 @@ import { basename } from 'node:path';
 import { stringify as stringifyYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
 import type { ListenAddress } from '../config/schema.js';
+import { listenFailure } from '../daemon/health-server.js';
 import {
   InvalidCursorError,
   decodeCursor,
@@ -389,16 +390,7 @@ function cursorAfter(resource: ServedResource, last: Record<string, unknown>): s
 }
 
 function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): ConfigError {
-  const where = `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
-  const why =
-    error.code === 'EADDRINUSE'
-      ? 'the address is already in use'
-      : error.code === 'EACCES'
-        ? 'permission denied (ports below 1024 need privileges)'
-        : error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND'
-          ? 'this machine has no such address'
-          : error.message;
   return new ConfigError([
-    `serve --listen ${where} cannot be opened: ${why}; pick another HOST:PORT`,
+    `serve --listen ${listenFailure(listen, error)}; pick another HOST:PORT`,
   ]);
 }

@@ -4,20 +4,22 @@
  */
 import { ServeRefusedError } from '../errors.js';
 import type { ColumnSpec, Warehouse } from '../interfaces.js';
-import type { SecretPolicy } from '../sealing/policy.js';
 import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { isSafeResourceName } from '../names.js';
-import { planServe, TEAM_RESOURCE, type ServePlan, type StoredManifestEntry } from './plan.js';
+import {
+  planServe,
+  TEAM_RESOURCE,
+  type ServeFacts,
+  type ServePlan,
+  type StoredManifestEntry,
+} from './plan.js';
 
-export interface PrepareServeOptions {
-  policyFor(resource: string): SecretPolicy;
-  excludedFields?: Readonly<Record<string, readonly string[]>>;
-  asOf?: string;
-  allowIncomplete: boolean;
-  hasPublicKey: boolean;
-  hasArchiveKey: boolean;
-}
+/** What `serve` is asked to do, beside what the warehouse holds. */
+export type PrepareServeOptions = Pick<
+  ServeFacts,
+  'policyFor' | 'excludedFields' | 'asOf' | 'allowIncomplete' | 'hasPublicKey' | 'hasArchiveKey'
+>;
 
 export interface PreparedServe {
   plan: ServePlan;
@@ -63,12 +65,7 @@ export async function prepareServe(
         ([resource, fields]) => [resource, [...fields]],
       ),
     ),
-    policyFor: options.policyFor,
-    excludedFields: options.excludedFields,
-    asOf: options.asOf,
-    allowIncomplete: options.allowIncomplete,
-    hasPublicKey: options.hasPublicKey,
-    hasArchiveKey: options.hasArchiveKey,
+    ...options,
   });
   if (plan.refusals.length > 0) throw new ServeRefusedError(plan.refusals);
   const openApi = await archive.exportDocument('openapi', checksum);
