@@ -17,6 +17,8 @@ import {
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { blobPath, BlobStore } from '../src/files/blob-store.js';
 import { SyncMetrics } from '../src/daemon/metrics.js';
+import { canonicalTimestamp, fetchReason, nextAttemptAt, planFetches } from '../src/files/plan.js';
+import type { FileCandidate, FileRecord } from '../src/interfaces.js';
 import {
   createTestWarehouse,
   runCli,
@@ -240,6 +242,19 @@ describe.each(testDialects)('file contents (%s)', (dialect) => {
     await expectBlobsMatchServer(warehouse, dataset);
   });
 
+  it('keeps 64-bit file ids exact', async () => {
+    dataset = createSampleDataset({ rowsPerResource: 12, seed: 5, firstIds: { files: 2n ** 60n } });
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    expect((await sync()).code).toBe(0);
+    expect((await readLedger(warehouse)).map((row) => row.file_id)).toEqual(
+      dataset.rows('files').map((row) => String(row.id)),
+    );
+    await expectBlobsMatchServer(warehouse, dataset);
+    server.requests.length = 0;
+    expect((await sync()).code).toBe(0);
+    expect(fileRequests()).toEqual([]);
+  });
+
   it('files.enabled false backs up metadata only', async () => {
     await start();
     const result = await sync([], { OCS_FILES_ENABLED: 'false' });
@@ -271,6 +286,73 @@ describe('file contents configuration', () => {
       { server: false },
     );
     expect(config.files).toEqual({ enabled: true, dir: '/data/team-files', concurrency: 2 });
+  });
+});
+
+describe('what to fetch (pure)', () => {
+  const record = (changes: Partial<FileRecord> = {}): FileRecord => ({
+    fileId: '1',
+    sha256: 'a'.repeat(64),
+    size: 3,
+    contentType: 'text/plain',
+    status: 'ok',
+    error: null,
+    updatedAt: '2026-01-01T00:00:00.000000Z',
+    file: 'a.txt',
+    fetchedAt: '2026-01-01T00:00:01.000Z',
+    attempts: 0,
+    nextAttemptAt: null,
+    ...changes,
+  });
+  const candidate = (stored: FileRecord | undefined, changes: Partial<FileCandidate> = {}) => ({
+    fileId: '1',
+    file: 'a.txt',
+    updatedAt: '2026-01-01T00:00:00.000000Z',
+    record: stored,
+    ...changes,
+  });
+  const now = Date.parse('2026-06-01T00:00:00Z');
+
+  it('fetches new, changed and failed rows; 404s after their back-off; nothing else', () => {
+    expect(fetchReason(candidate(undefined), now)).toBe('new');
+    expect(fetchReason(candidate(record()), now)).toBeUndefined();
+    expect(fetchReason(candidate(record(), { file: 'b.txt' }), now)).toBe('changed');
+    expect(
+      fetchReason(candidate(record(), { updatedAt: '2026-01-02T00:00:00.000000Z' }), now),
+    ).toBe('changed');
+    expect(fetchReason(candidate(record({ status: 'failed' })), now)).toBe('retry_failed');
+    const later = new Date(now + 1000).toISOString();
+    const earlier = new Date(now - 1000).toISOString();
+    expect(
+      fetchReason(candidate(record({ status: 'missing', nextAttemptAt: later })), now),
+    ).toBeUndefined();
+    expect(fetchReason(candidate(record({ status: 'missing', nextAttemptAt: earlier })), now)).toBe(
+      'retry_missing',
+    );
+    expect(planFetches([candidate(undefined), candidate(record())], now)).toHaveLength(1);
+  });
+
+  it('backs off a 404 an hour, doubling, up to a week; failures wait for nothing', () => {
+    const hours = (attempts: number) =>
+      (Date.parse(nextAttemptAt('missing', attempts, now)!) - now) / 3_600_000;
+    expect([1, 2, 3, 4].map(hours)).toEqual([1, 2, 4, 8]);
+    expect(hours(30)).toBe(7 * 24);
+    expect(nextAttemptAt('failed', 3, now)).toBeNull();
+  });
+
+  it('reads every form a stored updated_at takes as one instant', () => {
+    const expected = '2026-11-20T10:00:00.123456Z';
+    for (const text of [
+      '2026-11-20T10:00:00.123456Z',
+      '2026-11-20T10:00:00.123456+00:00',
+      '2026-11-20 10:00:00.123456+00',
+      '2026-11-20T12:00:00.123456+02:00',
+      '2026-11-20T11:30:00.123456+0130',
+    ]) {
+      expect(canonicalTimestamp(text), text).toBe(expected);
+    }
+    expect(canonicalTimestamp('2026-11-20T10:00:00Z')).toBe('2026-11-20T10:00:00.000000Z');
+    expect(canonicalTimestamp('not a time')).toBe('not a time');
   });
 });
 

@@ -1,7 +1,8 @@
 /**
  * The sync engine: reads the manifest, brings tables up to the server's schema, walks every
- * resource page by page and writes each page together with its cursor. I/O goes through the
- * ExportSource and Warehouse interfaces; the decisions live in plan.ts.
+ * resource page by page and writes each page together with its cursor, then runs the files step
+ * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
+ * interfaces; the decisions live in plan.ts.
  */
 import {
   AuthError,
@@ -173,7 +174,7 @@ class SyncRun {
   private readonly schemaChanges: SchemaChange[] = [];
   private readonly problems: string[] = [];
   private schema: SchemaColumns | undefined;
-  /** The OpenAPI document, when this run fetched it. */
+  /** The OpenAPI document, when this run fetched it (kept for `serve`). */
   private openApiDocument: unknown;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
@@ -228,8 +229,8 @@ class SyncRun {
         reports.push(report);
         this.options.events?.onResourceDone?.(report);
       });
-      files = await this.syncFiles(reports);
       await this.refreshRelationships(manifest.entries);
+      files = await this.syncFiles(reports);
       const partial =
         this.problems.length > 0 ||
         reports.some((report) => report.status !== 'ok' || report.warnings.length > 0) ||
@@ -293,20 +294,6 @@ class SyncRun {
   }
 
   /**
-   * File contents, once the `files` rows are stored: only when `files` was part of this run and
-   * not skipped. A 404 is recorded as missing and does not make the run partial; a failed fetch does.
-   */
-  private async syncFiles(reports: ResourceReport[]): Promise<FilesReport | undefined> {
-    const step = this.options.files;
-    const filesResource = reports.find((report) => report.resource === FILES_TABLE);
-    if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
-    this.throwIfAborted();
-    const report = await step.run(this.options.signal);
-    this.options.events?.onFilesDone?.(report);
-    return report;
-  }
-
-  /**
    * Finds which columns reference which tables (relationships.ts) and indexes them and every
    * `updated_at`. New candidates cost a scan each, once; a failure here is a problem of the run,
    * never lost rows.
@@ -342,6 +329,20 @@ class SyncRun {
       this.problems.push(`Finding relationships and indexing failed: ${describeError(error)}`);
       logger.warn({ err: describeError(error) }, 'Finding relationships and indexing failed');
     }
+  }
+
+  /**
+   * File contents, once the `files` rows are stored: only when `files` was part of this run and
+   * not skipped. A 404 is recorded as missing and does not make the run partial; a failed fetch does.
+   */
+  private async syncFiles(reports: ResourceReport[]): Promise<FilesReport | undefined> {
+    const step = this.options.files;
+    const filesResource = reports.find((report) => report.resource === FILES_TABLE);
+    if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
+    this.throwIfAborted();
+    const report = await step.run(this.options.signal);
+    this.options.events?.onFilesDone?.(report);
+    return report;
   }
 
   private requestedResources(): readonly string[] | undefined {
@@ -693,6 +694,9 @@ class SyncRun {
       this.throwIfAborted();
       let rows = page.rows;
       if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
+      // An excluded field is never stored, so never opened either.
+      const excluded = this.excludedFields(resource);
+      rows = withoutFields(rows, [...excluded]);
       const found = detectSealedFields(rows, sealed.all);
       if (found.length > 0) await this.learnSealedFields(entry, found, policy);
       if (sealed.all.size > 0) {
@@ -700,12 +704,11 @@ class SyncRun {
         const sealedPlan = planSealedColumns(
           resource,
           columns,
-          [...sealed.all].filter(isSafeFieldName),
+          [...sealed.all].filter((field) => isSafeFieldName(field) && !excluded.includes(field)),
           policy,
         );
         columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
       }
-      rows = withoutFields(rows, [...this.excludedFields(resource)]);
       const rowPlan = planColumnsForRows(resource, columns, rows);
       for (const field of rowPlan.refusedFields) {
         const message = new UnsafeNameError('field', field, resource).message;

@@ -8,9 +8,9 @@
  */
 import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import type {
   ColumnSpec,
-  FileLedgerStore,
   DeleteMode,
   IndexSpec,
   Lock,
@@ -127,21 +127,6 @@ export class PostgresWarehouse implements Warehouse {
        VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
        cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
     );
-  }
-
-  get archive(): PostgresArchiveStore {
-    this.archiveStore ??= new PostgresArchiveStore({
-      query: async <R>(what: string, sql: string, parameters: unknown[]) =>
-        this.guard(
-          what,
-          async () => (await this.connection.pool.query(sql, parameters)).rows as R[],
-        ),
-      table: (name) => this.table(name),
-      schema: this.schema,
-      readExpression,
-      decode: decodeValue,
-    });
-    return this.archiveStore;
   }
 
   // ---------------------------------------------------------------- plumbing
@@ -537,8 +522,23 @@ export class PostgresWarehouse implements Warehouse {
     return this.lock.acquire(waitMs);
   }
 
+  get archive(): PostgresArchiveStore {
+    this.archiveStore ??= new PostgresArchiveStore({
+      query: async <R>(what: string, sql: string, parameters: unknown[]) =>
+        this.guard(
+          what,
+          async () => (await this.connection.pool.query(sql, parameters)).rows as R[],
+        ),
+      table: (name) => this.table(name),
+      schema: this.schema,
+      readExpression,
+      decode: decodeValue,
+    });
+    return this.archiveStore;
+  }
+
   fileLedger(): FileLedgerStore {
-    return new KyselyFileLedger(this.connection.kysely as Kysely<never>, 'postgres');
+    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'postgres');
   }
 
   async close(): Promise<void> {

@@ -9,9 +9,9 @@
 import type Database from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import type {
   ColumnSpec,
-  FileLedgerStore,
   DeleteMode,
   IndexSpec,
   Lock,
@@ -421,6 +421,12 @@ export class SqliteWarehouse implements Warehouse {
     }, `Reading rows of ${table}`);
   }
 
+  // ---------------------------------------------------------------- lock
+
+  acquireLock(waitMs: number): Promise<Lock> {
+    return this.lock.acquire(waitMs);
+  }
+
   get archive(): SqliteArchiveStore {
     this.archiveStore ??= new SqliteArchiveStore(
       this.db,
@@ -430,14 +436,8 @@ export class SqliteWarehouse implements Warehouse {
     return this.archiveStore;
   }
 
-  // ---------------------------------------------------------------- lock
-
-  acquireLock(waitMs: number): Promise<Lock> {
-    return this.lock.acquire(waitMs);
-  }
-
   fileLedger(): FileLedgerStore {
-    return new KyselyFileLedger(this.connection.kysely as Kysely<never>, 'sqlite');
+    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'sqlite');
   }
 
   async close(): Promise<void> {
