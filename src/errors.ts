@@ -140,6 +140,16 @@ export class SchemaChangeStoppedError extends OcsSyncError {
 /** The warehouse could not be opened or used. */
 export class WarehouseError extends OcsSyncError {}
 
+/** `serve` cannot answer as the server would; `reasons` lists every one. */
+export class ServeRefusedError extends OcsSyncError {
+  constructor(readonly reasons: string[]) {
+    super(
+      `serve refuses to start: the warehouse cannot be served faithfully.\n` +
+        reasons.map((reason) => `  - ${reason}`).join('\n'),
+    );
+  }
+}
+
 /** A run that was asked to stop (SIGTERM, SIGINT) before it finished. */
 export class InterruptedError extends OcsSyncError {
   override readonly exitCode = ExitCode.interrupted;

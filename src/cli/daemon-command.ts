@@ -7,7 +7,7 @@ import { ExitCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { runDaemon } from '../daemon/daemon.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
 import { createSecrets, createWarehouse } from './wiring.js';
@@ -75,7 +75,7 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
 }
 
 /** An AbortSignal for SIGTERM and SIGINT; a second signal exits at once. */
-function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
+export function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
   const controller = new AbortController();
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {

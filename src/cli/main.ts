@@ -203,6 +203,18 @@ export function buildProgram(
     .option('--in-place', 'write the opened values back into the warehouse')
     .action(lazy(async () => (await import('./keys-commands.js')).runUnsealCommand));
 
+  program
+    .command('serve')
+    .description("Serve the warehouse as the server's export API, for its importer (restore).")
+    .option('--listen <host:port>', 'where to listen (default 127.0.0.1:8765, loopback only)')
+    .option('--public-key <pem>', 'the restore public key sealed fields are sealed to')
+    .option('--archive-key <file>', 'archive secret key, for values stored by the reseal policy')
+    .option('--api-key-file <file>', 'file holding the API key to require (or OCS_SERVE_API_KEY)')
+    .option('--as-of <timestamp>', 'serve every resource as it stood then (needs history)')
+    .option('--allow-incomplete', 'serve resources the warehouse cannot give back as empty')
+    .option('--files-dir <dir>', 'the blob store to serve file contents from (files.dir)')
+    .action(lazy(async () => (await import('./serve-command.js')).runServeCommand));
+
   return program;
 }
 

@@ -8,7 +8,7 @@ import {
   type SyncEvents,
   type SyncReport,
 } from '../sync/engine.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import {

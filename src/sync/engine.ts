@@ -55,6 +55,7 @@ import {
   withoutFields,
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
+import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import {
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
@@ -168,6 +169,8 @@ class SyncRun {
   private readonly schemaChanges: SchemaChange[] = [];
   private readonly problems: string[] = [];
   private schema: SchemaColumns | undefined;
+  /** The OpenAPI document, when this run fetched it (kept for `serve`). */
+  private openApiDocument: unknown;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
   /** Sealed fields per resource: the schema's marks and every field seen sealed. */
@@ -227,6 +230,7 @@ class SyncRun {
     let files: FilesReport | undefined;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
+      await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
       const team = await this.syncTeam();
       this.planSealedResources(selected, team);
       await this.forEachEntry(selected, async (entry, index) => {
@@ -380,6 +384,7 @@ class SyncRun {
     const markedKnown = marked?.checksum === current && marked.published;
     if (previous === null || changed || missingTable || !markedKnown) {
       const document = await source.openApi();
+      this.openApiDocument = document;
       this.schema = columnsFromOpenApi(document);
       for (const refused of this.schema.refused) {
         this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
@@ -434,6 +439,7 @@ class SyncRun {
     const row = withoutFields([team as Row], [...this.excludedFields(TEAM_TABLE)])[0]!;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+    await keepOriginalValues(warehouse, TEAM_TABLE, columns, [row]);
     const started = performance.now();
     const written = await warehouse.writePage({
       runId: this.runId,
@@ -726,6 +732,7 @@ class SyncRun {
         }
       }
       columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+      await keepOriginalValues(warehouse, resource, columns, rows);
       const result = await warehouse.writePage({
         runId: this.runId,
         resource,

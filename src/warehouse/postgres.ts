@@ -42,6 +42,7 @@ import {
 } from './identifiers.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
+import { PostgresArchiveStore } from './postgres-archive.js';
 import { PostgresWriterLock } from './postgres-lock.js';
 import { PostgresPageWriter } from './postgres-page-writes.js';
 import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
@@ -104,6 +105,7 @@ export class PostgresWarehouse implements Warehouse {
   private readonly pages: PostgresPageWriter;
   private readonly lock: PostgresWriterLock;
   private readonly saveCursor: { name: string; text: string };
+  private archiveStore?: PostgresArchiveStore;
 
   constructor(options: PostgresWarehouseOptions) {
     this.connection = new PostgresConnection({
@@ -525,6 +527,21 @@ export class PostgresWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  get archive(): PostgresArchiveStore {
+    this.archiveStore ??= new PostgresArchiveStore({
+      query: async <R>(what: string, sql: string, parameters: unknown[]) =>
+        this.guard(
+          what,
+          async () => (await this.connection.pool.query(sql, parameters)).rows as R[],
+        ),
+      table: (name) => this.table(name),
+      schema: this.schema,
+      readExpression,
+      decode: decodeValue,
+    });
+    return this.archiveStore;
   }
 
   fileLedger(): FileLedgerStore {

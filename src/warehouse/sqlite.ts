@@ -43,6 +43,7 @@ import { applyMigrations, type Migration } from './migrations.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { SqliteWriterLock } from './sqlite-lock.js';
+import { SqliteArchiveStore } from './sqlite-archive.js';
 import { SqlitePageWriter } from './sqlite-page-writes.js';
 import {
   applySqliteSchemaChange,
@@ -50,7 +51,7 @@ import {
   dropSqliteLiveView,
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
-import { decodeValue, encodeValue, serverFormOf } from './sqlite-values.js';
+import { decodeValue, encodeValue } from './sqlite-values.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
@@ -75,6 +76,7 @@ export class SqliteWarehouse implements Warehouse {
   private readonly pages: SqlitePageWriter;
   private readonly lock: SqliteWriterLock;
   private saveCursorStatement?: Database.Statement;
+  private archiveStore?: SqliteArchiveStore;
 
   constructor(options: SqliteWarehouseOptions) {
     this.description = options.path === ':memory:' ? 'sqlite::memory:' : `sqlite:${options.path}`;
@@ -427,6 +429,15 @@ export class SqliteWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  get archive(): SqliteArchiveStore {
+    this.archiveStore ??= new SqliteArchiveStore(
+      this.db,
+      (work, what) => this.exclusive(work, what),
+      decodeValue,
+    );
+    return this.archiveStore;
   }
 
   fileLedger(): FileLedgerStore {
