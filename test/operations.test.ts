@@ -283,6 +283,7 @@ describe.each(testDialects)('operating ocs-sync without SQL (%s)', (dialect) => 
     expect(before.stdout).toMatch(/✓ schema checksum\s+\S+ \(new: no complete run yet\)/);
     expect(before.stdout).toMatch(/✓ warehouse writable/);
     expect(before.stdout).toMatch(/✓ writer lock free/);
+    expect(before.stdout).toMatch(/✓ file contents\s+kept in \S+/);
     expect(before.code).toBe(0);
     if (dialect === 'sqlite') expect(existsSync(warehouse.env.OCS_WAREHOUSE_URL!)).toBe(false);
 
@@ -298,6 +299,15 @@ describe.each(testDialects)('operating ocs-sync without SQL (%s)', (dialect) => 
     expect(checks.checks.find((check) => check.name === 'schema checksum')?.detail).toMatch(
       /unchanged since the last run/,
     );
+    // The files the sync kept: ok, missing (404) and the bytes stored.
+    expect(checks.checks.find((check) => check.name === 'file contents')).toMatchObject({
+      status: 'ok',
+      detail: expect.stringMatching(
+        /^Files: [1-9]\d* ok, \d+ missing \(404\), 0 failed; .* stored in /,
+      ),
+    });
+    const filesOff = await cli(['check'], { OCS_FILES_ENABLED: 'false' });
+    expect(filesOff.stdout).toMatch(/- file contents\s+not checked: files.enabled is false/);
     expect(await runs()).toEqual(runsBefore);
   });
 

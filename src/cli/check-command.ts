@@ -4,6 +4,8 @@
  * ✓ or ✗ with the fix; exit 0 when every check passes, 1 otherwise. Writes nothing anywhere.
  */
 import type { KeyObject } from 'node:crypto';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { unknownNameAdvice } from '../did-you-mean.js';
@@ -19,6 +21,7 @@ import type { Manifest } from '../interfaces.js';
 import { silentLogger } from '../log.js';
 import { probeWarehouse, type WarehouseProbe } from '../warehouse/probe.js';
 import type { CommandContext } from './context.js';
+import { formatFileTotals } from './files-output.js';
 import { createSource } from './wiring.js';
 
 export type CheckStatus = 'ok' | 'failed' | 'skipped';
@@ -42,6 +45,7 @@ const NAMES = {
   warehouse: 'warehouse reachable',
   writable: 'warehouse writable',
   lock: 'writer lock free',
+  files: 'file contents',
 } as const;
 
 /** Splits "message\n  hint: fix" into the two parts. */
@@ -121,7 +125,44 @@ async function checkWarehouse(
           : 'free',
     });
   }
+  results.push(filesResult(config, probe));
   return probe;
+}
+
+/** Where file contents go, whether this user may write there, and what is kept so far. */
+function filesResult(config: Config, probe: WarehouseProbe): CheckResult {
+  if (!config.files.enabled) return skipped(NAMES.files, 'files.enabled is false');
+  const dir = config.files.dir;
+  if (dir === undefined) {
+    return {
+      name: NAMES.files,
+      status: 'failed',
+      detail: 'files.dir (OCS_FILES_DIR) is not set',
+      fix: 'Set OCS_FILES_DIR to the folder for file contents, or set files.enabled: false (OCS_FILES_ENABLED=false).',
+    };
+  }
+  const target = existsSync(dir) ? dir : dirname(resolve(dir));
+  try {
+    accessSync(target, constants.W_OK);
+  } catch {
+    return {
+      name: NAMES.files,
+      status: 'failed',
+      detail: `${target} cannot be written by this user`,
+      fix: `Create ${dir} with write access for this user, or set OCS_FILES_DIR to another folder.`,
+    };
+  }
+  const totals = probe.files;
+  if (!totals) return { name: NAMES.files, status: 'ok', detail: `kept in ${dir}` };
+  const detail = `${formatFileTotals(totals, undefined)} in ${dir}`;
+  return totals.failed > 0
+    ? {
+        name: NAMES.files,
+        status: 'failed',
+        detail,
+        fix: 'The next sync fetches them again; its summary says why they failed. `ocs-sync files verify` checks what is stored.',
+      }
+    : { name: NAMES.files, status: 'ok', detail };
 }
 
 async function checkServer(

@@ -7,6 +7,8 @@ import { dirname, resolve } from 'node:path';
 import { hostname } from 'node:os';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
 import { SCHEMA_CHECKSUM_STATE_KEY } from './state-keys.js';
+import type { FileTotals } from '../interfaces.js';
+import { processExists } from './writer-lock.js';
 import type { LockRecord, WarehouseReader } from './reader.js';
 
 export interface WarehouseProbe {
@@ -18,6 +20,8 @@ export interface WarehouseProbe {
   lock: { state: 'free' } | { state: 'held' | 'stale'; holder?: LockRecord };
   /** The schema checksum the last complete run brought the tables to. */
   schemaChecksum?: string;
+  /** File contents kept so far (absent when the warehouse does not exist yet). */
+  files?: FileTotals;
 }
 
 export async function probeWarehouse(options: {
@@ -72,10 +76,13 @@ export async function readLockAndChecksum(
   reader: WarehouseReader,
   staleAfterSeconds: number,
   held?: boolean,
-): Promise<Pick<WarehouseProbe, 'lock' | 'schemaChecksum'>> {
+): Promise<Pick<WarehouseProbe, 'lock' | 'schemaChecksum' | 'files'>> {
   const holder = await reader.lockHolder();
   const schemaChecksum = await reader.getState(SCHEMA_CHECKSUM_STATE_KEY);
-  if (!holder) return { lock: held ? { state: 'held' } : { state: 'free' }, schemaChecksum };
+  const files = await reader.fileTotals();
+  if (!holder) {
+    return { lock: held ? { state: 'held' } : { state: 'free' }, schemaChecksum, files };
+  }
   const beat = Date.parse(holder.heartbeatAt);
   const stale =
     held === false ||
@@ -83,15 +90,5 @@ export async function readLockAndChecksum(
       (!Number.isFinite(beat) ||
         Date.now() - beat > staleAfterSeconds * 1000 ||
         (holder.host === hostname() && !processExists(holder.pid))));
-  return { lock: { state: stale ? 'stale' : 'held', holder }, schemaChecksum };
-}
-
-/** Whether a process of this machine is alive (EPERM: alive, someone else's). */
-export function processExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
-  }
+  return { lock: { state: stale ? 'stale' : 'held', holder }, schemaChecksum, files };
 }
