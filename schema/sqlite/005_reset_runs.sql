@@ -29,7 +29,7 @@ CREATE TABLE _ocs_schema_changes_with_drop (
   table_name TEXT NOT NULL,
   column_name TEXT,
   change TEXT NOT NULL
-    CHECK (change IN ('create_table', 'add_column', 'widen_column', 'drop_table')),
+    CHECK (change IN ('create_table', 'add_column', 'widen_column', 'drop_column', 'drop_table')),
   from_type TEXT,
   to_type TEXT,
   reason TEXT NOT NULL
