@@ -104,10 +104,9 @@ export class SealedValueError extends OcsSyncError {
     readonly rowId: string,
     readonly field: string,
     reason: string,
+    hint = 'Check that the private key matches the public key registered on the team.',
   ) {
-    super(`Cannot open sealed field ${resource}.${field} of row id ${rowId}: ${reason}`, {
-      hint: 'Check that the private key matches the public key registered on the team.',
-    });
+    super(`Cannot open sealed field ${resource}.${field} of row id ${rowId}: ${reason}`, { hint });
   }
 }
 

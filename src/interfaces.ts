@@ -11,7 +11,8 @@
  *   `updated_at_id` resources: base64 of `{"updated_at", "id"}` of the last row.
  * - Warehouse: where rows land (SQLite file or PostgreSQL schema). A Dialect implements it.
  * - Sealed field: a field the server encrypts under the team's public key; a secrets policy says
- *   what we store for it.
+ *   what we store for it. The manifest only says a resource has some (`secret`); which fields is
+ *   read from the OpenAPI field descriptions and from the shape of the values (sealed-fields.ts).
  * - Run: one `sync` pass over the manifest; recorded in `_ocs_runs`.
  * - Full refresh: a walk from the start that also finds rows the server no longer has.
  * - Logical column type: our database-neutral type of a column; each dialect maps it to SQL.
@@ -25,10 +26,8 @@ export interface ManifestEntry {
   /** Resource name: URL segment and table name. */
   resource: string;
   cursor: CursorKind;
-  /** True when some fields of every row are sealed. */
+  /** True when some fields of every row are sealed (the manifest does not say which). */
   secret: boolean;
-  /** Names of the sealed fields (from `sealed_fields_by_model` when the server gives it). */
-  sealedFields: string[];
 }
 
 export interface Manifest {
@@ -52,7 +51,10 @@ export interface Page {
 export interface ExportSource {
   manifest(): Promise<Manifest>;
   team(): Promise<Record<string, unknown>>;
-  /** The export OpenAPI document, or undefined when the server does not publish it. */
+  /**
+   * The export OpenAPI document, or undefined when the server does not publish it (404, not JSON
+   * or YAML, no answer): the schema is optional, the rows are the fallback.
+   */
   openApi(): Promise<unknown>;
   page(resource: string, cursor: string | null, limit: number, signal?: AbortSignal): Promise<Page>;
   close(): Promise<void>;

@@ -10,6 +10,7 @@ import { parse as parseLosslessJson } from 'lossless-json';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { openSealedValue } from '../src/sealing/open.js';
+import { columnsFromOpenApi } from '../src/sync/openapi-columns.js';
 import {
   decodeCursor,
   encodeUpdatedAtCursor,
@@ -136,8 +137,12 @@ describe('manifest, team and schema', () => {
     const manifest = answer.json as {
       schema_checksum: string;
       entries: Array<Record<string, unknown>>;
-      sealed_fields_by_model: Record<string, string[]>;
     };
+    // Exactly the real manifest's keys (REFERENCE.md, Endpoints): nothing a client could lean on.
+    expect(Object.keys(manifest).sort()).toEqual(['entries', 'schema_checksum']);
+    for (const entry of manifest.entries) {
+      expect(Object.keys(entry).sort()).toEqual(['cursor', 'model', 'resource', 'secret']);
+    }
     expect(manifest.entries.map((entry) => entry.resource)).toEqual(
       dataset.fixture?.map((resource) => resource.resource),
     );
@@ -151,26 +156,48 @@ describe('manifest, team and schema', () => {
       cursor: 'pk',
       secret: false,
     });
-    expect(manifest.sealed_fields_by_model['experiments.participantdata']).toEqual([
-      'data',
-      'encryption_key',
-    ]);
-    expect(manifest.sealed_fields_by_model['bot_channels.experimentchannel']).toEqual([
-      'extra_data',
-    ]);
     const schema = await get(server, '/api/export/schema/?format=json', {});
+    // Sealed fields are published where the real server publishes them: the field descriptions.
+    const sealed = columnsFromOpenApi(schema.json).sealed;
+    expect(sealed.get('participant_data')).toEqual(['data', 'encryption_key']);
+    expect(sealed.get('chatbot_channels')).toEqual(['extra_data']);
+    expect([...sealed.keys()].sort()).toEqual(
+      manifest.entries
+        .filter((entry) => entry.secret)
+        .map((entry) => entry.resource)
+        .sort(),
+    );
     expect(manifest.schema_checksum).toBe(schemaChecksum(schema.json));
     expect(manifest.schema_checksum).toMatch(/^[0-9a-f]{64}$/);
   });
 
-  it('can override the checksum and leave out sealed_fields_by_model', async () => {
-    const { server } = await start({ manifestChecksum: 'abc', omitSealedFieldsByModel: true });
+  it('can override the checksum', async () => {
+    const { server } = await start({ manifestChecksum: 'abc' });
     const manifest = (await get(server, '/api/export/manifest/', {})).json as Record<
       string,
       unknown
     >;
     expect(manifest.schema_checksum).toBe('abc');
-    expect(manifest).not.toHaveProperty('sealed_fields_by_model');
+  });
+
+  it('serves a given manifest with only the real keys, whatever else it carries', async () => {
+    const { server, dataset } = await start();
+    const given = manifestFromFixture(dataset.fixture!);
+    server.options.manifest = {
+      ...given,
+      sealed_fields_by_model: { 'x.y': ['config'] },
+      entries: given.entries.map((entry) => ({ ...entry, sealed_fields: ['config'] })),
+    };
+    const manifest = (await get(server, '/api/export/manifest/', {})).json as {
+      entries: Array<Record<string, unknown>>;
+    };
+    expect(Object.keys(manifest).sort()).toEqual(['entries', 'schema_checksum']);
+    expect(Object.keys(manifest.entries[0]!).sort()).toEqual([
+      'cursor',
+      'model',
+      'resource',
+      'secret',
+    ]);
   });
 
   it('serves the schema as YAML by default and JSON with ?format=json, or 404 when off', async () => {
@@ -181,6 +208,7 @@ describe('manifest, team and schema', () => {
     expect(yamlAnswer.text.startsWith('openapi:')).toBe(true);
     const jsonAnswer = await get(server, '/api/export/schema/?format=json', {});
     expect(jsonAnswer.status).toBe(200);
+    expect(jsonAnswer.headers.get('content-type')).toBe('application/vnd.oai.openapi+json');
     expect(parseYaml(yamlAnswer.text)).toEqual(jsonAnswer.json);
     const document = jsonAnswer.json as { paths: Record<string, unknown> };
     expect(document.paths['/api/export/chat_messages/']).toBeDefined();
@@ -943,8 +971,8 @@ describe.skipIf(!hasSharedExport)(
         schema_checksum: string;
         entries: unknown[];
       };
-      expect(served.entries).toEqual(manifest.entries);
-      expect(served.schema_checksum).toBe(schemaChecksum(openApi));
+      // The manifest exactly as the real server serves it, its real checksum included.
+      expect(served).toEqual(manifest);
       expect((await get(server, '/api/export/schema/?format=json', {})).json).toEqual(openApi);
 
       for (const entry of manifest.entries) {
@@ -990,6 +1018,51 @@ describe.skipIf(!hasSharedExport)(
         const answer = await get(server, `/api/export/${entry.resource}/`);
         expect(answer.status, entry.resource).toBe(entry.secret ? 400 : 200);
       }
+    });
+
+    it('answers every captured error of the real server with its status, body and headers', async () => {
+      const captureDir = join(SHARED_EXPORT_DIR, 'real-capture', 'errors');
+      const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 2, seed: 5 });
+      const { server } = await start({ dataset, openApi, manifest });
+      const { server: noKey } = await start({
+        dataset,
+        openApi,
+        manifest,
+        teamPublicKeyPem: undefined,
+      });
+      const cases: Array<[string, FakeServer, string, Record<string, string>]> = [
+        ['no-key', server, '/api/export/team/', {}],
+        ['bad-key', server, '/api/export/team/', { 'X-Api-Key': 'not-a-key' }],
+        ['member-key', server, '/api/export/team/', { 'X-Api-Key': MEMBER }],
+        ['unknown-resource', server, '/api/export/no_such_resource/', { 'X-Api-Key': ADMIN }],
+        ['limit-abc', server, '/api/export/chat_messages/?limit=abc', { 'X-Api-Key': ADMIN }],
+        ['limit-zero', server, '/api/export/chat_messages/?limit=0', { 'X-Api-Key': ADMIN }],
+        ['bad-cursor', server, '/api/export/chat_messages/?cursor=nope', { 'X-Api-Key': ADMIN }],
+        ['no-public-key', noKey, '/api/export/llm_providers/', { 'X-Api-Key': ADMIN }],
+      ];
+      for (const [name, target, path, headers] of cases) {
+        const real = JSON.parse(readFileSync(join(captureDir, `${name}.meta.json`), 'utf8')) as {
+          status: number;
+          headers: Record<string, string>;
+        };
+        const answer = await get(target, path, headers);
+        expect(answer.status, name).toBe(real.status);
+        expect(answer.text, name).toBe(readFileSync(join(captureDir, `${name}.body`), 'utf8'));
+        expect(answer.headers.get('content-type'), name).toBe(real.headers['Content-Type']);
+        expect(answer.headers.get('www-authenticate') ?? undefined, name).toBe(
+          real.headers['WWW-Authenticate'],
+        );
+      }
+    });
+
+    it('answers team/ with the same keys, in the same order, as the real server', async () => {
+      const real = JSON.parse(
+        readFileSync(join(SHARED_EXPORT_DIR, 'real-capture', 'team.body'), 'utf8'),
+      ) as Record<string, unknown>;
+      const dataset = datasetFromOpenApi(openApi, manifest, { rowsPerResource: 2, seed: 5 });
+      const { server } = await start({ dataset, openApi, manifest });
+      const team = (await get(server, '/api/export/team/')).json as Record<string, unknown>;
+      expect(Object.keys(team)).toEqual(Object.keys(real));
     });
   },
 );

@@ -7,9 +7,11 @@
 import { createPrivateKey, generateKeyPairSync } from 'node:crypto';
 import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
+import type { FakeManifestDocument } from '../src/fake-server/openapi.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import { ARCHIVE_PREFIX } from '../src/sealing/archive.js';
 import { encodeJson } from '../src/sealing/json-text.js';
@@ -82,6 +84,22 @@ function tamperToken(sealed: string): string {
   ).toString('base64');
 }
 
+/** The OpenAPI document without the sealed-field marker on `fields` (all fields when omitted). */
+function withoutSealedMarkers(document: unknown, fields?: string[]): unknown {
+  const copy = structuredClone(document) as {
+    components: {
+      schemas: Record<string, { properties?: Record<string, { description?: string }> }>;
+    };
+  };
+  for (const schema of Object.values(copy.components.schemas)) {
+    for (const [name, property] of Object.entries(schema.properties ?? {})) {
+      if (fields && !fields.includes(name)) continue;
+      if (property.description?.startsWith('Sealed under')) delete property.description;
+    }
+  }
+  return copy;
+}
+
 function everythingPrinted(result: CliResult): string {
   return result.stdout + result.stderr + result.logs;
 }
@@ -137,6 +155,8 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       lastError: string | null;
     }>;
   };
+  const firstId = (resource: string) => dataset.rows(resource)[0]?.id;
+  const secondId = (resource: string) => dataset.rows(resource)[1]?.id;
   /** Each sealed resource's stored rows: ids equal to the source, unsealed columns equal too. */
   const expectSealedTables = async (
     checkValue: (
@@ -414,22 +434,18 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const sealed = sealedResourcesOf(dataset);
     const result = await sync(NO_PRIVATE_KEY);
     expect(result.code).toBe(3);
-    for (const { resource, fields } of sealed) {
-      expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: it has sealed fields (${fields.join(', ')}) and the "plaintext" policy needs the team's private key, which is not configured.`,
-      );
-    }
-    expect(result.stdout).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
-    const skippedLogs = logLines(result).filter((line) =>
-      /skipped: it has sealed fields/.test(String(line.msg)),
+    // Said once, naming every resource, with the fix once.
+    const sealedList = sealed.map((entry) => entry.resource).join(', ');
+    expect(result.stdout).toContain(
+      `skipped: ${sealedList}: Not requested: their sealed fields need the team's private key to be opened`,
     );
-    expect(skippedLogs.map((line) => line.resource).sort()).toEqual(
+    expect(result.stdout.match(/hint: Set OCS_PRIVATE_KEY_FILE/g)).toHaveLength(1);
+    const skippedLogs = logLines(result).filter((line) => /Not requested/.test(String(line.msg)));
+    expect(skippedLogs).toHaveLength(1);
+    expect(skippedLogs[0]?.level).toBe(40);
+    expect((skippedLogs[0]?.resources as string[]).sort()).toEqual(
       sealed.map((entry) => entry.resource).sort(),
     );
-    for (const line of skippedLogs) {
-      expect(line.level).toBe(40);
-      expect(line.msg).toMatch(/hint: Set OCS_PRIVATE_KEY_FILE/);
-    }
     const summary = logLines(result).find((line) => line.msg === 'Sync partial');
     expect((summary?.skipped as string[]).sort()).toEqual(
       sealed.map((entry) => entry.resource).sort(),
@@ -463,35 +479,249 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const sealedNames = sealed.map((entry) => entry.resource);
     const result = await sync();
     expect(result.code).toBe(3);
-    for (const resource of sealedNames) {
-      expect(result.stdout).toContain(
-        `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
-      );
-    }
-    expect(result.stdout).toMatch(
-      /hint: Register the team public key printed by `ocs-sync keygen`/,
+    // team/ says has_public_key: false, so they are not even requested: one message, one fix.
+    expect(result.stdout).toContain(
+      `skipped: ${sealedNames.join(', ')}: Not requested: the team has no public key registered on the server`,
     );
+    expect(result.stdout.match(/ocs-sync keygen/g)).toHaveLength(1);
     expect(
-      server.requests
-        .filter((request) => request.status === 400)
-        .map((r) => r.resource)
-        .sort(),
-    ).toEqual([...sealedNames].sort());
+      server.requests.filter(
+        (request) => request.resource && sealedNames.includes(request.resource),
+      ),
+    ).toEqual([]);
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
 
     const status = await statusJson();
     for (const resource of sealedNames) {
       const lastError = status.find((row) => row.resource === resource)?.lastError;
-      expect(lastError, resource).toMatch(/no registered public key/);
+      expect(lastError, resource).toMatch(/no public key registered/);
       expect(lastError, resource).toMatch(/ocs-sync keygen/);
     }
     const table = await runCli(['status'], warehouse.env);
-    expect(table.stdout).toMatch(/llm_providers .*skipped: the server says/);
+    expect(table.stdout).toMatch(/llm_providers .*Not requested/);
 
     // The admin registers the key: the next run gets everything.
     server.options.teamPublicKeyPem = teamKeys().publicKey;
     expect((await sync()).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);
+  });
+
+  it('a team object without has_public_key: the sealed resources are asked, and the 400 or 409 skips them', async () => {
+    for (const status of [400, 409]) {
+      await start({ teamPublicKeyPem: undefined, team: { has_public_key: undefined } });
+      const sealedNames = sealedResourcesOf(dataset).map((entry) => entry.resource);
+      if (status === 409) {
+        // What newer servers document for the same refusal.
+        for (const name of sealedNames) {
+          server.faults.failNext(
+            1,
+            {
+              kind: 'status',
+              status: 409,
+              body: { detail: 'Team has no registered public key; secret data cannot be sealed.' },
+            },
+            { resource: name },
+          );
+        }
+      }
+      const result = await sync();
+      expect(result.code).toBe(3);
+      for (const resource of sealedNames) {
+        expect(result.stdout).toContain(
+          `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
+        );
+      }
+      expect(
+        server.requests.filter((r) => r.status === status && r.resource).map((r) => r.resource),
+      ).toEqual(sealedNames);
+      await expectWarehouseEqualsSource(warehouse, dataset, { skip: sealedNames });
+      await server.close();
+      await warehouse.dispose();
+      warehouse = await createTestWarehouse(dialect);
+    }
+  });
+
+  it.skipIf(dialect !== 'sqlite')(
+    'a new SQLite warehouse and its -wal/-shm files are 0600; opened secrets readable by others get one warning',
+    async () => {
+      await start();
+      const path = warehouse.env.OCS_WAREHOUSE_URL!;
+      expect((await sync()).code).toBe(0);
+      expect(statSync(path).mode & 0o777).toBe(0o600);
+      // SQLite gives its companion files the database file's mode: see them while a writer has them.
+      const db = new Database(path);
+      db.pragma('journal_mode = WAL');
+      db.exec('CREATE TABLE wal_probe (x); INSERT INTO wal_probe VALUES (1); DROP TABLE wal_probe');
+      for (const companion of [`${path}-wal`, `${path}-shm`]) {
+        expect(statSync(companion).mode & 0o777, companion).toBe(0o600);
+      }
+      db.close();
+      expect((await sync()).logs).not.toMatch(/can be read by group or others/);
+
+      chmodSync(path, 0o644);
+      const exposed = await sync();
+      expect(exposed.code).toBe(0);
+      const warnings = exposed.logs.match(/can be read by group or others[^"]*/g) ?? [];
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain(`Run: chmod 600 ${path}`);
+
+      // Nothing opened is stored under the sealed policy: no warning for the same mode.
+      writeConfig('secrets:\n  default: sealed\n');
+      await warehouse.dispose();
+      warehouse = await createTestWarehouse(dialect);
+      const sealedOnly = warehouse.env.OCS_WAREHOUSE_URL!;
+      expect((await sync()).code).toBe(0);
+      chmodSync(sealedOnly, 0o644);
+      expect((await sync()).logs).not.toMatch(/can be read by group or others/);
+    },
+  );
+
+  it.skipIf(dialect !== 'postgres')(
+    "the README's PostgreSQL grants keep tables with sealed fields from analysts, as written",
+    async () => {
+      writeConfig('history: true\n');
+      await start();
+      expect((await sync()).code).toBe(0);
+      const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+      const block = /<!-- secrets-grants -->\s*```sql\n([\s\S]*?)```/.exec(readme)?.[1];
+      expect(block).toBeDefined();
+      const schema = warehouse.env.OCS_WAREHOUSE_SCHEMA!;
+      const role = `analysts_${schema}`;
+      await warehouse.query(`CREATE ROLE "${role}" NOLOGIN`);
+      try {
+        await warehouse.query(
+          block!.replace(/\bocs\b/g, schema).replace(/\banalysts\b/g, `"${role}"`),
+        );
+        await warehouse.query(`SET ROLE "${role}"`);
+        const [users] = await warehouse.query('SELECT count(*) AS n FROM users');
+        expect(Number(users?.n)).toBe(dataset.rows('users').length);
+        expect(await warehouse.query('SELECT count(*) FROM chat_messages__history')).toHaveLength(
+          1,
+        );
+        for (const table of [
+          'llm_providers',
+          'llm_providers__history',
+          'participant_data',
+          '_ocs_state',
+        ]) {
+          await expect(warehouse.query(`SELECT * FROM "${table}"`), table).rejects.toThrow(
+            /permission denied/,
+          );
+        }
+      } finally {
+        await warehouse.query('RESET ROLE');
+        await warehouse.query(`DROP OWNED BY "${role}"; DROP ROLE "${role}"`);
+      }
+    },
+  );
+
+  describe('which fields are sealed: the schema marks them, the values show them', () => {
+    it('a field the schema does not mark but whose values are sealed is found, opened and remembered', async () => {
+      await start();
+      server.options.openApi = withoutSealedMarkers(server.openApi(), ['encryption_key']);
+      const result = await sync();
+      expect(result.code).toBe(0);
+      expect(result.logs).toMatch(
+        /participant_data: encryption_key hold sealed values the server's schema does not mark; treated as sealed fields/,
+      );
+      await expectWarehouseEqualsSource(warehouse, dataset);
+      const [state] = await warehouse.query(
+        `SELECT value FROM "_ocs_state" WHERE key = 'sealed_fields'`,
+      );
+      expect(JSON.parse(String(state?.value)).participant_data).toEqual(['data', 'encryption_key']);
+    });
+
+    it('a secret resource with no field marked (or no schema at all) is opened by shape alone', async () => {
+      await start();
+      server.options.openApi = withoutSealedMarkers(server.openApi());
+      const unmarked = await sync();
+      expect(unmarked.code).toBe(0);
+      await expectWarehouseEqualsSource(warehouse, dataset);
+
+      await server.close();
+      await warehouse.dispose();
+      warehouse = await createTestWarehouse(dialect);
+      await start({ serveOpenApi: false });
+      const noSchema = await sync();
+      expect(noSchema.code).toBe(0);
+      expect(noSchema.logs).toMatch(/does not publish its export schema/);
+      // Types from the rows: a null-only field has no column yet, so compare what is there.
+      for (const { resource, fields } of sealedResourcesOf(dataset)) {
+        const stored = await warehouse.readTable(resource);
+        const source = sourceRowsAsStored(dataset, resource);
+        for (const field of fields) {
+          expect(
+            stored.map((row) => row[field] ?? null),
+            `${resource}.${field}`,
+          ).toEqual(source.map((row) => row[field]));
+        }
+      }
+      expect(everythingPrinted(noSchema)).not.toContain(TOKEN_PREFIX);
+    });
+
+    it('null and an empty string in a marked field are stored as they came: nothing was sealed', async () => {
+      await start({
+        transformRow: (resource, row) => {
+          if (resource !== 'llm_providers') return row;
+          if (row.id === firstId('llm_providers')) return { ...row, config: null };
+          if (row.id === secondId('llm_providers')) return { ...row, config: '' };
+          return row;
+        },
+      });
+      const result = await sync();
+      expect(result.code).toBe(0);
+      const stored = await warehouse.readTable('llm_providers');
+      expect(stored[0]?.config).toBeNull();
+      expect(stored[1]?.config).toBe('');
+      const source = sourceRowsAsStored(dataset, 'llm_providers');
+      expect(stored.slice(2)).toEqual(source.slice(2));
+    });
+
+    it('a marked field carrying a plain value fails its resource at that page, storing nothing of it', async () => {
+      await start({
+        transformRow: (resource, row) =>
+          resource === 'llm_providers' && row.id === secondId('llm_providers')
+            ? { ...row, config: { api_key: 'sk-live-unsealed-leak' } }
+            : row,
+      });
+      const result = await sync();
+      expect(result.code).toBe(3);
+      expect(result.stdout).toContain(
+        `failed: Cannot open sealed field llm_providers.config of row id ${secondId('llm_providers')}: the server's schema marks it sealed, but its value (a JSON object) is not a sealed value; the page was not stored`,
+      );
+      expect(everythingPrinted(result)).not.toContain('sk-live-unsealed-leak');
+      expect(await warehouse.readTable('llm_providers')).toEqual([]);
+      const others = sealedResourcesOf(dataset)
+        .map((entry) => entry.resource)
+        .filter((name) => name !== 'llm_providers');
+      await expectWarehouseEqualsSource(warehouse, dataset, { resources: others });
+    });
+
+    it('sealed values in a resource the manifest does not mark secret are opened, or refused without a key', async () => {
+      const notSecret = (manifest: FakeManifestDocument): FakeManifestDocument => ({
+        ...manifest,
+        entries: manifest.entries.map((entry) =>
+          entry.resource === 'llm_providers' ? { ...entry, secret: false } : entry,
+        ),
+      });
+      await start({ transformManifest: notSecret });
+      server.options.openApi = withoutSealedMarkers(server.openApi(), ['config']);
+      const opened = await sync();
+      expect(opened.code).toBe(0);
+      await expectWarehouseEqualsSource(warehouse, dataset);
+
+      await server.close();
+      await warehouse.dispose();
+      warehouse = await createTestWarehouse(dialect);
+      await start({ transformManifest: notSecret });
+      server.options.openApi = withoutSealedMarkers(server.openApi(), ['config']);
+      const refused = await sync(NO_PRIVATE_KEY);
+      expect(refused.code).toBe(3);
+      expect(refused.stdout).toContain(
+        `skipped: llm_providers stopped: config hold sealed values and the "plaintext" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
+      );
+      expect(await warehouse.readTable('llm_providers')).toEqual([]);
+    });
   });
 
   it('a wrong private key fails each sealed resource at its first page, naming resource, row and field', async () => {

@@ -36,6 +36,7 @@ import {
   type SecretPolicy,
 } from '../src/sealing/policy.js';
 import { sealValue } from '../src/sealing/seal.js';
+import { NO_SEALED_FIELDS, type SealedFields } from '../src/sync/sealed-fields.js';
 import { unsealArchived } from '../src/sealing/unseal.js';
 import nacl from 'tweetnacl';
 
@@ -321,6 +322,11 @@ describe('archive format', () => {
   });
 });
 
+/** Fields the server's schema marks sealed. */
+function marked(...fields: string[]): SealedFields {
+  return { marked: new Set(fields), all: new Set(fields) };
+}
+
 describe('applySealingPolicy', () => {
   const archive = nacl.box.keyPair();
   let rows: Row[];
@@ -343,7 +349,7 @@ describe('applySealingPolicy', () => {
   const run = (
     policy: SecretPolicy,
     keys = { privateKey: teamPrivate, archivePublicKey: archive.publicKey },
-  ) => applySealingPolicy('llm_providers', rows, ['config', 'extra'], policy, keys);
+  ) => applySealingPolicy('llm_providers', rows, marked('config', 'extra'), policy, keys);
 
   it('plaintext opens each sealed field; null stays null; absent stays absent', () => {
     const out = run('plaintext');
@@ -357,7 +363,7 @@ describe('applySealingPolicy', () => {
   });
 
   it('sealed keeps the token as it came and needs no key', () => {
-    const out = applySealingPolicy('llm_providers', rows, ['config', 'extra'], 'sealed', {});
+    const out = applySealingPolicy('llm_providers', rows, marked('config', 'extra'), 'sealed', {});
     expect(out).toEqual(rows);
     expect(out[0]).not.toBe(rows[0]);
   });
@@ -372,7 +378,7 @@ describe('applySealingPolicy', () => {
   });
 
   it('drop stores null and needs no key', () => {
-    const out = applySealingPolicy('llm_providers', rows, ['config', 'extra'], 'drop', {});
+    const out = applySealingPolicy('llm_providers', rows, marked('config', 'extra'), 'drop', {});
     expect(out.map((row) => [row.config, row.extra])).toEqual([
       [null, null],
       [null, null],
@@ -381,16 +387,45 @@ describe('applySealingPolicy', () => {
     expect(out[0]?.name).toBe('openai');
   });
 
-  it('with no sealed fields, returns copies', () => {
-    const out = applySealingPolicy('llm_providers', rows, [], 'plaintext', {});
-    expect(out).toEqual(rows);
-    expect(out[0]).not.toBe(rows[0]);
+  it('with no sealed fields, returns the rows untouched and needs no key', () => {
+    expect(applySealingPolicy('llm_providers', rows, NO_SEALED_FIELDS, 'plaintext', {})).toBe(rows);
+  });
+
+  it('null and an empty string in a sealed field mean nothing was sealed: kept as they are', () => {
+    const empty: Row[] = [
+      { id: 1, config: '' },
+      { id: 2, config: null },
+    ];
+    const keys = { privateKey: teamPrivate, archivePublicKey: archive.publicKey };
+    for (const policy of ['plaintext', 'sealed', 'reseal'] as const) {
+      expect(applySealingPolicy('x', empty, marked('config'), policy, keys)).toEqual(empty);
+    }
+    expect(applySealingPolicy('x', empty, marked('config'), 'drop', {})).toEqual([
+      { id: 1, config: null },
+      { id: 2, config: null },
+    ]);
+  });
+
+  it('a field known sealed only from its values keeps a plain value as plain data', () => {
+    const mixed: Row[] = [
+      { id: 1, config: sealValue(SECRET, teamPublic) },
+      { id: 2, config: 'plain text' },
+      { id: 3, config: { plain: true } },
+    ];
+    const detected = { marked: new Set<string>(), all: new Set(['config']) };
+    expect(
+      applySealingPolicy('x', mixed, detected, 'plaintext', { privateKey: teamPrivate }),
+    ).toEqual([
+      { id: 1, config: SECRET },
+      { id: 2, config: 'plain text' },
+      { id: 3, config: { plain: true } },
+    ]);
   });
 
   it('a value that does not open names resource, id and field, never the value', () => {
     const bad: Row[] = [{ id: 12, config: sealValue(SECRET, teamPublic) }];
     const error = failure(() =>
-      applySealingPolicy('llm_providers', bad, ['config'], 'plaintext', {
+      applySealingPolicy('llm_providers', bad, marked('config'), 'plaintext', {
         privateKey: otherPrivate,
       }),
     );
@@ -402,31 +437,33 @@ describe('applySealingPolicy', () => {
 
     const garbage: Row[] = [{ id: 13n, config: 'sk-live-plaintext-leak' }];
     const notSealed = failure(() =>
-      applySealingPolicy('llm_providers', garbage, ['config'], 'reseal', {
+      applySealingPolicy('llm_providers', garbage, marked('config'), 'reseal', {
         privateKey: teamPrivate,
         archivePublicKey: archive.publicKey,
       }),
     );
     expect(notSealed).toBeInstanceOf(SealedValueError);
-    expect(notSealed.message).toMatch(/row id 13: not a sealed value/);
+    expect(notSealed.message).toMatch(
+      /row id 13: the server's schema marks it sealed, but its value \(a JSON string\) is not a sealed value/,
+    );
     expect(notSealed.message).not.toContain('sk-live');
   });
 
-  it('refuses a non-string value in a sealed field unless dropping it', () => {
+  it('refuses a value that is not sealed in a marked field unless dropping it', () => {
     const leaked: Row[] = [{ id: 5, config: { api_key: 'sk-live-unsealed' } }];
     for (const policy of ['plaintext', 'sealed', 'reseal'] as const) {
       const error = failure(() =>
-        applySealingPolicy('llm_providers', leaked, ['config'], policy, {
+        applySealingPolicy('llm_providers', leaked, marked('config'), policy, {
           privateKey: teamPrivate,
           archivePublicKey: archive.publicKey,
         }),
       );
       expect(error).toBeInstanceOf(SealedValueError);
-      expect(error.message).toMatch(/a JSON object, expected a string/);
+      expect(error.message).toMatch(/its value \(a JSON object\) is not a sealed value/);
       expect(error.message).not.toContain('sk-live');
     }
     expect(
-      applySealingPolicy('llm_providers', leaked, ['config'], 'drop', {})[0]?.config,
+      applySealingPolicy('llm_providers', leaked, marked('config'), 'drop', {})[0]?.config,
     ).toBeNull();
   });
 

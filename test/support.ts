@@ -292,6 +292,29 @@ function normalizeSourceRow(row: Record<string, unknown>): Record<string, unknow
   return normalized;
 }
 
+/**
+ * A row as the server sent it, as a warehouse of `dialect` should hold it (PostgreSQL cannot hold
+ * `\u0000`: it is removed from text and JSON there, and counted).
+ */
+export function storedFormOf(
+  row: Record<string, unknown>,
+  dialect: 'sqlite' | 'postgres',
+): Record<string, unknown> {
+  const normalized = normalizeSourceRow(row);
+  return dialect === 'postgres' ? (withoutNul(normalized) as Record<string, unknown>) : normalized;
+}
+
+function withoutNul(value: unknown): unknown {
+  if (typeof value === 'string') return value.replaceAll('\u0000', '');
+  if (Array.isArray(value)) return value.map(withoutNul);
+  if (value !== null && typeof value === 'object' && typeof value !== 'bigint') {
+    return Object.fromEntries(
+      Object.entries(value).map(([key, item]) => [withoutNul(key), withoutNul(item)]),
+    );
+  }
+  return value;
+}
+
 /** The dataset's rows of one resource as the warehouse should hold them, for custom comparisons. */
 export function sourceRowsAsStored(
   dataset: FakeDataset,

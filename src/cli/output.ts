@@ -91,9 +91,19 @@ export function formatSyncSummary(report: SyncReport): string {
     );
   }
   for (const problem of report.problems) lines.push(`problem: ${problem}`);
+  // Resources that stopped for the same reason share one line: a thing is said once.
+  const byReason = new Map<string, string[]>();
   for (const resource of report.resources) {
-    if (resource.status !== 'ok')
-      lines.push(`${resource.status}: ${resource.error ?? resource.resource}`);
+    if (resource.status === 'ok') continue;
+    const key = `${resource.status}: ${resource.error ?? ''}`;
+    byReason.set(key, [...(byReason.get(key) ?? []), resource.resource]);
+  }
+  for (const [key, names] of byReason) {
+    const [status, error] = [key.slice(0, key.indexOf(':')), key.slice(key.indexOf(':') + 2)];
+    const named = names.length === 1 && error.includes(names[0]!);
+    lines.push(named ? key : `${status}: ${names.join(', ')}: ${error || status}`);
+  }
+  for (const resource of report.resources) {
     for (const warning of resource.warnings) lines.push(`warning: ${warning}`);
     if (resource.valuesAltered > 0) {
       lines.push(

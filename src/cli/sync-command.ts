@@ -5,7 +5,13 @@ import { runSync, type SyncEvents, type SyncReport } from '../sync/engine.js';
 import type { CommandContext } from './main.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
-import { createSecrets, createSource, createWarehouse, syncOptionsFromConfig } from './wiring.js';
+import {
+  createSecrets,
+  createSource,
+  createWarehouse,
+  syncOptionsFromConfig,
+  warnIfSecretsReadableByOthers,
+} from './wiring.js';
 
 export interface SyncCommandOptions {
   fullRefresh?: boolean | string[];
@@ -92,6 +98,7 @@ export async function syncOnce(
         events: extra.events,
       });
     } finally {
+      await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
       await warehouse.close();
     }
   } finally {

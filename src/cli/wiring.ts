@@ -11,6 +11,11 @@ import { HttpExportSource, type RequestEvent } from '../source/http-source.js';
 import type { SecretsSettings, SyncOptions } from '../sync/engine.js';
 import { openWarehouse } from '../warehouse/open.js';
 import type { Warehouse } from '../interfaces.js';
+import { resolve } from 'node:path';
+import { parseWarehouseUrl } from '../config/warehouse-url.js';
+import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
+import { parseSealedFieldsState } from '../sync/sealed-fields.js';
+import { sqliteFilesReadableByOthers } from '../warehouse/sqlite-file.js';
 
 export function createSource(
   config: Config,
@@ -103,4 +108,28 @@ export function syncOptionsFromConfig(
     concurrency: config.concurrency,
     lockWaitMs: config.lock.waitSeconds * 1000,
   };
+}
+
+/**
+ * Once per run: an SQLite warehouse that holds opened secrets (sealed fields of a `plaintext`
+ * resource) and that group or others can read gets a warning naming the file and the fix.
+ */
+export async function warnIfSecretsReadableByOthers(
+  config: Config,
+  warehouse: Warehouse,
+  logger: Logger,
+): Promise<void> {
+  const target = parseWarehouseUrl(config.warehouse.url);
+  if (target.dialect !== 'sqlite' || target.path === ':memory:') return;
+  const sealed = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
+  const opened = [...sealed.keys()].filter(
+    (resource) => (config.secrets.resources[resource] ?? config.secrets.default) === 'plaintext',
+  );
+  if (opened.length === 0) return;
+  const exposed = sqliteFilesReadableByOthers(resolve(target.path));
+  if (exposed.length === 0) return;
+  logger.warn(
+    { files: exposed, resources: opened },
+    `The warehouse holds opened secrets (${opened.join(', ')}) and ${exposed.join(', ')} can be read by group or others. Run: chmod 600 ${exposed.join(' ')}`,
+  );
 }

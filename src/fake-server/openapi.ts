@@ -5,6 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { CursorKind } from '../interfaces.js';
+import { SEALED_FIELD_MARKER } from '../sealing/detect.js';
 import type { FakeDataset } from './dataset.js';
 import {
   datasetFromFixture,
@@ -24,7 +25,6 @@ export interface FakeManifestEntry {
 export interface FakeManifestDocument {
   schema_checksum: string;
   entries: FakeManifestEntry[];
-  sealed_fields_by_model?: Record<string, string[]>;
 }
 
 type JsonObject = Record<string, unknown>;
@@ -304,10 +304,6 @@ export function manifestFromFixture(
   fixture: FixtureResource[],
   openApi: unknown = openApiFromFixture(fixture),
 ): FakeManifestDocument {
-  const sealed: Record<string, string[]> = {};
-  for (const resource of fixture) {
-    if (resource.sealedFields.length > 0) sealed[resource.model] = [...resource.sealedFields];
-  }
   return {
     schema_checksum: schemaChecksum(openApi),
     entries: fixture.map((resource) => ({
@@ -316,8 +312,13 @@ export function manifestFromFixture(
       cursor: resource.cursor,
       secret: resource.sealedFields.length > 0,
     })),
-    sealed_fields_by_model: sealed,
   };
+}
+
+function isMarkedSealed(property: JsonObject): boolean {
+  return (
+    typeof property.description === 'string' && property.description.includes(SEALED_FIELD_MARKER)
+  );
 }
 
 function asObject(value: unknown): JsonObject | undefined {
@@ -454,10 +455,7 @@ function fieldSpecFrom(
   }
 }
 
-function parseManifest(manifest: unknown): {
-  entries: FakeManifestEntry[];
-  sealed: Record<string, string[]>;
-} {
+function parseManifest(manifest: unknown): FakeManifestEntry[] {
   const object = asObject(manifest);
   if (!object || !Array.isArray(object.entries)) {
     throw new Error('The manifest document has no `entries` list.');
@@ -479,11 +477,7 @@ function parseManifest(manifest: unknown): {
       secret: item.secret === true,
     } satisfies FakeManifestEntry;
   });
-  const sealed: Record<string, string[]> = {};
-  for (const [model, fields] of Object.entries(asObject(object.sealed_fields_by_model) ?? {})) {
-    if (Array.isArray(fields)) sealed[model] = fields.filter((field) => typeof field === 'string');
-  }
-  return { entries, sealed };
+  return entries;
 }
 
 /**
@@ -497,7 +491,7 @@ export function fixtureFromOpenApi(openApi: unknown, manifest: unknown): Fixture
     throw new Error('The OpenAPI document has no `paths`.');
   }
   const reader = new SchemaReader(document);
-  const { entries, sealed } = parseManifest(manifest);
+  const entries = parseManifest(manifest);
   const earlier = new Map<string, string>();
   const fixture: FixtureResource[] = [];
   for (const entry of entries) {
@@ -510,9 +504,12 @@ export function fixtureFromOpenApi(openApi: unknown, manifest: unknown): Fixture
       }
       return undefined;
     };
-    const sealedFields =
-      sealed[entry.model] ?? (entry.secret ? (['config'] as string[]) : ([] as string[]));
     const properties = asObject(reader.rowSchema(entry.resource)?.properties) ?? {};
+    // As the real server publishes them: the marker in the field's description.
+    const marked = Object.entries(properties)
+      .filter(([, property]) => isMarkedSealed(reader.resolve(property)))
+      .map(([field]) => field);
+    const sealedFields = marked.length > 0 || !entry.secret ? marked : ['config'];
     const fields: Record<string, FieldSpec> = {};
     for (const [field, property] of Object.entries(properties)) {
       if (field === 'id') continue;

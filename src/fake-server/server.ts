@@ -88,7 +88,10 @@ export interface FakeServerOptions {
   manifest?: unknown;
   /** Default: admin `test-admin-key`, non-admin `test-member-key`. */
   apiKeys?: { admin: string[]; nonAdmin: string[] };
-  /** The team's registered public key (PEM). Without it sealed resources answer 400. */
+  /**
+   * The team's registered public key (PEM). Without it sealed resources answer 400 and `team/`
+   * says `has_public_key: false`. Which fields are sealed is the fixture's `sealedFields`.
+   */
   teamPublicKeyPem?: string;
   /** Fields of the team object to override. */
   team?: Record<string, unknown>;
@@ -102,8 +105,6 @@ export interface FakeServerOptions {
   bareArrayPages?: boolean;
   /** Served instead of the computed schema checksum. */
   manifestChecksum?: string;
-  /** Leave `sealed_fields_by_model` out of the manifest (older servers). */
-  omitSealedFieldsByModel?: boolean;
   /** Faults at a seeded random rate (for the demo). */
   randomFaults?: { seed: number; rate: number; kinds: FakeFault[]; resources?: string[] };
   /** Called right after a page is produced, before it is sent (tests edit rows here). */
@@ -330,25 +331,24 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     let manifest: FakeManifestDocument;
     if (options.manifest !== undefined) {
       const given = asManifest(options.manifest);
+      // Exactly the real manifest's keys, whatever else the given document carries.
       manifest = {
         schema_checksum:
           typeof given.schema_checksum === 'string'
             ? given.schema_checksum
             : schemaChecksum(openApi),
-        entries: given.entries,
-        ...(given.sealed_fields_by_model
-          ? { sealed_fields_by_model: given.sealed_fields_by_model }
-          : {}),
+        entries: given.entries.map(({ model, resource, cursor, secret }) => ({
+          model,
+          resource,
+          cursor,
+          secret,
+        })),
       };
     } else {
       if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
       manifest = manifestFromFixture(fixture, openApi);
     }
     if (options.manifestChecksum !== undefined) manifest.schema_checksum = options.manifestChecksum;
-    if (options.omitSealedFieldsByModel) {
-      const { sealed_fields_by_model: _omitted, ...rest } = manifest;
-      manifest = rest;
-    }
     if (options.transformManifest) manifest = options.transformManifest(manifest);
     const entries = new Map(manifest.entries.map((entry) => [entry.resource, entry]));
     const sealedFields = new Map<string, string[]>();
@@ -357,9 +357,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       (fixture ?? []).map((resource) => [resource.resource, resource]),
     );
     for (const entry of manifest.entries) {
-      const fromManifest = manifest.sealed_fields_by_model?.[entry.model];
-      const fromFixture = fixtureByResource.get(entry.resource)?.sealedFields;
-      const fields = fromFixture ?? fromManifest ?? [];
+      const fields = fixtureByResource.get(entry.resource)?.sealedFields ?? [];
       if (entry.secret || fields.length > 0) sealedFields.set(entry.resource, fields);
       const resource = fixtureByResource.get(entry.resource);
       if (resource) {
@@ -380,7 +378,6 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       options.openApi,
       options.manifest,
       options.manifestChecksum,
-      options.omitSealedFieldsByModel,
       options.transformManifest,
     ];
     if (!documents || sources.some((source, index) => source !== documentSources[index])) {
@@ -588,7 +585,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
   };
 
   const schemaReply = (params: URLSearchParams, served: ServedDocuments): Reply => {
-    if (options.serveOpenApi === false) return jsonReply(404, { detail: 'Not found.' });
+    // A server that does not publish its schema has no such URL: Django's own 404 page.
+    if (options.serveOpenApi === false) return djangoNotFound();
     if (lastParam(params, 'format') === 'json') {
       served.json ??= JSON.stringify(served.openApi);
       return {

@@ -16,9 +16,13 @@ const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** The description the server's OpenAPI gives every sealed field. */
 export const SEALED_FIELD_MARKER = "Sealed under the team's public key";
 
+/** A cheap first test: false means certainly not a sealed value. */
+export function mayBeSealedToken(value: string): boolean {
+  return value.length >= SHORTEST_ENVELOPE && value.startsWith(ENVELOPE_PREFIX);
+}
+
 export function isSealedToken(value: unknown): value is string {
-  if (typeof value !== 'string' || value.length < SHORTEST_ENVELOPE) return false;
-  if (!value.startsWith(ENVELOPE_PREFIX)) return false;
+  if (typeof value !== 'string' || !mayBeSealedToken(value)) return false;
   const bytes = decodeBase64Lenient(value);
   if (bytes === undefined) return false;
   let envelope: unknown;

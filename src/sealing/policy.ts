@@ -8,7 +8,9 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError, KeyError, SealedValueError } from '../errors.js';
 import type { ColumnType, Row } from '../interfaces.js';
+import type { SealedFields } from '../sync/sealed-fields.js';
 import { resealForArchive } from './archive.js';
+import { isSealedToken } from './detect.js';
 import { openSealedValue } from './open.js';
 import { SealedOpenError } from './sealed-open-error.js';
 
@@ -56,13 +58,16 @@ export function checkSealingKeys(policy: SecretPolicy, keys: SealingKeys): void 
 
 /**
  * New row objects with each sealed field replaced as the policy says; the input is not changed.
- * Null stays null and an absent field stays absent. A sealed field whose value is not a string is
- * refused under every policy but drop: storing it could put an unsealed secret in the warehouse.
+ * `drop` stores null whatever came. Otherwise null and an empty string stay as they are (nothing
+ * was sealed: the server seals every value it has, null included), a sealed value is transformed,
+ * and any other value is refused in
+ * a field the server's schema marks sealed (storing it could put an unsealed secret in the
+ * warehouse) and kept as plain data in a field known sealed only from earlier values.
  */
 export function applySealingPolicy(
   resource: string,
   rows: Row[],
-  sealedFields: string[],
+  sealed: SealedFields,
   policy: SecretPolicy,
   keys: SealingKeys,
 ): Row[] {
@@ -71,36 +76,35 @@ export function applySealingPolicy(
       `unknown secrets policy ${JSON.stringify(policy)}; use one of ${SECRET_POLICIES.join(', ')}`,
     ]);
   }
-  if (sealedFields.length === 0) return rows.map((row) => ({ ...row }));
+  if (sealed.all.size === 0) return rows;
   checkSealingKeys(policy, keys);
   const transform = valueTransform(policy, keys);
   return rows.map((row) => {
     const copy: Row = { ...row };
-    for (const field of sealedFields) {
+    for (const field of sealed.all) {
       if (!Object.prototype.hasOwnProperty.call(row, field)) continue;
       const value = row[field];
-      if (value === null || value === undefined) {
+      if (policy === 'drop' || value === undefined) {
         copy[field] = null;
         continue;
       }
-      if (policy === 'drop') {
-        copy[field] = null;
-        continue;
-      }
-      if (typeof value !== 'string') {
+      if (value === null || value === '') continue;
+      if (isSealedToken(value)) {
+        try {
+          copy[field] = transform(value);
+        } catch (error) {
+          if (error instanceof SealedOpenError)
+            throw new SealedValueError(resource, String(row.id), field, error.reason);
+          throw error;
+        }
+      } else if (sealed.marked.has(field)) {
         throw new SealedValueError(
           resource,
           String(row.id),
           field,
-          `not a sealed value (a JSON ${jsonKind(value)}, expected a string)`,
+          `the server's schema marks it sealed, but its value (a JSON ${jsonKind(value)}) is not a sealed value; the page was not stored`,
+          "Report it to the server's operators; `secrets: {resources: {RESOURCE: drop}}` stores null for this resource's sealed fields meanwhile.",
         );
-      }
-      try {
-        copy[field] = transform(value);
-      } catch (error) {
-        if (error instanceof SealedOpenError)
-          throw new SealedValueError(resource, String(row.id), field, error.reason);
-        throw error;
       }
     }
     return copy;

@@ -43,7 +43,16 @@ export interface RequestEvent {
 
 interface JsonResponse {
   status: number;
+  /** Parsed JSON; undefined for a `document` request whose body is not JSON. */
   body: unknown;
+  text: string;
+}
+
+interface GetOptions {
+  auth?: boolean;
+  signal?: AbortSignal;
+  /** A 200 whose body is not JSON is an answer (the schema may be YAML), not a fault to retry. */
+  document?: boolean;
 }
 
 /** The real export API client: one keep-alive pool, retries, pacing. */
@@ -87,20 +96,34 @@ export class HttpExportSource implements ExportSource {
   }
 
   async openApi(): Promise<unknown> {
+    const unpublished = (reason: string): undefined => {
+      // The schema endpoint is optional: types then come from the rows, sealed fields from the
+      // shape of their values.
+      this.options.logger.warn(
+        { reason },
+        'The server does not publish its export schema; column types come from the rows and sealed fields from their values.',
+      );
+      return undefined;
+    };
+    let response: JsonResponse;
     try {
-      const { body } = await this.getJson('schema/?format=json', { auth: true });
-      return body;
+      response = await this.getJson('schema/?format=json', { document: true });
     } catch (error) {
-      // The schema endpoint is optional: types then come from the rows.
-      if (error instanceof HttpStatusError || error instanceof AuthError) {
-        this.options.logger.warn(
-          { status: error instanceof HttpStatusError ? error.status : error.status },
-          'The server does not publish its export schema; column types will come from the rows.',
-        );
-        return undefined;
-      }
+      if (error instanceof HttpStatusError) return unpublished(`HTTP ${error.status}`);
+      if (error instanceof AuthError) return unpublished(`HTTP ${error.status}`);
+      if (error instanceof ServerUnavailableError) return unpublished(error.message);
       throw error;
     }
+    if (isPlainObject(response.body)) return response.body;
+    // `format=json` ignored: drf-spectacular's default rendering is YAML.
+    const { parse } = await import('yaml');
+    try {
+      const document: unknown = parse(response.text);
+      if (isPlainObject(document) && isPlainObject(document.paths)) return document;
+    } catch {
+      // Neither JSON nor YAML.
+    }
+    return unpublished(`the answer is not an OpenAPI document (${response.text.length} bytes)`);
   }
 
   async page(
@@ -122,7 +145,7 @@ export class HttpExportSource implements ExportSource {
   /** GET one path under /api/export/ with retries; non-retryable statuses become typed errors. */
   private async getJson(
     path: string,
-    { auth = true, signal }: { auth?: boolean; signal?: AbortSignal } = {},
+    { auth = true, signal, document = false }: GetOptions = {},
   ): Promise<JsonResponse> {
     const settings = {
       minDelayMs: this.options.minRetryDelayMs,
@@ -130,7 +153,7 @@ export class HttpExportSource implements ExportSource {
     };
     let lastFailure: TransientFailure | undefined;
     try {
-      return await pRetry(() => this.attempt(path, auth, signal), {
+      return await pRetry(() => this.attempt(path, auth, document, signal), {
         retries: Math.max(0, this.options.maxAttempts - 1),
         minTimeout: 0,
         maxTimeout: 0,
@@ -166,7 +189,12 @@ export class HttpExportSource implements ExportSource {
     }
   }
 
-  private async attempt(path: string, auth: boolean, signal?: AbortSignal): Promise<JsonResponse> {
+  private async attempt(
+    path: string,
+    auth: boolean,
+    document: boolean,
+    signal?: AbortSignal,
+  ): Promise<JsonResponse> {
     await this.pacer.beforeRequest(signal);
     const started = performance.now();
     this.requestCount += 1;
@@ -207,6 +235,10 @@ export class HttpExportSource implements ExportSource {
     }
 
     if (statusCode >= 200 && statusCode < 300) {
+      if (document) {
+        report(statusCode, 'ok');
+        return { status: statusCode, body: bodyError === undefined ? body : undefined, text };
+      }
       if (bodyError !== undefined || body === undefined) {
         // A 200 whose body is cut short or is an HTML page from a proxy: try again.
         report(statusCode, 'retry');
@@ -218,7 +250,7 @@ export class HttpExportSource implements ExportSource {
         );
       }
       report(statusCode, 'ok');
-      return { status: statusCode, body };
+      return { status: statusCode, body, text };
     }
 
     if (isRetryableStatus(statusCode)) {
@@ -288,9 +320,6 @@ export function parseManifest(body: unknown): Manifest {
   if (!isPlainObject(body) || !Array.isArray(body.entries)) {
     throw new ProtocolError('GET manifest/ did not answer with a manifest (no `entries` list).');
   }
-  const sealedByModel = isPlainObject(body.sealed_fields_by_model)
-    ? body.sealed_fields_by_model
-    : {};
   const entries: ManifestEntry[] = body.entries.map((raw, index) => {
     if (!isPlainObject(raw) || typeof raw.resource !== 'string') {
       throw new ProtocolError(`Manifest entry ${index} has no \`resource\` name.`);
@@ -301,14 +330,11 @@ export function parseManifest(body: unknown): Manifest {
         `Manifest entry ${JSON.stringify(raw.resource)} has an unknown cursor kind ${JSON.stringify(raw.cursor)}.`,
       );
     }
-    const model = typeof raw.model === 'string' ? raw.model : raw.resource;
-    const listed = sealedByModel[model];
     return {
-      model,
+      model: typeof raw.model === 'string' ? raw.model : raw.resource,
       resource: raw.resource,
       cursor,
       secret: raw.secret === true,
-      sealedFields: Array.isArray(listed) ? listed.filter((f) => typeof f === 'string') : [],
     };
   });
   return {

@@ -38,6 +38,12 @@ import {
 } from '../sealing/policy.js';
 import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
 import {
+  detectSealedFields,
+  formatSealedFieldsState,
+  parseSealedFieldsState,
+  planSealedColumns,
+} from './sealed-fields.js';
+import {
   cursorAfterPage,
   describeSchemaChange,
   hasNextPage,
@@ -129,8 +135,17 @@ export interface SyncReport {
 }
 
 const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
-/** Which fields of which resources are sealed, kept for offline tools such as `unseal`. */
+/**
+ * Every field known to hold sealed values, per resource (marked by the schema or seen sealed), a
+ * JSON object of lists; kept for offline tools such as `unseal`, and so that a field once seen
+ * sealed is treated as sealed from the first row of every later run.
+ */
 export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
+/**
+ * The fields the server's schema marks sealed, with the checksum of that schema, so a run whose
+ * checksum is unchanged need not fetch the schema again: `{checksum, published, fields}`.
+ */
+const MARKED_SEALED_FIELDS_STATE_KEY = 'sealed_fields_marked';
 /** The last manifest's resources in its order (a JSON array), so `status` lists them that way. */
 export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
 const TEAM_TABLE = 'team';
@@ -152,6 +167,10 @@ class SyncRun {
   private schema: SchemaColumns | undefined;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
+  /** Sealed fields per resource: the schema's marks and every field seen sealed. */
+  private readonly sealedFields = new Map<string, { marked: Set<string>; all: Set<string> }>();
+  /** Resources skipped without a request, and why (no public key on the team, no private key). */
+  private readonly notRequested = new Map<string, SkipResource>();
 
   constructor(private readonly options: SyncOptions) {}
 
@@ -174,17 +193,6 @@ class SyncRun {
     }
     this.options.events?.onRunStart?.({ runId: this.runId, kind, resources: selected.length });
     await warehouse.setState(
-      SEALED_FIELDS_STATE_KEY,
-      JSON.stringify(
-        Object.fromEntries(
-          manifest.entries
-            .filter((entry) => entry.secret && isSafeResourceName(entry.resource))
-            .map((entry) => [entry.resource, entry.sealedFields.filter(isSafeFieldName)]),
-        ),
-      ),
-    );
-
-    await warehouse.setState(
       MANIFEST_ORDER_STATE_KEY,
       JSON.stringify(
         [TEAM_TABLE, ...manifest.entries.map((entry) => entry.resource)].filter(isSafeResourceName),
@@ -196,7 +204,8 @@ class SyncRun {
     let runError: unknown;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
-      await this.syncTeam();
+      const team = await this.syncTeam();
+      this.planSealedResources(selected, team);
       await this.forEachEntry(selected, async (entry, index) => {
         this.options.events?.onResourceStart?.({
           resource: entry.resource,
@@ -326,11 +335,26 @@ class SyncRun {
       async (table) =>
         isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
     );
-    if (previous === null || changed || missingTable) {
-      this.schema = columnsFromOpenApi(await source.openApi());
+    const marked = parseMarkedState(await warehouse.getState(MARKED_SEALED_FIELDS_STATE_KEY));
+    // An unpublished schema is asked for again next run: it may have been a passing fault.
+    const markedKnown = marked?.checksum === current && marked.published;
+    if (previous === null || changed || missingTable || !markedKnown) {
+      const document = await source.openApi();
+      this.schema = columnsFromOpenApi(document);
       for (const refused of this.schema.refused) {
         this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
       }
+      await warehouse.setState(
+        MARKED_SEALED_FIELDS_STATE_KEY,
+        JSON.stringify({
+          checksum: current,
+          published: document !== undefined,
+          fields: Object.fromEntries(this.schema.sealed),
+        }),
+      );
+      await this.loadSealedFields(this.schema.sealed);
+    } else {
+      await this.loadSealedFields(marked.fields);
     }
     if (!changed) return;
     logger.warn(
@@ -361,7 +385,8 @@ class SyncRun {
     }
   }
 
-  private async syncTeam(): Promise<void> {
+  /** Store the team row; returns it (its `has_public_key` says whether sealed resources answer). */
+  private async syncTeam(): Promise<Record<string, unknown>> {
     const { source, warehouse } = this.options;
     const team = await source.team();
     const desired = this.schema?.tables.get(TEAM_TABLE);
@@ -387,6 +412,124 @@ class SyncRun {
       pages: 1,
       durationMs: Math.round(performance.now() - started),
     });
+    return team;
+  }
+
+  /** Known sealed fields per resource: the schema's marks plus every field seen sealed before. */
+  private async loadSealedFields(marked: ReadonlyMap<string, readonly string[]>): Promise<void> {
+    const { warehouse } = this.options;
+    const seen = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
+    for (const resource of new Set([...seen.keys(), ...marked.keys()])) {
+      const markedFields = new Set((marked.get(resource) ?? []).filter(isSafeFieldName));
+      const all = new Set([...markedFields, ...(seen.get(resource) ?? [])]);
+      this.sealedFields.set(resource, { marked: markedFields, all });
+    }
+    await this.saveSealedFields();
+  }
+
+  private async saveSealedFields(): Promise<void> {
+    const all = new Map([...this.sealedFields].map(([resource, fields]) => [resource, fields.all]));
+    await this.options.warehouse.setState(SEALED_FIELDS_STATE_KEY, formatSealedFieldsState(all));
+  }
+
+  private sealedFieldsOf(resource: string): { marked: Set<string>; all: Set<string> } {
+    let fields = this.sealedFields.get(resource);
+    if (!fields) {
+      fields = { marked: new Set(), all: new Set() };
+      this.sealedFields.set(resource, fields);
+    }
+    return fields;
+  }
+
+  /**
+   * Decide once per run which sealed resources cannot answer, and say why once: the team has no
+   * public key (the server would refuse them), or the policy needs a key we were not given.
+   */
+  private planSealedResources(entries: ManifestEntry[], team: Record<string, unknown>): void {
+    const secret = entries.filter((entry) => entry.secret && isSafeResourceName(entry.resource));
+    if (secret.length === 0) return;
+    const { keys } = this.options.secrets;
+    const skip = (names: ManifestEntry[], reason: SkipResource) => {
+      if (names.length === 0) return;
+      for (const entry of names) this.notRequested.set(entry.resource, reason);
+      this.options.logger.warn(
+        { resources: names.map((entry) => entry.resource) },
+        describeError(reason),
+      );
+    };
+    if (team.has_public_key === false) {
+      skip(
+        secret,
+        new SkipResource(
+          'Not requested: the team has no public key registered on the server, so the server cannot seal these resources and would refuse them.',
+          {
+            hint:
+              "Run `ocs-sync keygen --out ./keys`, register ./keys/ocs-team-public.pem as the team's public key in Open Chat Studio (a team admin), " +
+              'set OCS_PRIVATE_KEY_FILE=./keys/ocs-team-private.pem, and sync again.',
+          },
+        ),
+      );
+      return;
+    }
+    if (!keys.privateKey) {
+      skip(
+        secret.filter((entry) => needsPrivateKey(this.policyOf(entry))),
+        new SkipResource(
+          "Not requested: their sealed fields need the team's private key to be opened (secrets policy plaintext or reseal), and none is configured.",
+          {
+            hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for them.',
+          },
+        ),
+      );
+    }
+    if (!keys.archivePublicKey) {
+      skip(
+        secret.filter(
+          (entry) =>
+            !this.notRequested.has(entry.resource) && needsArchivePublicKey(this.policyOf(entry)),
+        ),
+        new SkipResource(
+          'Not requested: the "reseal" policy needs secrets.archive_public_key, which is not configured.',
+          {
+            hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.',
+          },
+        ),
+      );
+    }
+  }
+
+  /**
+   * Fields the schema does not mark carry sealed values (a schema not served, or a server newer
+   * than it): from now on they are sealed fields, here and in every later run.
+   */
+  private async learnSealedFields(
+    entry: ManifestEntry,
+    fields: string[],
+    policy: SecretPolicy,
+  ): Promise<void> {
+    const sealed = this.sealedFieldsOf(entry.resource);
+    for (const field of fields) sealed.all.add(field);
+    await this.saveSealedFields();
+    this.options.logger.warn(
+      { resource: entry.resource, fields },
+      `${entry.resource}: ${fields.join(', ')} hold sealed values the server's schema does not mark; treated as sealed fields`,
+    );
+    if (!entry.secret || this.notRequested.has(entry.resource)) {
+      const { keys } = this.options.secrets;
+      if (needsPrivateKey(policy) && !keys.privateKey) {
+        throw new SkipResource(
+          `${entry.resource} stopped: ${fields.join(', ')} hold sealed values and the "${policy}" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
+          {
+            hint: 'Set OCS_PRIVATE_KEY_FILE (or OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.',
+          },
+        );
+      }
+      if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
+        throw new SkipResource(
+          `${entry.resource} stopped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
+        );
+      }
+    }
   }
 
   private async forEachEntry(
@@ -424,6 +567,13 @@ class SyncRun {
       report.status = 'skipped';
       report.error = new UnsafeNameError('resource', entry.resource, 'the manifest').message;
       logger.error({ resource: entry.resource.slice(0, 80) }, report.error);
+      return report;
+    }
+
+    const notRequested = this.notRequested.get(entry.resource);
+    if (notRequested) {
+      // Said once for the run by planSealedResources; here only recorded.
+      await this.record(report, 'skipped', notRequested, started);
       return report;
     }
 
@@ -474,7 +624,7 @@ class SyncRun {
     const { source, warehouse, logger, pageSize } = this.options;
     const { resource } = entry;
     const policy = this.policyOf(entry);
-    if (entry.secret) this.checkSealedPrerequisites(entry, policy);
+    const sealed = this.sealedFieldsOf(resource);
 
     let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
     const state = await warehouse.getResourceState(resource);
@@ -512,14 +662,19 @@ class SyncRun {
       this.throwIfAborted();
       let rows = page.rows;
       if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
-      if (entry.secret && entry.sealedFields.length > 0) {
-        rows = applySealingPolicy(
+      const found = detectSealedFields(rows, sealed.all);
+      if (found.length > 0) await this.learnSealedFields(entry, found, policy);
+      if (sealed.all.size > 0) {
+        rows = applySealingPolicy(resource, rows, sealed, policy, this.options.secrets.keys);
+        const sealedPlan = planSealedColumns(
           resource,
-          rows,
-          entry.sealedFields,
+          columns,
+          [...sealed.all].filter(
+            (field) => isSafeFieldName(field) && !this.excludedFields(resource).includes(field),
+          ),
           policy,
-          this.options.secrets.keys,
         );
+        columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
       }
       rows = withoutFields(rows, [...this.excludedFields(resource)]);
       const rowPlan = planColumnsForRows(resource, columns, rows);
@@ -580,31 +735,6 @@ class SyncRun {
     }
   }
 
-  private checkSealedPrerequisites(entry: ManifestEntry, policy: SecretPolicy): void {
-    const { keys } = this.options.secrets;
-    if (entry.sealedFields.length === 0) {
-      throw new SkipResource(
-        `${entry.resource} is marked secret but the manifest does not say which fields are sealed; skipped so no sealed value is stored unknowingly.`,
-      );
-    }
-    if (needsPrivateKey(policy) && !keys.privateKey) {
-      throw new SkipResource(
-        `${entry.resource} skipped: it has sealed fields (${entry.sealedFields.join(', ')}) and the "${policy}" policy needs the team's private key, which is not configured.`,
-        {
-          hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.',
-        },
-      );
-    }
-    if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
-      throw new SkipResource(
-        `${entry.resource} skipped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
-        {
-          hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.',
-        },
-      );
-    }
-  }
-
   private policyOf(entry: ManifestEntry): SecretPolicy {
     return this.options.secrets.policyFor(entry.resource);
   }
@@ -613,7 +743,7 @@ class SyncRun {
   private desiredColumns(entry: ManifestEntry, policy: SecretPolicy): ColumnSpec[] | undefined {
     const fromSchema = this.schema?.tables.get(entry.resource);
     if (!fromSchema) return undefined;
-    const sealed = new Set(entry.secret ? entry.sealedFields : []);
+    const sealed = this.sealedFieldsOf(entry.resource).all;
     return this.withoutExcluded(entry.resource, fromSchema).map((column) =>
       sealed.has(column.name) ? { name: column.name, type: sealedColumnType(policy) } : column,
     );
@@ -734,7 +864,8 @@ function asSkip(error: unknown, resource: string): SkipResource | undefined {
       },
     );
   }
-  if (error.status === 400 && /public key/i.test(error.detail)) {
+  // 400 as REFERENCE.md says; newer servers document a 409 for the same refusal.
+  if ((error.status === 400 || error.status === 409) && /public key/i.test(error.detail)) {
     return new SkipResource(`${resource} skipped: the server says "${error.detail}"`, {
       hint: 'Register the team public key printed by `ocs-sync keygen` on the team, then sync again.',
     });
@@ -762,4 +893,34 @@ async function someAsync<T>(
 ): Promise<boolean> {
   for (const item of items) if (await predicate(item)) return true;
   return false;
+}
+
+interface MarkedState {
+  checksum: string;
+  published: boolean;
+  fields: Map<string, string[]>;
+}
+
+function parseMarkedState(text: string | undefined): MarkedState | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(text) as {
+      checksum?: unknown;
+      published?: unknown;
+      fields?: unknown;
+    };
+    if (typeof parsed.checksum !== 'string') return undefined;
+    return {
+      checksum: parsed.checksum,
+      published: parsed.published === true,
+      fields: new Map(
+        [...parseSealedFieldsState(JSON.stringify(parsed.fields ?? {}))].map(([resource, set]) => [
+          resource,
+          [...set],
+        ]),
+      ),
+    };
+  } catch {
+    return undefined;
+  }
 }

@@ -1,9 +1,12 @@
 import type { ColumnSpec, ColumnType } from '../interfaces.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { SEALED_FIELD_MARKER } from '../sealing/detect.js';
 
 /** Column specs per resource (and `team`), read from the server's export OpenAPI document. */
 export interface SchemaColumns {
   tables: Map<string, ColumnSpec[]>;
+  /** Fields whose description carries the server's sealed-field marker, per resource. */
+  sealed: Map<string, string[]>;
   /** Names that were refused (unsafe), with where they came from. */
   refused: string[];
 }
@@ -18,8 +21,9 @@ const PATH_PREFIX = '/api/export/';
  */
 export function columnsFromOpenApi(document: unknown): SchemaColumns {
   const tables = new Map<string, ColumnSpec[]>();
+  const sealed = new Map<string, string[]>();
   const refused: string[] = [];
-  if (!isObject(document) || !isObject(document.paths)) return { tables, refused };
+  if (!isObject(document) || !isObject(document.paths)) return { tables, sealed, refused };
   const resolver = new RefResolver(document);
 
   for (const [path, item] of Object.entries(document.paths)) {
@@ -46,6 +50,7 @@ export function columnsFromOpenApi(document: unknown): SchemaColumns {
       continue;
     }
     const columns: ColumnSpec[] = [];
+    const marked: string[] = [];
     for (const [field, property] of Object.entries(rowSchema.properties)) {
       if (field === 'id') continue;
       if (!isSafeFieldName(field)) {
@@ -53,10 +58,20 @@ export function columnsFromOpenApi(document: unknown): SchemaColumns {
         continue;
       }
       columns.push({ name: field, type: columnTypeOf(property, resolver) });
+      if (isMarkedSealed(resolver.resolve(property))) marked.push(field);
     }
     tables.set(resource, columns);
+    if (marked.length > 0) sealed.set(resource, marked);
   }
-  return { tables, refused };
+  return { tables, sealed, refused };
+}
+
+function isMarkedSealed(property: unknown): boolean {
+  return (
+    isObject(property) &&
+    typeof property.description === 'string' &&
+    property.description.includes(SEALED_FIELD_MARKER)
+  );
 }
 
 function columnTypeOf(property: unknown, resolver: RefResolver): ColumnType {

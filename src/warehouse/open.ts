@@ -5,6 +5,7 @@ import { WarehouseError } from '../errors.js';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
 import { SqliteWarehouse, type WarehouseLogger } from './sqlite.js';
 import { PostgresWarehouse } from './postgres.js';
+import { createPrivateSqliteFile } from './sqlite-file.js';
 
 export interface OpenWarehouseOptions {
   /** A file path, `sqlite:PATH`, `file:` URL, `:memory:`, or `postgres://...`. */
@@ -53,6 +54,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
         },
       );
     }
+    createPrivateSqliteFile(path);
   }
   const warehouse = new SqliteWarehouse({
     path,
