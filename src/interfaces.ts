@@ -16,6 +16,8 @@
  * - Run: one `sync` pass over the manifest; recorded in `_ocs_runs`.
  * - Full refresh: a walk from the start that also finds rows the server no longer has.
  * - Logical column type: our database-neutral type of a column; each dialect maps it to SQL.
+ * - Blob: the bytes of one `files` row (`GET /api/files/{id}/content`), stored once per content
+ *   under its SHA-256 in the blob store; `_ocs_files` (the file ledger) says which row has which.
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -271,5 +273,66 @@ export interface Warehouse {
   readRows(query: RowBatchQuery): Promise<StoredRow[]>;
 
   status(): Promise<ResourceStatus[]>;
+  /** The file ledger (`_ocs_files`) on this warehouse's connection. */
+  fileLedger(): FileLedgerStore;
   close(): Promise<void>;
+}
+
+/** What the last attempt to fetch a file's bytes found: stored, 404 (no blob), or an error. */
+export type FileStatus = 'ok' | 'missing' | 'failed';
+
+/** One `_ocs_files` row: the newest fetch attempt of one `files` row's content. */
+export interface FileRecord {
+  /** The `files` row id, decimal. */
+  fileId: string;
+  /** Hex digest of the stored blob; set when status is `ok`. */
+  sha256: string | null;
+  size: number | null;
+  /** As the server sent it with the bytes. */
+  contentType: string | null;
+  status: FileStatus;
+  /** Why the last attempt failed (safe to show). */
+  error: string | null;
+  /** The row's `updated_at` and `file` the attempt was made for (a change makes us refetch). */
+  updatedAt: string | null;
+  file: string | null;
+  /** When the last attempt finished, ISO text. */
+  fetchedAt: string;
+  /** Attempts in a row that did not store the blob (0 once stored). */
+  attempts: number;
+  /** A `missing` row waits until then before another attempt (ISO text); null otherwise. */
+  nextAttemptAt: string | null;
+}
+
+export interface FileTotals {
+  ok: number;
+  missing: number;
+  failed: number;
+  /** Distinct blobs referenced by `ok` rows, and their bytes (each content counted once). */
+  blobs: number;
+  bytes: number;
+}
+
+/** The read side of the file ledger: what `serve` and `status` need. */
+export interface FileLedger {
+  get(fileId: string): Promise<FileRecord | undefined>;
+  totals(): Promise<FileTotals>;
+}
+
+/** A `files` row as stored, with its ledger record, for planning what to fetch. */
+export interface FileCandidate {
+  fileId: string;
+  file: string | null;
+  /** The row's `updated_at` in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, or null. */
+  updatedAt: string | null;
+  record: FileRecord | undefined;
+}
+
+/** The whole file ledger, as the files step of a sync and `files verify` use it. */
+export interface FileLedgerStore extends FileLedger {
+  /** Live `files` rows with id above `afterId` (null: from the start), in id order. */
+  candidates(afterId: string | null, limit: number): Promise<FileCandidate[]>;
+  /** Ledger rows with file id above `afterId`, in id order. */
+  records(afterId: string | null, limit: number): Promise<FileRecord[]>;
+  record(record: FileRecord): Promise<void>;
 }

@@ -96,6 +96,10 @@ describe('ocs-sync command line', () => {
     expect(result.stdout).toMatch(/Run 1 \(incremental\): ok/);
     expect(result.stdout).toMatch(/chat_messages\s+15\s/);
     expect(result.logs).toMatch(/retrying/);
+    // File contents too, through a cut-off body and a reset connection.
+    expect(result.stdout).toMatch(/Files: \d+ fetched/);
+    expect(result.stdout).toMatch(/Files: [1-9]\d* ok, [1-9]\d* missing \(404\), 0 failed/);
+    expect(result.logs).toMatch(/"path":"files\/\d+\/content".*retrying/);
     const again = await runCli(['demo', '--db', database, '--rows', '15'], {});
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/: ok, 0 rows in 0 pages/);

@@ -14,6 +14,7 @@ import { InterruptedError } from '../src/errors.js';
 import { decodeCursor, parseTimestamp } from '../src/fake-server/cursor.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { sampleFileContent } from '../src/fake-server/file-contents.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { RunKind } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
@@ -890,6 +891,11 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         `ocs_sync_resource_rows{resource="chat_messages"} ${dataset.count('chat_messages')}`,
       );
       expect(metrics).toMatch(/^ocs_sync_resource_deleted_rows\{resource="chat_messages"\} 3$/m);
+      // File contents: fetched by the first run, unchanged by the full refresh.
+      const withContent = dataset.rows('files').filter((row) => sampleFileContent(row) !== null);
+      expect(metrics).toContain(`ocs_sync_files{status="ok"} ${withContent.length}`);
+      expect(metrics).toContain(`ocs_sync_files_fetched_total ${withContent.length}`);
+      expect(metrics).toMatch(/^ocs_sync_file_bytes_stored [1-9]\d*$/m);
     } finally {
       controller.abort();
       await server.close();

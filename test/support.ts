@@ -99,6 +99,8 @@ type StoredRow = Record<string, unknown>;
 export interface TestWarehouse {
   dialect: 'sqlite' | 'postgres';
   env: Record<string, string>;
+  /** Where file contents of this warehouse go (the default beside SQLite; set for PostgreSQL). */
+  filesDir: string;
   readTable(table: string, options?: { includeDeleted?: boolean }): Promise<StoredRow[]>;
   query(sql: string): Promise<StoredRow[]>;
   dispose(): Promise<void>;
@@ -155,6 +157,7 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
     return {
       dialect,
       env: { OCS_WAREHOUSE_URL: path },
+      filesDir: join(directory.path, 'warehouse-files'),
       query,
       readTable: (table, options) => readDecoded(query, table, options, true),
       dispose: async () => directory.remove(),
@@ -171,14 +174,21 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
   await client.connect();
   await client.query(`SET TIME ZONE 'UTC'; SET search_path TO "${schema}"`);
   const query = async (sql: string) => (await client.query(sql)).rows as StoredRow[];
+  const files = temporaryDirectory();
   return {
     dialect,
-    env: { OCS_WAREHOUSE_URL: postgresUrl!, OCS_WAREHOUSE_SCHEMA: schema },
+    env: {
+      OCS_WAREHOUSE_URL: postgresUrl!,
+      OCS_WAREHOUSE_SCHEMA: schema,
+      OCS_FILES_DIR: files.path,
+    },
+    filesDir: files.path,
     query: (sql) => query(sql),
     readTable: (table, options) => readDecoded(query, table, options, false),
     dispose: async () => {
       await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
       await client.end();
+      files.remove();
     },
   };
 }

@@ -6,7 +6,8 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { ExitCode, UsageError } from '../errors.js';
 import { createSampleDataset } from '../fake-server/fixture.js';
-import { startFakeServer } from '../fake-server/server.js';
+import { FILE_CONTENT_ENDPOINT, startFakeServer } from '../fake-server/server.js';
+import { formatFileTotals } from './files-output.js';
 import type { CommandContext } from './main.js';
 import { formatStatusTable, formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
@@ -42,6 +43,9 @@ export async function runDemoCommand(
       { resource: 'chat_messages' },
     );
     server.faults.failNext(1, { kind: 'truncate' }, { resource: 'participants' });
+    // File downloads meet a cut-off body and a reset connection too; both are retried.
+    server.faults.failNext(1, { kind: 'truncate' }, { resource: FILE_CONTENT_ENDPOINT });
+    server.faults.failNext(1, { kind: 'drop' }, { resource: FILE_CONTENT_ENDPOINT });
 
     const config = context.config(
       { server: true },
@@ -64,6 +68,8 @@ export async function runDemoCommand(
     const warehouse = await createWarehouse(config, logger);
     try {
       context.output.out(formatStatusTable(await warehouse.status()));
+      context.output.out('');
+      context.output.out(formatFileTotals(await warehouse.fileLedger().totals(), config.files.dir));
     } finally {
       await warehouse.close();
     }

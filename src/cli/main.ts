@@ -13,6 +13,7 @@ import { processOutput, type Output } from './output.js';
 import { runStatusCommand } from './status-command.js';
 import { runSyncCommand } from './sync-command.js';
 import { runDaemonCommand } from './daemon-command.js';
+import { runFilesVerifyCommand } from './files-command.js';
 import { packageVersion } from './version.js';
 
 export interface GlobalOptions {
@@ -147,6 +148,17 @@ export function buildProgram(
     .description('Sync at start, then on the schedule; serve /healthz and /metrics.')
     .action(async (_options, command: Command) => {
       setExitCode(await runDaemonCommand(context(command)));
+    });
+
+  program
+    .command('files')
+    .description('File contents kept in the blob store (files.dir).')
+    .command('verify')
+    .description('Re-hash every stored file; exit 3 when any is missing or corrupt.')
+    .option('--refetch', 'mark missing or corrupt files so the next sync downloads them again')
+    .option('--json', 'print the report as JSON')
+    .action(async (options, command: Command) => {
+      setExitCode(await runFilesVerifyCommand(context(command), options));
     });
 
   program

@@ -1,6 +1,7 @@
 /** Plain-text output for people: aligned tables and run summaries. */
 import type { ResourceStatus } from '../interfaces.js';
 import type { SyncReport } from '../sync/engine.js';
+import { formatFilesSummary } from './files-output.js';
 
 export interface Output {
   out(line: string): void;
@@ -90,6 +91,7 @@ export function formatSyncSummary(report: SyncReport): string {
       `Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
     );
   }
+  if (report.files) lines.push(...formatFilesSummary(report.files));
   for (const problem of report.problems) lines.push(`problem: ${problem}`);
   // Resources that stopped for the same reason share one line: a thing is said once.
   const byReason = new Map<string, string[]>();

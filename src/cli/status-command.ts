@@ -4,6 +4,7 @@ import { MANIFEST_ORDER_STATE_KEY } from '../sync/engine.js';
 import { formatStatusTable, inManifestOrder } from './output.js';
 import { jsonReplacer } from './sync-command.js';
 import { createWarehouse } from './wiring.js';
+import { formatFileTotals } from './files-output.js';
 
 export async function runStatusCommand(
   context: CommandContext,
@@ -19,6 +20,10 @@ export async function runStatusCommand(
     context.output.out(
       options.json ? JSON.stringify(statuses, jsonReplacer, 2) : formatStatusTable(statuses),
     );
+    if (!options.json) {
+      const files = await warehouse.fileLedger().totals();
+      context.output.out(`\n${formatFileTotals(files, config.files.dir)}`);
+    }
     return ExitCode.ok;
   } finally {
     await warehouse.close();

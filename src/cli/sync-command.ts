@@ -6,6 +6,7 @@ import type { CommandContext } from './main.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import {
+  createFiles,
   createSecrets,
   createSource,
   createWarehouse,
@@ -96,6 +97,7 @@ export async function syncOnce(
         acceptSchemaChange: extra.acceptSchemaChange,
         signal: extra.signal,
         events: extra.events,
+        files: createFiles(config, { source, warehouse, logger }),
       });
     } finally {
       await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);

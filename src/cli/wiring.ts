@@ -16,6 +16,8 @@ import { parseWarehouseUrl } from '../config/warehouse-url.js';
 import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { sqliteFilesReadableByOthers } from '../warehouse/sqlite-file.js';
+import { BlobStore } from '../files/blob-store.js';
+import { createFilesStep, type FilesStep } from '../files/sync-files.js';
 
 export function createSource(
   config: Config,
@@ -42,7 +44,7 @@ export function createSource(
     maxRetryDelayMs: config.http.maxRetryDelaySeconds * 1000,
     maxRequestsPerMinute: config.http.maxRequestsPerMinute,
     userAgent: config.http.userAgent,
-    connections: config.pagesInFlight * config.concurrency + 1,
+    connections: Math.max(config.pagesInFlight * config.concurrency, config.files.concurrency) + 1,
     logger,
     onAttempt,
   });
@@ -132,4 +134,29 @@ export async function warnIfSecretsReadableByOthers(
     { files: exposed, resources: opened },
     `The warehouse holds opened secrets (${opened.join(', ')}) and ${exposed.join(', ')} can be read by group or others. Run: chmod 600 ${exposed.join(' ')}`,
   );
+}
+
+/** The files step of a sync, or undefined when files are off. */
+export function createFiles(
+  config: Config,
+  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger },
+): FilesStep | undefined {
+  if (!config.files.enabled) return undefined;
+  return createFilesStep({
+    ledger: parts.warehouse.fileLedger(),
+    store: new BlobStore(requireFilesDir(config)),
+    source: parts.source,
+    concurrency: config.files.concurrency,
+    logger: parts.logger,
+  });
+}
+
+/** The blob store's folder; a clear error when a PostgreSQL (or in-memory) warehouse has none. */
+export function requireFilesDir(config: Config): string {
+  if (config.files.dir === undefined) {
+    throw new ConfigError([
+      'files.dir (OCS_FILES_DIR) is not set: with a PostgreSQL or in-memory warehouse, name the folder where file contents are kept, or set files.enabled: false (OCS_FILES_ENABLED=false)',
+    ]);
+  }
+  return config.files.dir;
 }

@@ -485,6 +485,21 @@ function crossKeyProblems(
     );
   }
 
+  const files = merged.files;
+  if (
+    needs.server &&
+    isPlainObject(files) &&
+    files.enabled !== false &&
+    files.dir === undefined &&
+    isPlainObject(merged.warehouse) &&
+    typeof merged.warehouse.url === 'string' &&
+    /^postgres(ql)?:/i.test(merged.warehouse.url.trim())
+  ) {
+    problems.push(
+      'files.dir (OCS_FILES_DIR) must be set with a PostgreSQL warehouse: the folder where file contents are kept; or set files.enabled: false (OCS_FILES_ENABLED=false) to back up file metadata only',
+    );
+  }
+
   const http = merged.http;
   if (
     isPlainObject(http) &&
@@ -761,5 +776,6 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
           : `${config.health.listen.host.includes(':') ? `[${config.health.listen.host}]` : config.health.listen.host}:${config.health.listen.port}`,
       maxAgeSeconds: config.health.maxAgeSeconds,
     },
+    files: { ...config.files, dir: config.files.dir ?? 'not set' },
   };
 }

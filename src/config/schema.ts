@@ -5,6 +5,7 @@
  */
 
 import { validate as validateCron, validateDetailed as validateCronDetailed } from 'node-cron';
+import { basename, dirname, extname, join } from 'node:path';
 import { z } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
@@ -108,6 +109,17 @@ export interface Config {
     listen: ListenAddress | null;
     maxAgeSeconds: number;
   };
+  files: {
+    /** Fetch the bytes of every `files` row into the blob store. */
+    enabled: boolean;
+    /**
+     * The blob store's folder. Default next to a SQLite warehouse (`ocs-sync.db` ->
+     * `ocs-sync-files`); undefined with PostgreSQL or `:memory:` when not set.
+     */
+    dir: string | undefined;
+    /** Downloads at once. */
+    concurrency: number;
+  };
 }
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
@@ -152,6 +164,7 @@ export interface ConfigFileValues {
   full_refresh_schedule?: string | false;
   timezone?: string;
   health?: { listen?: string | false; max_age_seconds?: number };
+  files?: { enabled?: boolean; dir?: string; concurrency?: number };
 }
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -211,6 +224,7 @@ export function configDefaults(version: string) {
     full_refresh_schedule: DEFAULT_FULL_REFRESH_SCHEDULE as string | false,
     timezone: 'UTC',
     health: { listen: DEFAULT_HEALTH_LISTEN as string | false, max_age_seconds: 3600 },
+    files: { enabled: true, concurrency: 2 },
   } satisfies ConfigFileValues;
 }
 
@@ -408,6 +422,19 @@ export const SETTINGS: readonly SettingInfo[] = [
     allowed: 'HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464), or off',
   },
   { path: 'health.max_age_seconds', kind: 'integer', allowed: 'an integer from 1 to 31536000' },
+  { path: 'files.enabled', env: 'OCS_FILES_ENABLED', kind: 'boolean', allowed: 'true or false' },
+  {
+    path: 'files.dir',
+    env: 'OCS_FILES_DIR',
+    kind: 'text',
+    allowed: 'the path of a folder for the file contents (created when missing)',
+  },
+  {
+    path: 'files.concurrency',
+    env: 'OCS_FILES_CONCURRENCY',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 16',
+  },
 ];
 
 export const SETTINGS_BY_PATH: ReadonlyMap<string, SettingInfo> = new Map(
@@ -632,6 +659,13 @@ export const configSchema = z.strictObject({
     }),
     max_age_seconds: integer(1, 31536000),
   }),
+  files: z.strictObject({
+    enabled: z.boolean(),
+    dir: checked(isString, (value) =>
+      value.trim() === '' ? 'must not be empty' : undefined,
+    ).optional(),
+    concurrency: integer(1, 16),
+  }),
 });
 
 export type MergedConfigValues = z.output<typeof configSchema>;
@@ -710,7 +744,18 @@ export function toConfig(values: MergedConfigValues): Config {
     fullRefreshSchedule: fullRefresh === false || fullRefresh === 'off' ? null : fullRefresh,
     timezone: values.timezone,
     health: { listen: listenAddress, maxAgeSeconds: values.health.max_age_seconds },
+    files: {
+      enabled: values.files.enabled,
+      dir: values.files.dir?.trim() ?? defaultFilesDir(target.target),
+      concurrency: values.files.concurrency,
+    },
   };
+}
+
+/** The blob store beside a SQLite file: `data/ocs-sync.db` -> `data/ocs-sync-files`. */
+export function defaultFilesDir(target: WarehouseTarget): string | undefined {
+  if (target.dialect !== 'sqlite' || target.path === ':memory:') return undefined;
+  return join(dirname(target.path), `${basename(target.path, extname(target.path))}-files`);
 }
 
 // ---------------------------------------------------------------------------------------------

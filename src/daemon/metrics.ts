@@ -41,6 +41,11 @@ export class SyncMetrics {
   private readonly schemaChanges: Counter<'kind' | 'reason'>;
   private readonly storedRows: Gauge<'resource'>;
   private readonly storedDeletedRows: Gauge<'resource'>;
+  private readonly storedFiles: Gauge<'status'>;
+  private readonly storedFileBytes: Gauge;
+  private readonly filesFetched: Counter;
+  private readonly fileBytesFetched: Counter;
+  private readonly fileFetchFailures: Counter;
 
   constructor(options: SyncMetricsOptions = {}) {
     this.clock = options.clock ?? { now: () => Date.now() };
@@ -152,6 +157,32 @@ export class SyncMetrics {
       labelNames: ['resource'],
       registers,
     });
+    this.storedFiles = new Gauge({
+      name: name('files'),
+      help: 'Files in the ledger by status of their last fetch (ok, missing = 404, failed), as of the last run.',
+      labelNames: ['status'],
+      registers,
+    });
+    this.storedFileBytes = new Gauge({
+      name: name('file_bytes_stored'),
+      help: 'Bytes of file contents in the blob store (each distinct content once), as of the last run.',
+      registers,
+    });
+    this.filesFetched = new Counter({
+      name: name('files_fetched_total'),
+      help: 'File contents downloaded and stored.',
+      registers,
+    });
+    this.fileBytesFetched = new Counter({
+      name: name('file_bytes_fetched_total'),
+      help: 'Bytes of file contents downloaded and stored.',
+      registers,
+    });
+    this.fileFetchFailures = new Counter({
+      name: name('file_fetch_failures_total'),
+      help: 'File content downloads that failed after every retry (retried on the next run).',
+      registers,
+    });
     const { clock, newestUpdatedAt } = this;
     new Gauge({
       name: name('resource_lag_seconds'),
@@ -195,6 +226,15 @@ export class SyncMetrics {
       },
       onSchemaChange: (change) => {
         this.schemaChanges.inc({ kind: change.kind, reason: change.reason });
+      },
+      onFilesDone: (report) => {
+        this.filesFetched.inc(report.fetched);
+        this.fileBytesFetched.inc(report.bytesFetched);
+        this.fileFetchFailures.inc(report.failed);
+        for (const status of ['ok', 'missing', 'failed'] as const) {
+          this.storedFiles.set({ status }, report.totals[status]);
+        }
+        this.storedFileBytes.set(report.totals.bytes);
       },
     };
   }
@@ -267,5 +307,6 @@ export function combineEvents(...listeners: Array<SyncEvents | undefined>): Sync
     onPageWritten: hook('onPageWritten'),
     onResourceDone: hook('onResourceDone'),
     onSchemaChange: hook('onSchemaChange'),
+    onFilesDone: hook('onFilesDone'),
   };
 }

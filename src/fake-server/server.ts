@@ -28,6 +28,13 @@ import {
   type FakeManifestEntry,
 } from './openapi.js';
 import { SeededRandom } from './random.js';
+import {
+  contentChunks,
+  contentSize,
+  guessContentType,
+  sampleFileContent,
+  type FakeFileContentFor,
+} from './file-contents.js';
 
 export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
 export const DEFAULT_MEMBER_API_KEY = 'test-member-key';
@@ -50,8 +57,23 @@ export type FakeFault =
   | { kind: 'latency'; ms: number };
 
 export interface FaultMatch {
-  /** Endpoint name: a resource, or `manifest`, `team`, `schema`. Absent: any request. */
+  /**
+   * Endpoint name: a resource, or `manifest`, `team`, `schema`, or `file_content`
+   * (`/api/files/{id}/content`). Absent: any request.
+   */
   resource?: string;
+  /** Only file content requests for this file id. */
+  fileId?: string;
+}
+
+/** The endpoint name of `GET /api/files/{id}/content` in faults and the request log. */
+export const FILE_CONTENT_ENDPOINT = 'file_content';
+
+export interface FileContentProgress {
+  fileId: string;
+  /** Bytes of the body written so far, and the whole body's size. */
+  sentBytes: number;
+  size: number;
 }
 
 export interface PageServedInfo {
@@ -111,6 +133,13 @@ export interface FakeServerOptions {
   onPageServed?: (info: PageServedInfo) => void | Promise<void>;
   /** Rewrites the manifest before it is served and used for routing (hostile-server tests). */
   transformManifest?: (manifest: FakeManifestDocument) => FakeManifestDocument;
+  /**
+   * The bytes of each `files` row (default: `sampleFileContent`); null answers 404 as the real
+   * server does for a row without a blob.
+   */
+  fileContent?: FakeFileContentFor;
+  /** Called after each chunk of a file content body is written (tests kill clients here). */
+  onFileContent?: (progress: FileContentProgress) => void | Promise<void>;
   /** Rewrites each row as sent (after sealing). */
   transformRow?: (resource: string, row: Record<string, unknown>) => Record<string, unknown>;
   host?: string;
@@ -245,6 +274,18 @@ function faultReply(fault: Extract<FakeFault, { kind: 'status' | 'rate_limit' }>
   const headers: OutgoingHttpHeaders =
     fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
   return jsonReply(fault.status, fault.body ?? defaultErrorBody(fault.status), headers);
+}
+
+/** Django's `FileResponse(as_attachment=True)` header, named after the row. */
+function attachmentDisposition(row: Row): string {
+  const name =
+    typeof row.name === 'string' && row.name !== ''
+      ? row.name
+      : String(row.file ?? 'file')
+          .split('/')
+          .pop()!;
+  if (/^[\x20-\x7e]*$/.test(name) && !/["\\]/.test(name)) return `attachment; filename="${name}"`;
+  return `attachment; filename*=utf-8''${encodeURIComponent(name)}`;
 }
 
 /** The value Python's `int()` accepts, as the server parses `limit`; undefined when it does not. */
@@ -399,10 +440,11 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     },
   };
 
-  const takeFault = (endpoint: string | undefined): FakeFault | undefined => {
+  const takeFault = (endpoint: string | undefined, fileId?: string): FakeFault | undefined => {
     for (let index = 0; index < queue.length; index += 1) {
       const item = queue[index] as QueuedFault;
       if (item.match.resource !== undefined && item.match.resource !== endpoint) continue;
+      if (item.match.fileId !== undefined && item.match.fileId !== fileId) continue;
       item.remaining -= 1;
       if (item.remaining <= 0) queue.splice(index, 1);
       return item.fault;
@@ -648,6 +690,86 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     response.end(request.method === 'HEAD' ? undefined : body);
   };
 
+  /** `GET /api/files/{id}/content`: the raw bytes, as the server's FileResponse sends them. */
+  const serveFileContent = async (
+    request: IncomingMessage,
+    response: ServerResponse,
+    fileId: string,
+    log: RequestLogEntry,
+  ): Promise<void> => {
+    const fault = takeFault(FILE_CONTENT_ENDPOINT, fileId);
+    if (fault) log.fault = fault.kind;
+    if (fault?.kind === 'drop') {
+      request.socket.destroy();
+      return;
+    }
+    if (fault?.kind === 'latency') await delay(fault.ms);
+    const reply = (answer: Reply) => {
+      log.status = answer.status;
+      send(request, response, answer);
+    };
+    if (fault?.kind === 'status' || fault?.kind === 'rate_limit') return reply(faultReply(fault));
+    const method = request.method ?? 'GET';
+    if (method !== 'GET' && method !== 'HEAD') {
+      return reply(
+        jsonReply(
+          405,
+          { detail: `Method "${method}" not allowed.` },
+          { allow: 'GET, HEAD, OPTIONS' },
+        ),
+      );
+    }
+    const refused = authenticate(request);
+    if (refused) return reply(refused);
+    const throttled = throttle();
+    if (throttled.reply) return reply(throttled.reply);
+    const row = dataset.hasResource('files') ? dataset.get('files', fileId) : undefined;
+    const content = row ? (options.fileContent ?? sampleFileContent)(row) : null;
+    if (!row || !content) return reply(jsonReply(404, { detail: 'Not found.' }, throttled.headers));
+
+    const size = contentSize(content);
+    log.status = 200;
+    response.writeHead(200, {
+      'content-type': guessContentType(row.name),
+      'content-disposition': attachmentDisposition(row),
+      'content-length': String(size),
+      ...throttled.headers,
+    });
+    if (method === 'HEAD') {
+      response.end();
+      return;
+    }
+    // A truncated body is cut half-way and the connection dropped: the length was announced.
+    const cutAt = fault?.kind === 'truncate' ? Math.floor(size / 2) : undefined;
+    let sent = 0;
+    for (const chunk of contentChunks(content)) {
+      if (response.destroyed) return;
+      const part = cutAt !== undefined ? chunk.subarray(0, Math.max(0, cutAt - sent)) : chunk;
+      if (part.length > 0 && !response.write(part)) {
+        await new Promise<void>((resolve) => {
+          const done = () => {
+            response.off('drain', done);
+            response.off('close', done);
+            resolve();
+          };
+          response.on('drain', done);
+          response.on('close', done);
+        });
+      }
+      sent += part.length;
+      await options.onFileContent?.({ fileId, sentBytes: sent, size });
+      if (cutAt !== undefined && sent >= cutAt) {
+        response.destroy();
+        return;
+      }
+    }
+    if (cutAt !== undefined) {
+      response.destroy();
+      return;
+    }
+    response.end();
+  };
+
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const url = new URL(request.url ?? '/', 'http://fake.invalid');
     const method = request.method ?? 'GET';
@@ -658,6 +780,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       status: 0,
     };
     requests.push(log);
+    const fileMatch = /^\/api\/files\/(\d+)\/content$/.exec(url.pathname);
+    if (fileMatch) {
+      log.endpoint = FILE_CONTENT_ENDPOINT;
+      await serveFileContent(request, response, fileMatch[1] as string, log);
+      return;
+    }
     const match = /^\/api\/export\/([^/]+)(\/?)$/.exec(url.pathname);
     const endpoint = match ? decodeURIComponent(match[1] as string) : undefined;
     log.endpoint = endpoint;

@@ -41,6 +41,13 @@ export interface RequestEvent {
   durationMs: number;
 }
 
+/** What a file content response says about its body. */
+export interface FileContentInfo {
+  /** Content-Length, when the server sent one. */
+  contentLength: number | undefined;
+  contentType: string | null;
+}
+
 interface JsonResponse {
   status: number;
   /** Parsed JSON; undefined for a `document` request whose body is not JSON. */
@@ -143,17 +150,41 @@ export class HttpExportSource implements ExportSource {
   }
 
   /** GET one path under /api/export/ with retries; non-retryable statuses become typed errors. */
-  private async getJson(
+  private getJson(
     path: string,
     { auth = true, signal, document = false }: GetOptions = {},
   ): Promise<JsonResponse> {
+    return this.withRetries(path, () => this.attempt(path, auth, document, signal), signal);
+  }
+
+  /**
+   * GET `/api/files/{id}/content` through the same pacer, retries and request count as pages.
+   * `consume` receives each 200 body and must read it to the end; it is called again on a retry
+   * (a reset mid-body, or a TransientFailure it throws, such as a size mismatch). A 404 (the row
+   * has no blob) resolves to `missing`.
+   */
+  fileContent<T>(
+    fileId: string,
+    consume: (body: AsyncIterable<Uint8Array>, info: FileContentInfo) => Promise<T>,
+    signal?: AbortSignal,
+  ): Promise<{ status: 'ok'; value: T } | { status: 'missing' }> {
+    const path = `files/${encodeURIComponent(fileId)}/content`;
+    return this.withRetries(path, () => this.fileAttempt(path, consume, signal), signal);
+  }
+
+  /** Runs `attempt` until it succeeds, fails for good, or attempts run out. */
+  private async withRetries<T>(
+    path: string,
+    attempt: () => Promise<T>,
+    signal: AbortSignal | undefined,
+  ): Promise<T> {
     const settings = {
       minDelayMs: this.options.minRetryDelayMs,
       maxDelayMs: this.options.maxRetryDelayMs,
     };
     let lastFailure: TransientFailure | undefined;
     try {
-      return await pRetry(() => this.attempt(path, auth, document, signal), {
+      return await pRetry(attempt, {
         retries: Math.max(0, this.options.maxAttempts - 1),
         minTimeout: 0,
         maxTimeout: 0,
@@ -187,6 +218,75 @@ export class HttpExportSource implements ExportSource {
       }
       throw error;
     }
+  }
+
+  private async fileAttempt<T>(
+    path: string,
+    consume: (body: AsyncIterable<Uint8Array>, info: FileContentInfo) => Promise<T>,
+    signal: AbortSignal | undefined,
+  ): Promise<{ status: 'ok'; value: T } | { status: 'missing' }> {
+    await this.pacer.beforeRequest(signal);
+    const started = performance.now();
+    this.requestCount += 1;
+    const report = (status: number, outcome: RequestEvent['outcome']) =>
+      this.options.onAttempt?.({
+        path,
+        status,
+        outcome,
+        durationMs: performance.now() - started,
+      });
+    let response: Dispatcher.ResponseData;
+    try {
+      response = await request(`${this.baseUrl}/api/${path}`, {
+        method: 'GET',
+        dispatcher: this.agent,
+        headers: { ...this.headers(true), accept: '*/*' },
+        signal,
+      });
+    } catch (error) {
+      const transient = classifyNetworkError(error);
+      report(0, transient ? 'retry' : 'error');
+      throw transient ?? error;
+    }
+    const headers = response.headers as Record<string, string | string[] | undefined>;
+    this.pacer.observe(readRateLimitHeaders(headers));
+    const { statusCode } = response;
+    if (statusCode === 200) {
+      const declared = Number(firstHeader(headers['content-length']));
+      const info: FileContentInfo = {
+        contentLength: Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined,
+        contentType: firstHeader(headers['content-type']) ?? null,
+      };
+      try {
+        const value = await consume(response.body, info);
+        report(statusCode, 'ok');
+        return { status: 'ok', value };
+      } catch (error) {
+        response.body.destroy();
+        const transient = error instanceof TransientFailure ? error : classifyNetworkError(error);
+        report(statusCode, transient ? 'retry' : 'error');
+        throw transient ?? error;
+      }
+    }
+    // Error bodies are small; read them to keep the connection reusable and to quote them.
+    let text = '';
+    try {
+      text = await response.body.text();
+    } catch {
+      // A body cut short does not change what the status says.
+    }
+    let body: unknown;
+    try {
+      body = text === '' ? undefined : parseJsonExact(text);
+    } catch {
+      body = undefined;
+    }
+    if (statusCode === 404) {
+      report(statusCode, 'ok');
+      return { status: 'missing' };
+    }
+    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+    throw this.statusError(statusCode, headers, body, text, path);
   }
 
   private async attempt(
@@ -253,25 +353,34 @@ export class HttpExportSource implements ExportSource {
       return { status: statusCode, body, text };
     }
 
+    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+    throw this.statusError(statusCode, headers, body, text, path);
+  }
+
+  /** What an error answer becomes: retryable ones a TransientFailure, the rest typed errors. */
+  private statusError(
+    statusCode: number,
+    headers: Record<string, string | string[] | undefined>,
+    body: unknown,
+    text: string,
+    path: string,
+  ): Error {
     if (isRetryableStatus(statusCode)) {
-      report(statusCode, 'retry');
       const retryAfter = parseRetryAfterMs(
         firstHeader(headers['retry-after']),
         isPlainObject(body) ? body.available_in : undefined,
         this.clock.now(),
       );
-      throw new TransientFailure(
+      return new TransientFailure(
         statusCode === 429 ? 'rate_limited' : 'server_error',
         `HTTP ${statusCode}${statusCode === 429 ? ' (rate limited)' : ''}`,
         retryAfter,
         statusCode,
       );
     }
-
-    report(statusCode, 'error');
     const detail = describeErrorBody(body, text);
-    if (statusCode === 401 || statusCode === 403) throw new AuthError(statusCode, detail);
-    throw new HttpStatusError(statusCode, stripQuery(path), detail);
+    if (statusCode === 401 || statusCode === 403) return new AuthError(statusCode, detail);
+    return new HttpStatusError(statusCode, stripQuery(path), detail);
   }
 
   private headers(auth: boolean): Record<string, string> {

@@ -1,7 +1,8 @@
 /**
  * The sync engine: reads the manifest, brings tables up to the server's schema, walks every
- * resource page by page and writes each page together with its cursor. I/O goes through the
- * ExportSource and Warehouse interfaces; the decisions live in plan.ts.
+ * resource page by page and writes each page together with its cursor, then runs the files step
+ * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
+ * interfaces; the decisions live in plan.ts.
  */
 import {
   AuthError,
@@ -61,6 +62,8 @@ import {
   referenceCandidates,
 } from './relationships.js';
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { FILES_TABLE } from '../files/ledger.js';
+import type { FilesReport, FilesStep } from '../files/sync-files.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
@@ -74,6 +77,7 @@ export interface SyncEvents {
   onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
   onResourceDone?(report: ResourceReport): void;
   onSchemaChange?(change: SchemaChange): void;
+  onFilesDone?(report: FilesReport): void;
 }
 
 export interface SyncOptions {
@@ -99,6 +103,8 @@ export interface SyncOptions {
   lockWaitMs: number;
   signal?: AbortSignal;
   events?: SyncEvents;
+  /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
+  files?: FilesStep;
 }
 
 export interface ResourceReport {
@@ -132,6 +138,8 @@ export interface SyncReport {
   /** HTTP requests sent, retries included. */
   requests: number;
   durationMs: number;
+  /** The files step, when it ran. */
+  files?: FilesReport;
 }
 
 const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
@@ -202,6 +210,7 @@ class SyncRun {
     const reports: ResourceReport[] = [];
     let status: RunStatus;
     let runError: unknown;
+    let files: FilesReport | undefined;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
       const team = await this.syncTeam();
@@ -217,9 +226,11 @@ class SyncRun {
         this.options.events?.onResourceDone?.(report);
       });
       await this.refreshRelationships(manifest.entries);
+      files = await this.syncFiles(reports);
       const partial =
         this.problems.length > 0 ||
-        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0);
+        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0) ||
+        (files !== undefined && (files.failed > 0 || files.error !== undefined));
       status = partial ? 'partial' : 'ok';
       // Skipped or failed resources may not have their tables evolved yet: re-read the schema next time.
       if (reports.every((report) => report.status === 'ok')) {
@@ -260,6 +271,7 @@ class SyncRun {
       pages,
       requests,
       durationMs: Math.round(performance.now() - this.started),
+      ...(files ? { files } : {}),
     };
     logger.info(
       {
@@ -313,6 +325,20 @@ class SyncRun {
       this.problems.push(`Finding relationships and indexing failed: ${describeError(error)}`);
       logger.warn({ err: describeError(error) }, 'Finding relationships and indexing failed');
     }
+  }
+
+  /**
+   * File contents, once the `files` rows are stored: only when `files` was part of this run and
+   * not skipped. A 404 is recorded as missing and does not make the run partial; a failed fetch does.
+   */
+  private async syncFiles(reports: ResourceReport[]): Promise<FilesReport | undefined> {
+    const step = this.options.files;
+    const filesResource = reports.find((report) => report.resource === FILES_TABLE);
+    if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
+    this.throwIfAborted();
+    const report = await step.run(this.options.signal);
+    this.options.events?.onFilesDone?.(report);
+    return report;
   }
 
   private requestedResources(): readonly string[] | undefined {
@@ -662,6 +688,9 @@ class SyncRun {
       this.throwIfAborted();
       let rows = page.rows;
       if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
+      // An excluded field is never stored, so never opened either.
+      const excluded = this.excludedFields(resource);
+      rows = withoutFields(rows, [...excluded]);
       const found = detectSealedFields(rows, sealed.all);
       if (found.length > 0) await this.learnSealedFields(entry, found, policy);
       if (sealed.all.size > 0) {
@@ -669,14 +698,11 @@ class SyncRun {
         const sealedPlan = planSealedColumns(
           resource,
           columns,
-          [...sealed.all].filter(
-            (field) => isSafeFieldName(field) && !this.excludedFields(resource).includes(field),
-          ),
+          [...sealed.all].filter((field) => isSafeFieldName(field) && !excluded.includes(field)),
           policy,
         );
         columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
       }
-      rows = withoutFields(rows, [...this.excludedFields(resource)]);
       const rowPlan = planColumnsForRows(resource, columns, rows);
       for (const field of rowPlan.refusedFields) {
         const message = new UnsafeNameError('field', field, resource).message;

@@ -6,6 +6,9 @@
  * bookkeeping (bookkeeping.ts). Each page is one transaction holding its rows, its history
  * versions and its cursor.
  */
+import type { Kysely } from 'kysely';
+import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import type {
   ColumnSpec,
   DeleteMode,
@@ -515,6 +518,10 @@ export class PostgresWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'postgres');
   }
 
   async close(): Promise<void> {

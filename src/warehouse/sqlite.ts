@@ -7,6 +7,9 @@
  * instant loses or doubles nothing.
  */
 import type Database from 'better-sqlite3';
+import type { Kysely } from 'kysely';
+import { KyselyFileLedger } from '../files/ledger.js';
+import type { FileLedgerStore } from '../interfaces.js';
 import type {
   ColumnSpec,
   DeleteMode,
@@ -420,6 +423,10 @@ export class SqliteWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  fileLedger(): FileLedgerStore {
+    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'sqlite');
   }
 
   async close(): Promise<void> {

@@ -1,0 +1,66 @@
+/**
+ * `ocs-sync files verify`: re-hash every recorded blob; exit 3 when any is missing or corrupt.
+ * With `--refetch`, those files are marked failed so the next sync fetches them again.
+ */
+import { ExitCode } from '../errors.js';
+import { BlobStore, blobPath } from '../files/blob-store.js';
+import { verifyBlobs } from '../files/verify.js';
+import type { CommandContext } from './main.js';
+import { formatBytes } from './files-output.js';
+import { jsonReplacer } from './sync-command.js';
+import { createWarehouse, requireFilesDir } from './wiring.js';
+
+export async function runFilesVerifyCommand(
+  context: CommandContext,
+  options: { json?: boolean; refetch?: boolean },
+): Promise<number> {
+  const config = context.config({ server: false });
+  const dir = requireFilesDir(config);
+  const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
+  let report;
+  try {
+    const ledger = warehouse.fileLedger();
+    report = await verifyBlobs(ledger, new BlobStore(dir), {
+      signal: context.environment.signal,
+    });
+    if (options.refetch) {
+      const store = new BlobStore(dir);
+      for (const problem of report.problems) {
+        // A damaged copy would pass for the refetched content (same digest): remove it.
+        if (problem.problem === 'corrupt') await store.remove(problem.sha256);
+        const record = await ledger.get(problem.fileId);
+        if (record?.status !== 'ok' || record.sha256 !== problem.sha256) continue;
+        await ledger.record({
+          ...record,
+          status: 'failed',
+          error: `files verify found the blob ${problem.problem}`,
+        });
+      }
+    }
+  } finally {
+    await warehouse.close();
+  }
+  if (options.json) {
+    context.output.out(JSON.stringify({ dir, ...report }, jsonReplacer, 2));
+  } else {
+    context.output.out(
+      `Checked ${report.files} stored file${report.files === 1 ? '' : 's'} (${report.blobs} blobs, ` +
+        `${formatBytes(report.bytes)} intact) in ${dir}: ` +
+        (report.problems.length === 0 ? 'all intact.' : `${report.problems.length} problem(s).`),
+    );
+    for (const problem of report.problems) {
+      context.output.out(
+        `${problem.problem}: file ${problem.fileId}: ${blobPath(dir, problem.sha256)}` +
+          (problem.detail ? ` (${problem.detail})` : ''),
+      );
+    }
+    if (report.problems.length > 0) {
+      context.output.out(
+        options.refetch
+          ? 'Marked for fetching again: the next sync downloads them.'
+          : 'Run `ocs-sync files verify --refetch` to have the next sync download them again.',
+      );
+    }
+  }
+  return report.problems.length === 0 ? ExitCode.ok : ExitCode.partial;
+}

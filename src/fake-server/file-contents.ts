@@ -1,0 +1,95 @@
+/**
+ * The bytes behind the fake server's `files` rows (`GET /api/files/{id}/content`). A content is
+ * given as bytes, or as a size and a seed from which the bytes are generated chunk by chunk, so a
+ * test can serve a gigabyte without holding it. Pure, deterministic.
+ */
+import { createHash } from 'node:crypto';
+import type { Row } from '../interfaces.js';
+
+export type FakeFileContent =
+  | { bytes: Uint8Array }
+  /** `size` bytes generated from `seed`, never held whole. */
+  | { size: number; seed: string };
+
+/** Decides the content of a `files` row; null: the server has no blob for it (404). */
+export type FakeFileContentFor = (row: Row) => FakeFileContent | null;
+
+const CHUNK = 64 * 1024;
+
+export function contentSize(content: FakeFileContent): number {
+  return 'bytes' in content ? content.bytes.length : content.size;
+}
+
+/** The content in chunks of at most 64 KiB. */
+export function* contentChunks(content: FakeFileContent): Generator<Uint8Array> {
+  if ('bytes' in content) {
+    for (let offset = 0; offset < content.bytes.length; offset += CHUNK) {
+      yield content.bytes.subarray(offset, offset + CHUNK);
+    }
+    return;
+  }
+  // One 64 KiB block from the seed; each chunk stamps its index into it so no two are alike.
+  const block = Buffer.alloc(CHUNK);
+  let filled = 0;
+  for (let counter = 0; filled < CHUNK; counter += 1) {
+    filled += createHash('sha256')
+      .update(`${content.seed}:${counter}`)
+      .digest()
+      .copy(block, filled);
+  }
+  for (let index = 0, offset = 0; offset < content.size; index += 1, offset += CHUNK) {
+    const chunk = Buffer.from(block.subarray(0, Math.min(CHUNK, content.size - offset)));
+    if (chunk.length >= 4) chunk.writeUInt32BE(index >>> 0, 0);
+    yield chunk;
+  }
+}
+
+/** SHA-256 (hex) and size of a content, computed by streaming it. */
+export function contentDigest(content: FakeFileContent): { sha256: string; size: number } {
+  const hash = createHash('sha256');
+  let size = 0;
+  for (const chunk of contentChunks(content)) {
+    hash.update(chunk);
+    size += chunk.length;
+  }
+  return { sha256: hash.digest('hex'), size };
+}
+
+/** Shared by several rows, so the store keeps one copy. */
+export const SHARED_CONTENT = Buffer.from('The team logo, attached to many chats.\n');
+export const LARGE_CONTENT_BYTES = 3 * 1024 * 1024;
+
+/**
+ * The sample contents, by id: a tenth have no blob (404), a tenth are empty, a tenth share one
+ * content, ids 7, 32, 57, ... are 3 MiB, the rest small text. Bytes depend on the row's `file`
+ * and `updated_at`, so an edited row serves new bytes.
+ */
+export const sampleFileContent: FakeFileContentFor = (row) => {
+  const id = BigInt(row.id);
+  const version = `${String(row.id)}:${String(row.file)}:${String(row.updated_at)}`;
+  if (id % 10n === 3n) return null;
+  if (id % 10n === 0n) return { bytes: new Uint8Array() };
+  if (id % 10n === 5n) return { bytes: SHARED_CONTENT };
+  if (id % 25n === 7n) return { size: LARGE_CONTENT_BYTES, seed: version };
+  const line = `file ${version}\n`;
+  return { bytes: Buffer.from(line.repeat(Number(id % 7n) + 1)) };
+};
+
+const CONTENT_TYPES: Record<string, string> = {
+  txt: 'text/plain',
+  csv: 'text/csv',
+  json: 'application/json',
+  pdf: 'application/pdf',
+  png: 'image/png',
+  jpg: 'image/jpeg',
+  jpeg: 'image/jpeg',
+  wav: 'audio/x-wav',
+  mp3: 'audio/mpeg',
+  html: 'text/html',
+};
+
+/** The type the server guesses from a name's extension (Python's mimetypes, in small). */
+export function guessContentType(name: unknown): string {
+  const extension = typeof name === 'string' ? /\.([a-z0-9]+)$/i.exec(name)?.[1] : undefined;
+  return CONTENT_TYPES[extension?.toLowerCase() ?? ''] ?? 'application/octet-stream';
+}

@@ -1,0 +1,141 @@
+/**
+ * The content-addressed blob store: each distinct content once, at
+ * `<dir>/sha256/<first two hex digits>/<full hex digest>`. Bytes are streamed to a temporary file
+ * in `<dir>/sha256/` (same file system, so the rename is atomic), hashed on the way, fsynced, then
+ * renamed to their final name: a final name only ever holds complete bytes, whatever instant the
+ * process dies at. Temporary files a killed run left behind are removed by the next writer.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+
+const DIGEST = /^[0-9a-f]{64}$/;
+const PARTIAL_PREFIX = '.partial-';
+
+/** Where the blob with this SHA-256 (lowercase hex) lives under `dir`. Pure. */
+export function blobPath(dir: string, sha256: string): string {
+  if (!DIGEST.test(sha256)) {
+    throw new Error(`Not a SHA-256 hex digest: ${JSON.stringify(sha256.slice(0, 80))}`);
+  }
+  return join(dir, 'sha256', sha256.slice(0, 2), sha256);
+}
+
+export interface StoredBlob {
+  sha256: string;
+  size: number;
+  /** False when the same content was already stored (the new copy was dropped). */
+  created: boolean;
+}
+
+export type BlobCheck =
+  { status: 'ok' } | { status: 'missing' } | { status: 'corrupt'; reason: string };
+
+export class BlobStore {
+  constructor(readonly dir: string) {}
+
+  private get root(): string {
+    return join(this.dir, 'sha256');
+  }
+
+  /** Creates the folder and removes partial files of earlier, interrupted runs. */
+  async prepare(): Promise<number> {
+    await mkdir(this.root, { recursive: true });
+    let removed = 0;
+    for (const name of await readdir(this.root)) {
+      if (!name.startsWith(PARTIAL_PREFIX)) continue;
+      await unlink(join(this.root, name)).catch(() => undefined);
+      removed += 1;
+    }
+    return removed;
+  }
+
+  /**
+   * Streams `body` into the store. `check` runs on the complete, synced temporary file before it
+   * gets its final name (a size check); when it throws, the temporary file is removed.
+   */
+  async write(
+    body: AsyncIterable<Uint8Array>,
+    check?: (blob: { sha256: string; size: number }) => void,
+  ): Promise<StoredBlob> {
+    const temporary = join(this.root, `${PARTIAL_PREFIX}${randomUUID()}`);
+    const handle = await open(temporary, 'wx');
+    let closed = false;
+    try {
+      const hash = createHash('sha256');
+      let size = 0;
+      for await (const chunk of body) {
+        hash.update(chunk);
+        size += chunk.length;
+        let offset = 0;
+        while (offset < chunk.length) {
+          const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
+          offset += bytesWritten;
+        }
+      }
+      await handle.sync();
+      await handle.close();
+      closed = true;
+      const sha256 = hash.digest('hex');
+      check?.({ sha256, size });
+      const final = blobPath(this.dir, sha256);
+      // Same digest, same size: the same content is already there. A damaged copy is replaced.
+      if ((await sizeOf(final)) === size) {
+        await unlink(temporary);
+        return { sha256, size, created: false };
+      }
+      await mkdir(dirname(final), { recursive: true });
+      await rename(temporary, final);
+      await syncDirectory(dirname(final));
+      return { sha256, size, created: true };
+    } catch (error) {
+      if (!closed) await handle.close().catch(() => undefined);
+      await unlink(temporary).catch(() => undefined);
+      throw error;
+    }
+  }
+
+  /** Deletes a blob (a damaged one, before it is fetched again). */
+  async remove(sha256: string): Promise<void> {
+    await unlink(blobPath(this.dir, sha256)).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'ENOENT') throw error;
+    });
+  }
+
+  /** Re-hashes a stored blob (streaming) and compares it with what the ledger says. */
+  async check(sha256: string, size: number | null): Promise<BlobCheck> {
+    const path = blobPath(this.dir, sha256);
+    const actualSize = await sizeOf(path);
+    if (actualSize === undefined) return { status: 'missing' };
+    if (size !== null && actualSize !== size) {
+      return { status: 'corrupt', reason: `${actualSize} bytes on disk, ${size} recorded` };
+    }
+    const hash = createHash('sha256');
+    for await (const chunk of createReadStream(path, { highWaterMark: 1 << 20 })) {
+      hash.update(chunk as Buffer);
+    }
+    const actual = hash.digest('hex');
+    return actual === sha256
+      ? { status: 'ok' }
+      : { status: 'corrupt', reason: `content hashes to ${actual}` };
+  }
+}
+
+async function sizeOf(path: string): Promise<number | undefined> {
+  try {
+    return (await stat(path)).size;
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw error;
+  }
+}
+
+/** Makes a rename in `directory` durable (the entry itself, not only the file's bytes). */
+async function syncDirectory(directory: string): Promise<void> {
+  const handle = await open(directory, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * The files step of a sync run: after the resources (so the `files` table is current), walk the
+ * `files` rows in id order, plan which need their bytes fetched (plan.ts), fetch a bounded number
+ * at once into the blob store, and record each outcome in the ledger once its blob is in place.
+ */
+import { AuthError, HttpStatusError, InterruptedError, describeError } from '../errors.js';
+import type { FileLedgerStore, FileRecord, FileTotals } from '../interfaces.js';
+import type { Logger } from '../log.js';
+import type { BlobStore } from './blob-store.js';
+import { fetchFile, type FileContentSource } from './fetcher.js';
+import { nextAttemptAt, planFetches, type PlannedFetch } from './plan.js';
+
+export interface FilesReport {
+  /** The blob store's folder. */
+  dir: string;
+  /** `files` rows looked at. */
+  rows: number;
+  /** Blobs fetched and recorded in this run, and their bytes. */
+  fetched: number;
+  bytesFetched: number;
+  /** 404s in this run (recorded `missing`; not a failure of the run). */
+  missing: number;
+  /** Fetches that failed in this run (recorded `failed`, retried next run). */
+  failed: number;
+  /** Rows whose bytes are already stored, or whose 404 is still in its back-off. */
+  unchanged: number;
+  /** Some of this run's failures (file id and reason), for the summary. */
+  failures: Array<{ fileId: string; error: string }>;
+  /** Why the step stopped before the end (the server stayed unavailable, the disk failed). */
+  error?: string;
+  /** The ledger after the step. */
+  totals: FileTotals;
+}
+
+/** What the sync engine runs after the resources. */
+export interface FilesStep {
+  run(signal?: AbortSignal): Promise<FilesReport>;
+}
+
+export interface FilesStepOptions {
+  ledger: FileLedgerStore;
+  store: BlobStore;
+  source: FileContentSource;
+  /** Downloads at once. */
+  concurrency: number;
+  logger: Logger;
+  /** Rows read from the warehouse at a time. */
+  batchSize?: number;
+  now?: () => number;
+}
+
+const FAILURES_SHOWN = 10;
+
+export function createFilesStep(options: FilesStepOptions): FilesStep {
+  return { run: (signal) => syncFiles(options, signal) };
+}
+
+export async function syncFiles(
+  options: FilesStepOptions,
+  signal?: AbortSignal,
+): Promise<FilesReport> {
+  const { ledger, store, logger } = options;
+  const now = options.now ?? Date.now;
+  const report: FilesReport = {
+    dir: store.dir,
+    rows: 0,
+    fetched: 0,
+    bytesFetched: 0,
+    missing: 0,
+    failed: 0,
+    unchanged: 0,
+    failures: [],
+    totals: { ok: 0, missing: 0, failed: 0, blobs: 0, bytes: 0 },
+  };
+  const removed = await store.prepare();
+  if (removed > 0) {
+    logger.info({ removed }, 'Removed partial downloads an interrupted run left behind');
+  }
+
+  const fetchOne = async (planned: PlannedFetch): Promise<void> => {
+    const base = { fileId: planned.fileId, file: planned.file, updatedAt: planned.updatedAt };
+    let record: FileRecord;
+    try {
+      const fetched = await fetchFile(options.source, store, planned.fileId, signal);
+      const fetchedAt = new Date(now()).toISOString();
+      if (fetched.status === 'ok') {
+        record = {
+          ...base,
+          sha256: fetched.blob.sha256,
+          size: fetched.blob.size,
+          contentType: fetched.contentType,
+          status: 'ok',
+          error: null,
+          fetchedAt,
+          attempts: 0,
+          nextAttemptAt: null,
+        };
+        report.fetched += 1;
+        report.bytesFetched += fetched.blob.size;
+      } else {
+        const attempts =
+          (planned.previous?.status === 'missing' ? planned.previous.attempts : 0) + 1;
+        record = {
+          ...base,
+          ...nothingStored,
+          status: 'missing',
+          error: 'HTTP 404: the server has no content for this file',
+          fetchedAt,
+          attempts,
+          nextAttemptAt: nextAttemptAt('missing', attempts, now()),
+        };
+        report.missing += 1;
+        logger.warn({ fileId: planned.fileId }, 'File content not found on the server (404)');
+      }
+    } catch (error) {
+      if (signal?.aborted) throw interrupted();
+      if (error instanceof AuthError) throw error;
+      const message = describeError(error);
+      await ledger.record({
+        ...base,
+        ...nothingStored,
+        status: 'failed',
+        error: message,
+        fetchedAt: new Date(now()).toISOString(),
+        attempts: (planned.previous?.status === 'failed' ? planned.previous.attempts : 0) + 1,
+        nextAttemptAt: null,
+      });
+      report.failed += 1;
+      if (report.failures.length < FAILURES_SHOWN) {
+        report.failures.push({ fileId: planned.fileId, error: message });
+      }
+      logger.error({ fileId: planned.fileId, error: message }, 'Could not fetch file content');
+      // A refused file is that file's problem; anything else (server gone, disk full) would
+      // fail every file after it too.
+      if (!(error instanceof HttpStatusError)) throw new StopFiles(message);
+      return;
+    }
+    await ledger.record(record);
+  };
+
+  try {
+    let afterId: string | null = null;
+    for (;;) {
+      if (signal?.aborted) throw interrupted();
+      const candidates = await ledger.candidates(afterId, options.batchSize ?? 500);
+      if (candidates.length === 0) break;
+      afterId = candidates[candidates.length - 1]!.fileId;
+      report.rows += candidates.length;
+      const planned = planFetches(candidates, now());
+      report.unchanged += candidates.length - planned.length;
+      await forEachBounded(planned, Math.max(1, options.concurrency), fetchOne);
+    }
+  } catch (error) {
+    if (!(error instanceof StopFiles)) throw error;
+    report.error = `The files step stopped early: ${error.message}`;
+  }
+  report.totals = await ledger.totals();
+  logger.info(
+    {
+      fetched: report.fetched,
+      bytesFetched: report.bytesFetched,
+      missing: report.missing,
+      failed: report.failed,
+      unchanged: report.unchanged,
+      stored: report.totals,
+    },
+    `Files: ${report.fetched} fetched, ${report.totals.ok} stored`,
+  );
+  return report;
+}
+
+const nothingStored = { sha256: null, size: null, contentType: null } as const;
+
+/** Ends the files step (not the run): the rest of the files would fail the same way. */
+class StopFiles extends Error {}
+
+function interrupted(): InterruptedError {
+  return new InterruptedError(
+    'The run was interrupted; every recorded file is complete and the next run fetches the rest.',
+  );
+}
+
+/**
+ * Runs `work` over `items`, at most `limit` at once. The first error stops new work from starting,
+ * waits for the work in flight, and is rethrown.
+ */
+async function forEachBounded<T>(
+  items: readonly T[],
+  limit: number,
+  work: (item: T) => Promise<void>,
+): Promise<void> {
+  let next = 0;
+  let failure: { error: unknown } | undefined;
+  const worker = async () => {
+    while (failure === undefined && next < items.length) {
+      const item = items[next++]!;
+      try {
+        await work(item);
+      } catch (error) {
+        failure ??= { error };
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  if (failure !== undefined) throw failure.error;
+}
