@@ -18,6 +18,10 @@
  * - Logical column type: our database-neutral type of a column; each dialect maps it to SQL.
  * - Blob: the bytes of one `files` row (`GET /api/files/{id}/content`), stored once per content
  *   under its SHA-256 in the blob store; `_ocs_files` (the file ledger) says which row has which.
+ * - Live view: `<table>__live`, a resource table's rows not marked deleted.
+ * - Relationship: an integer column whose values are ids of another table, found by name and
+ *   verified against the stored data (src/sync/relationships.ts).
+ * - Excluded field: a field `exclude_fields` keeps out of the warehouse (table and history).
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -205,6 +209,8 @@ export interface RowBatchQuery {
   limit: number;
   /** Leave out the rows marked deleted. */
   live: boolean;
+  /** JSON columns as their stored JSON text, not parsed (exports write the text as it is). */
+  jsonAsText?: boolean;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { ExitCode, UsageError } from '../errors.js';
 import { exportParquet } from '../export/parquet.js';
-import { MANIFEST_ORDER_STATE_KEY, storedTables } from '../sync/engine.js';
 import type { CommandContext } from './main.js';
+import { warehouseTables } from './schema-report.js';
 import { createWarehouse } from './wiring.js';
 
 export async function runExportParquetCommand(
@@ -12,10 +12,7 @@ export async function runExportParquetCommand(
   const config = context.config({ server: false });
   const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
   try {
-    const order = JSON.parse(
-      (await warehouse.getState(MANIFEST_ORDER_STATE_KEY)) ?? '[]',
-    ) as string[];
-    const present = [...(await storedTables(warehouse, order)).keys()];
+    const present = [...(await warehouseTables(warehouse)).keys()];
     const requested = options.resources
       ?.split(',')
       .map((name) => name.trim())

@@ -16,6 +16,7 @@ import {
 import { POSTGRES_TYPE } from '../warehouse/postgres-values.js';
 import { SQLITE_TYPE } from '../warehouse/sqlite-values.js';
 import { historyTableName, liveViewName } from '../warehouse/identifiers.js';
+import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 
 export interface SchemaReport {
   dialect: Warehouse['dialect'];
@@ -29,10 +30,14 @@ export interface SchemaReport {
   relationships: Relationship[];
 }
 
-/** The tables of the last manifest (and `team`) that exist, with the relationships found. */
+/** The tables of the last manifest (and `team`) that exist, in manifest order, with columns. */
+export async function warehouseTables(warehouse: Warehouse): Promise<Map<string, ColumnSpec[]>> {
+  return storedTables(warehouse, parseList(await warehouse.getState(MANIFEST_ORDER_STATE_KEY)));
+}
+
+/** The tables with the relationships found. */
 export async function readSchemaReport(warehouse: Warehouse): Promise<SchemaReport> {
-  const order = parseList(await warehouse.getState(MANIFEST_ORDER_STATE_KEY));
-  const tables = await storedTables(warehouse, order);
+  const tables = await warehouseTables(warehouse);
   let relationships = parseRelationships(await warehouse.getState(RELATIONSHIPS_STATE_KEY));
   if ((await warehouse.getState(RELATIONSHIPS_STATE_KEY)) === undefined) {
     // A warehouse synced before relationships were kept: work them out now, without saving.
@@ -48,13 +53,9 @@ export async function readSchemaReport(warehouse: Warehouse): Promise<SchemaRepo
       name,
       liveView: liveViewName(name),
       history: historyTableName(name),
-      columns: [
-        { name: 'id', type: 'integer' as const },
-        ...columns,
-        { name: '_synced_at', type: 'datetime' as const },
-        { name: '_run_id', type: 'integer' as const },
-        { name: '_deleted_at', type: 'datetime' as const },
-      ].map((column) => ({ ...column, sqlType: sqlTypes[column.type] })),
+      columns: [{ name: 'id', type: 'integer' as const }, ...columns, ...OWN_COLUMNS].map(
+        (column) => ({ ...column, sqlType: sqlTypes[column.type] }),
+      ),
     })),
     relationships: relationships.filter(
       (relationship) => tables.has(relationship.table) && tables.has(relationship.references),

@@ -296,6 +296,22 @@ export class PostgresConnection {
     return spec.type;
   }
 
+  /**
+   * Runs work on one connection with no statement_timeout: for maintenance that scans or rewrites
+   * a whole table once (an index build, a reference check, VACUUM FULL), which a timeout sized for
+   * page writes would cut short every time.
+   */
+  withoutTimeout<T>(work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return this.withClient(async (client) => {
+      await client.query('SET statement_timeout = 0');
+      try {
+        return await work(client);
+      } finally {
+        await client.query('RESET statement_timeout');
+      }
+    });
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

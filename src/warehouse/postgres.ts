@@ -52,12 +52,11 @@ import {
   decodeValue,
   encodePage,
   encodeValue,
-  isoTextSql,
   readExpression,
   type AlteredCounter,
 } from './postgres-values.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
-import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -298,13 +297,16 @@ export class PostgresWarehouse implements Warehouse {
       const dropped = new Set(
         changes.filter((change) => change.kind === 'drop_column').map((change) => change.table),
       );
-      for (const table of dropped) {
-        for (const target of [table, historyTableName(table)]) {
-          if (await this.connection.tableExistsOn(this.connection.pool, target)) {
-            await this.connection.pool.query(`VACUUM FULL ${this.table(target)}`);
+      if (dropped.size === 0) return;
+      await this.connection.withoutTimeout(async (client) => {
+        for (const table of dropped) {
+          for (const target of [table, historyTableName(table)]) {
+            if (await this.connection.tableExistsOn(client, target)) {
+              await client.query(`VACUUM FULL ${this.table(target)}`);
+            }
           }
         }
-      }
+      });
     });
   }
 
@@ -440,7 +442,7 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard('Creating indexes', async () => {
       let created = 0;
       // One at a time outside a long transaction: building an index on a big table takes a while.
-      await this.connection.withClient(async (client) => {
+      await this.connection.withoutTimeout(async (client) => {
         for (const { table, column } of indexes) {
           assertSafeTableName(table);
           assertSafeColumnName(column, table);
@@ -464,8 +466,10 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
       assertSafeTableName(target);
-      const result = await this.connection.pool.query<{ values: string; unmatched: string }>(
-        referenceCheckSql((name) => this.table(name), table, column, target),
+      const result = await this.connection.withoutTimeout((client) =>
+        client.query<{ values: string; unmatched: string }>(
+          referenceCheckSql((name) => this.table(name), table, column, target),
+        ),
       );
       const row = result.rows[0];
       return { values: Number(row?.values ?? 0), unmatched: Number(row?.unmatched ?? 0) };
@@ -473,19 +477,15 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live } = query;
+    const { table, columns, afterId, limit, live, jsonAsText } = query;
     return this.guard(`Reading rows of ${table}`, async () => {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
       // Aliased by position: a column may be named like one of ours.
+      const read = [...columns, ...OWN_COLUMNS];
       const selected = [
         '"id"::text AS id_text',
-        ...columns.map(
-          (column, index) => `${readExpression(column.name, column.type)} AS c${index}`,
-        ),
-        `${isoTextSql('"_synced_at"')} AS synced_at`,
-        '"_run_id"::text AS run_id',
-        `${isoTextSql('"_deleted_at"')} AS deleted_at`,
+        ...read.map((column, index) => `${readExpression(column.name, column.type)} AS c${index}`),
       ];
       const conditions: string[] = [];
       const parameters: unknown[] = [];
@@ -502,13 +502,11 @@ export class PostgresWarehouse implements Warehouse {
       );
       return result.rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
-        columns.forEach((column, index) => {
-          row[column.name] = decodeValue(column.type, stored[`c${index}`]);
+        read.forEach((column, index) => {
+          const value = stored[`c${index}`];
+          row[column.name] =
+            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
         });
-        row._synced_at = stored.synced_at;
-        row._run_id =
-          stored.run_id === null ? null : narrowInteger(BigInt(stored.run_id as string));
-        row._deleted_at = stored.deleted_at;
         return row;
       });
     });

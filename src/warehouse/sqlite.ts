@@ -48,14 +48,11 @@ import {
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
 import { decodeValue, encodeValue, serverFormOf } from './sqlite-values.js';
-import { createIndexSql, referenceCheckSql } from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
 export type { WarehouseLogger } from './writer-lock.js';
-
-/** Our own columns an export carries after the data columns. */
-const OWN_COLUMNS = ['_synced_at', '_run_id', '_deleted_at'];
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */
@@ -203,12 +200,16 @@ export class SqliteWarehouse implements Warehouse {
         this.bookkeeping.status({
           tableExists: async (table) => this.connection.tableExists(table),
           newestUpdatedAt: async (table) => {
-            // A datetime column sorts as text (one fixed-width form); a column widened to text
-            // holds the server's varying forms, which strftime normalises (to milliseconds).
+            // A datetime column sorts as text (one fixed-width form), so its index answers; a
+            // column widened to text holds the server's varying forms, which strftime normalises.
+            const sortable = this.connection.columnType(table, 'updated_at') === 'datetime';
+            const order = sortable
+              ? '"updated_at" DESC'
+              : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
             const row = this.db
               .prepare(
                 `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
-               ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1`,
+                 ORDER BY ${order} LIMIT 1`,
               )
               .get() as { value: unknown } | undefined;
             return typeof row?.value === 'string' ? (serverFormOf(row.value) as string) : null;
@@ -388,11 +389,11 @@ export class SqliteWarehouse implements Warehouse {
   }
 
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live } = query;
+    const { table, columns, afterId, limit, live, jsonAsText } = query;
     return this.exclusive(() => {
       assertSafeTableName(table);
       for (const column of columns) assertSafeColumnName(column.name, table);
-      const names = ['id', ...columns.map((column) => column.name), ...OWN_COLUMNS];
+      const names = ['id', ...[...columns, ...OWN_COLUMNS].map((column) => column.name)];
       const conditions = [
         ...(afterId === null ? [] : ['"id" > ?']),
         ...(live ? ['"_deleted_at" IS NULL'] : []),
@@ -408,12 +409,11 @@ export class SqliteWarehouse implements Warehouse {
       >;
       return rows.map((stored) => {
         const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
-        for (const column of columns) {
-          row[column.name] = decodeValue(column.type, stored[column.name]);
+        for (const column of [...columns, ...OWN_COLUMNS]) {
+          const value = stored[column.name];
+          row[column.name] =
+            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
         }
-        row._synced_at = serverFormOf(stored._synced_at);
-        row._run_id = stored._run_id === null ? null : narrowInteger(stored._run_id as bigint);
-        row._deleted_at = serverFormOf(stored._deleted_at);
         return row;
       });
     }, `Reading rows of ${table}`);

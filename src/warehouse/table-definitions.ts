@@ -21,6 +21,13 @@ export interface DialectTypes {
   versionId: string;
 }
 
+/** The columns ocs-sync adds after a resource table's data columns, with their logical types. */
+export const OWN_COLUMNS: readonly ColumnSpec[] = [
+  { name: '_synced_at', type: 'datetime' },
+  { name: '_run_id', type: 'integer' },
+  { name: '_deleted_at', type: 'datetime' },
+];
+
 /** `"name" TYPE` for each data column. */
 export function dataColumnDefinitions(
   types: DialectTypes,

@@ -8,23 +8,18 @@
 
 const ISO_DATE_TIME =
   /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
-/** The fixed form itself. */
-const SORTABLE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /**
  * Any ISO 8601 date-time with `Z` or an offset (up to nine fraction digits, rounded to
  * microseconds as PostgreSQL does) as the fixed-width UTC form. Throws a RangeError on anything
- * else. Runs for every date-time value written to SQLite: the server's two usual forms take a
- * length check and one concatenation.
+ * else. Runs for every date-time value written to SQLite: the server's usual forms (UTC with
+ * `Z`) take character checks and one concatenation.
  */
 export function toSortableUtc(text: string): string {
-  const length = text.length;
-  if (text.charCodeAt(length - 1) === 90 /* Z */) {
-    if (length === 27 && text.charCodeAt(19) === 46 /* . */ && SORTABLE.test(text)) return text;
-    if (length === 20 && text.charCodeAt(10) === 84 /* T */ && ISO_DATE_TIME.test(text)) {
-      return `${text.slice(0, 19)}.000000Z`;
-    }
-  }
+  const digits = utcFractionDigits(text);
+  if (digits === 6) return text;
+  if (digits === 0) return `${text.slice(0, 19)}.000000Z`;
+  if (digits > 0) return `${text.slice(0, text.length - 1)}${'0'.repeat(6 - digits)}Z`;
   const match = ISO_DATE_TIME.exec(text);
   if (!match)
     throw new RangeError(`Not an ISO 8601 date-time with an offset: ${text.slice(0, 40)}`);
@@ -57,6 +52,38 @@ export function toSortableUtc(text: string): string {
   return `${new Date(milliseconds).toISOString().slice(0, 19)}.${String(micros).padStart(6, '0')}Z`;
 }
 
+const DIGIT_POSITIONS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
+
+/**
+ * For `YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z`, the number of fraction digits; -1 for anything else.
+ * Character checks, not a regex: this runs for every date-time written (about 10x faster).
+ */
+function utcFractionDigits(text: string): number {
+  const length = text.length;
+  if (length < 20 || length > 27 || text.charCodeAt(length - 1) !== 90 /* Z */) return -1;
+  if (length === 21) return -1; // a dot with no digit
+  if (
+    text.charCodeAt(4) !== 45 ||
+    text.charCodeAt(7) !== 45 ||
+    text.charCodeAt(10) !== 84 ||
+    text.charCodeAt(13) !== 58 ||
+    text.charCodeAt(16) !== 58
+  ) {
+    return -1;
+  }
+  for (const position of DIGIT_POSITIONS) {
+    const code = text.charCodeAt(position);
+    if (code < 48 || code > 57) return -1;
+  }
+  if (length === 20) return 0;
+  if (text.charCodeAt(19) !== 46 /* . */) return -1;
+  for (let position = 20; position < length - 1; position++) {
+    const code = text.charCodeAt(position);
+    if (code < 48 || code > 57) return -1;
+  }
+  return length - 21;
+}
+
 /**
  * The server's own form of a date-time (given in the fixed form, or any form toSortableUtc
  * takes): UTC with `Z`, the fraction only when it is not zero, six digits when present, e.g.
@@ -69,7 +96,7 @@ export function toServerTimestamp(text: string): string {
 
 /** Whether text is already in the fixed form (a cheap check for readers). */
 export function isSortableUtc(text: string): boolean {
-  return SORTABLE.test(text);
+  return utcFractionDigits(text) === 6;
 }
 
 /** Now, in the fixed form (our own time columns use it too, so they sort with the data's). */
