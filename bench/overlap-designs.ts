@@ -21,6 +21,7 @@ import type { Logger } from '../src/log.js';
 import { encodeValue, type SqliteValue } from '../src/warehouse/sqlite-values.js';
 import { assertValueFits, checkedRowId } from '../src/warehouse/values.js';
 import { cursorAfterPage, hasNextPage } from '../src/sync/plan.js';
+import { readAhead } from '../src/sync/read-ahead.js';
 import type { HttpExportSource } from '../src/source/http-source.js';
 import { openWriter, type WriterDesign, type WriterMessage } from './overlap-writer.js';
 import type { WriterReply } from './overlap-worker.js';
@@ -183,10 +184,14 @@ export async function runDesign(
   if (context.design === 'worker-rows') {
     // This thread: HTTP + parse + encode (the real source); the writer: bind + insert.
     const writer = new WriterThread(setup('rows'));
-    let cursor: string | null = null;
-    for (;;) {
-      const page = await context.source.page(BENCH_RESOURCE, cursor, context.pageSize);
-      cursor = cursorAfterPage(page, 'updated_at_id', cursor);
+    // The next page is fetched while this one is parsed and encoded, as the sync does.
+    let fetchCursor: string | null = null;
+    const walk = readAhead(async () => {
+      const page = await context.source.page(BENCH_RESOURCE, fetchCursor, context.pageSize);
+      fetchCursor = cursorAfterPage(page, 'updated_at_id', fetchCursor);
+      return { value: { page, cursor: fetchCursor }, last: !hasNextPage(page, context.pageSize) };
+    }, context.depth);
+    for await (const { page, cursor } of walk) {
       await writer.send(
         { type: 'rows', rows: encodeRows(page.rows, context.columns), cursor },
         [],
@@ -194,7 +199,6 @@ export async function runDesign(
       );
       rows += page.rows.length;
       pages += 1;
-      if (!hasNextPage(page, context.pageSize)) break;
     }
     await writer.finish();
     // The source's requests are counted by the caller.
