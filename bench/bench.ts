@@ -31,6 +31,7 @@ import {
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
   dropPostgresSchema,
   type StageRequest,
@@ -48,6 +49,10 @@ export interface BenchOptions {
   /** Interleaved rounds of the three stages the SQLite ratio compares; their medians count. */
   rounds: number;
   json: boolean;
+  /** Rounds of the start-up stage (0: skip it). */
+  startupRounds: number;
+  /** Only the start-up stage. */
+  startupOnly: boolean;
 }
 
 export interface BenchOutput {
@@ -57,6 +62,7 @@ export interface BenchOutput {
   progress(text: string): void;
   /** The results as data, for callers that check them (the smoke test). */
   results?(results: BenchResults): void;
+  startup?(results: StartupResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -73,7 +79,10 @@ const USAGE = `Usage: npm run bench -- [options]
   --seed N             dataset seed (default ${DEFAULT_BENCH_SEED})
   --rounds N           rounds of fetch-only, write-only and sync into SQLite, interleaved so
                        that machine noise hits all three alike; the median of each counts (default 3)
-  --json               print the results as JSON`;
+  --json               print the results as JSON
+  --startup-rounds N   rounds of the start-up stage: node -e 0, ocs-sync --help and ocs-sync
+                       status on a demo warehouse, back to back (default 15; 0 skips it)
+  --startup-only       run only the start-up stage`;
 
 export class BenchUsageError extends Error {}
 
@@ -107,6 +116,8 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         seed: { type: 'string' },
         rounds: { type: 'string' },
         json: { type: 'boolean' },
+        'startup-rounds': { type: 'string' },
+        'startup-only': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
       strict: true,
@@ -132,6 +143,8 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
     rounds: positiveInteger(values.rounds, '--rounds', 3),
     json: values.json === true,
+    startupRounds: positiveInteger(values['startup-rounds'], '--startup-rounds', 15, true),
+    startupOnly: values['startup-only'] === true,
   };
 }
 
@@ -351,9 +364,19 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
     return 2;
   }
   try {
-    const results = await runBenchmark(options, output);
-    output.results?.(results);
-    output.out(options.json ? resultsAsJson(results) : formatReport(results));
+    if (!options.startupOnly) {
+      const results = await runBenchmark(options, output);
+      output.results?.(results);
+      output.out(options.json ? resultsAsJson(results) : formatReport(results));
+    }
+    if (options.startupRounds > 0) {
+      output.progress('Start-up: node -e 0, ocs-sync --help, ocs-sync status ...');
+      const startup = measureStartup({ rounds: options.startupRounds });
+      output.startup?.(startup);
+      output.out(
+        options.json ? JSON.stringify({ startup }, null, 2) : `\n${formatStartup(startup)}`,
+      );
+    }
     return 0;
   } catch (error) {
     output.progress(

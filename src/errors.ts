@@ -13,6 +13,12 @@ export const ExitCode = {
   usage: 2,
   /** Finished, but some resources were skipped or failed (named in the output). */
   partial: 3,
+  /** `status` only: no sync run is recorded, or the last one failed or was interrupted. */
+  statusLastRunFailed: 4,
+  /** `status` only: a resource's last attempt ended with an error. */
+  statusResourceError: 5,
+  /** `status` only: a resource has not synced within `--max-lag`. */
+  statusLagging: 6,
   /** Stopped by SIGINT or SIGTERM before the end; committed pages are kept (128 + SIGINT). */
   interrupted: 130,
 } as const;
@@ -133,6 +139,16 @@ export class SchemaChangeStoppedError extends OcsSyncError {
 
 /** The warehouse could not be opened or used. */
 export class WarehouseError extends OcsSyncError {}
+
+/** `serve` cannot answer as the server would; `reasons` lists every one. */
+export class ServeRefusedError extends OcsSyncError {
+  constructor(readonly reasons: string[]) {
+    super(
+      `serve refuses to start: the warehouse cannot be served faithfully.\n` +
+        reasons.map((reason) => `  - ${reason}`).join('\n'),
+    );
+  }
+}
 
 /** A run that was asked to stop (SIGTERM, SIGINT) before it finished. */
 export class InterruptedError extends OcsSyncError {

@@ -22,6 +22,8 @@
  * - Relationship: an integer column whose values are ids of another table, found by name and
  *   verified against the stored data (src/sync/relationships.ts).
  * - Excluded field: a field `exclude_fields` keeps out of the warehouse (table and history).
+ * - Original value: the server's text of a value its column would give back differently, kept in
+ *   `_ocs_original_values` so `serve` answers exactly as the server did.
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -131,7 +133,8 @@ export interface PageWriteResult {
   versionsWritten: number;
 }
 
-export type RunKind = 'incremental' | 'full_refresh';
+/** `reset`: `ocs-sync reset` forgot cursors (and maybe dropped tables); no data moved. */
+export type RunKind = 'incremental' | 'full_refresh' | 'reset';
 export type RunStatus = 'running' | 'ok' | 'partial' | 'failed' | 'interrupted';
 
 export interface RunSummary {
@@ -279,9 +282,57 @@ export interface Warehouse {
   readRows(query: RowBatchQuery): Promise<StoredRow[]>;
 
   status(): Promise<ResourceStatus[]>;
+  /** What `serve` reads and the sync keeps for it (documents, original values, rows in order). */
+  readonly archive: ArchiveStore;
   /** The file ledger (`_ocs_files`) on this warehouse's connection. */
   fileLedger(): FileLedgerStore;
   close(): Promise<void>;
+
+  /** Drop a resource's table and its history table, forget its columns; logged as `drop_table`. */
+  dropTable(table: string): Promise<void>;
+  /** Record `ocs-sync reset` of these resources as a run of kind `reset`; returns its id. */
+  recordReset(resources: readonly string[], note: string): Promise<number>;
+}
+
+/** A value a column gives back differently from the server's text, kept to serve it exactly. */
+export interface OriginalValue {
+  /** Row id, decimal text. */
+  id: string;
+  column: string;
+  /** sha256 hex of the JSON text of what the column gives back. */
+  servedHash: string;
+  /** The server's value as JSON text. */
+  original: string;
+}
+
+export type ExportDocumentKind = 'manifest' | 'openapi';
+
+export interface ArchiveRowQuery {
+  table: string;
+  /** Data columns to read (not `id`), in output order. */
+  columns: readonly ColumnSpec[];
+  order: CursorKind;
+  /** Rows after this position: `updatedAt` (any ISO 8601) for `updated_at_id`. */
+  after: { id: bigint; updatedAt?: string } | null;
+  limit: number;
+  /** Read the versions valid at this instant (ISO 8601) from `<table>__history`. */
+  asOf?: string;
+}
+
+/** The warehouse as `serve` reads it. Rows come decoded, live rows only (not marked deleted). */
+export interface ArchiveStore {
+  /** Keeps a served document per (kind, checksum); saving it again marks it the latest. */
+  saveExportDocument(kind: ExportDocumentKind, checksum: string, body: string): Promise<void>;
+  /** The document for a checksum, or (no checksum) the one saved last. */
+  exportDocument(
+    kind: ExportDocumentKind,
+    checksum?: string,
+  ): Promise<{ checksum: string; body: string } | undefined>;
+  saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void>;
+  originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]>;
+  readRows(query: ArchiveRowQuery): Promise<Row[]>;
+  /** Whether `<table>__history` exists. */
+  hasHistory(table: string): Promise<boolean>;
 }
 
 /** What the last attempt to fetch a file's bytes found: stored, 404 (no blob), or an error. */

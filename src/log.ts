@@ -1,5 +1,7 @@
-import { pino, type Logger, type LevelWithSilent } from 'pino';
-import pretty from 'pino-pretty';
+import { createRequire } from 'node:module';
+import type { Logger, LevelWithSilent } from 'pino';
+import type Pino from 'pino';
+import type PinoPretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -29,7 +31,13 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream & { isTTY?: boolean };
 }
 
+/** pino is loaded on first use: commands that log nothing (status, runs, --help) start without it. */
+function loadPino(): typeof Pino {
+  return createRequire(import.meta.url)('pino') as typeof Pino;
+}
+
 export function createLogger(options: LoggerOptions): Logger {
+  const pino = loadPino();
   const destination = options.destination ?? process.stderr;
   const usePretty = options.pretty ?? destination.isTTY === true;
   const base = {
@@ -39,13 +47,17 @@ export function createLogger(options: LoggerOptions): Logger {
     timestamp: pino.stdTimeFunctions.isoTime,
   };
   if (usePretty) {
+    // Loaded only when used: machines read JSON lines and need none of it.
+    const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
     return pino(
       base,
       pretty({
         destination,
         sync: true,
-        colorize: true,
+        colorize: destination.isTTY === true,
         ignore: 'pid,hostname',
+        // One line per event, so the live progress line below stays in place.
+        singleLine: true,
         translateTime: 'SYS:HH:MM:ss',
       }),
     );
@@ -59,5 +71,5 @@ export function createLogger(options: LoggerOptions): Logger {
 
 /** A logger that drops everything (tests and library use). */
 export function silentLogger(): Logger {
-  return pino({ level: 'silent' });
+  return loadPino()({ level: 'silent' });
 }

@@ -4,11 +4,15 @@
  * No timing assertions: only that it runs and says everything it should.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { existsSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
+import type { StartupResults } from '../bench/startup.js';
 import {
   STAGE_LABELS,
   SYNC_DESIGN,
@@ -45,6 +49,8 @@ describe('benchmark smoke run', () => {
       '100',
       '--rounds',
       '2',
+      '--startup-rounds',
+      '0',
     ]);
     expect(progress).not.toMatch(/failed/);
     expect(code).toBe(0);
@@ -155,6 +161,8 @@ describe('benchmark smoke run', () => {
       postgresUrl: 'postgres://x@127.0.0.1/db',
       json: false,
     });
+    expect(parseBenchArgs([], {})).toMatchObject({ startupRounds: 15, startupOnly: false });
+    expect(() => parseBenchArgs(['--startup-rounds', 'x'], {})).toThrow(/--startup-rounds/);
     const { code, progress } = await runBench(['--latency', '-3']);
     expect(code).toBe(2);
     expect(progress).toMatch(/--latency/);
@@ -230,5 +238,27 @@ describe('hot path', () => {
     const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
     expect(Array.isArray(parseJsonExact(deep))).toBe(true);
     expect(() => parseJsonExact('{"id": 9007199254740993')).toThrow(SyntaxError);
+  });
+});
+
+describe('start-up stage', () => {
+  it('times node -e 0, ocs-sync --help and ocs-sync status pairwise and prints the ratios', async (context) => {
+    if (!existsSync(join(dirname(fileURLToPath(import.meta.url)), '../dist/src/cli/main.js'))) {
+      context.skip('the start-up stage runs the built CLI: run `npm run build` first');
+    }
+    let startup: StartupResults | undefined;
+    let out = '';
+    const code = await main(['--startup-only', '--startup-rounds', '2'], {
+      out: (text) => (out += `${text}\n`),
+      progress: () => undefined,
+      startup: (results) => (startup = results),
+    });
+    expect(code).toBe(0);
+    expect(startup?.ratiosByRound).toHaveLength(2);
+    expect(startup!.ratio.help).toBeGreaterThan(0);
+    expect(out).toMatch(/ocs-sync --help\s+\d+ ms\s+\d+\.\d\dx node \(goal <= 2x\) (ok|MISSED)/);
+    expect(out).toMatch(
+      /ocs-sync status \(demo warehouse\)\s+\d+ ms\s+\d+\.\d\dx node \(goal <= 3x\)/,
+    );
   });
 });

@@ -21,6 +21,12 @@ describe('ocs-sync command line', () => {
       ['keygen', '--help'],
       ['unseal', '--help'],
       ['demo', '--help'],
+      ['check', '--help'],
+      ['runs', '--help'],
+      ['runs', 'show', '--help'],
+      ['reset', '--help'],
+      ['config', '--help'],
+      ['fake-server', '--help'],
     ]) {
       const result = await runCli(argv, {});
       expect(result.code, argv.join(' ')).toBe(0);
@@ -70,11 +76,19 @@ describe('ocs-sync command line', () => {
     expect(existsSync(path)).toBe(false);
 
     await (await openWarehouse({ url: path })).close();
+    // A warehouse that never synced is not healthy: exit 4, saying why.
     const table = await runCli(['status'], env);
-    expect(table.code).toBe(0);
-    expect(table.stdout).toMatch(/^resource\s+rows/);
+    expect(table.code).toBe(4);
+    expect(table.stdout).toMatch(/Last run:\s+none/);
+    expect(table.stdout).toMatch(/no sync run is recorded yet/);
+    expect(table.stdout).toMatch(/No resources synced yet/);
     const json = await runCli(['status', '--json'], env);
-    expect(JSON.parse(json.stdout)).toEqual([]);
+    expect(JSON.parse(json.stdout)).toMatchObject({
+      last_run: null,
+      last_success: null,
+      resources: [],
+      exit_code: 4,
+    });
   });
 
   it('refuses an unsupported warehouse URL and an unreachable PostgreSQL without showing the password', async () => {
@@ -94,12 +108,14 @@ describe('ocs-sync command line', () => {
     expect(result.stderr).toMatch(/Fake export server on http:\/\/127\.0\.0\.1:\d+/);
     expect(result.code).toBe(0);
     expect(result.stdout).toMatch(/Run 1 \(incremental\): ok/);
-    expect(result.stdout).toMatch(/chat_messages\s+15\s/);
     expect(result.logs).toMatch(/retrying/);
     // File contents too, through a cut-off body and a reset connection.
     expect(result.stdout).toMatch(/Files: \d+ fetched/);
-    expect(result.stdout).toMatch(/Files: [1-9]\d* ok, [1-9]\d* missing \(404\), 0 failed/);
     expect(result.logs).toMatch(/"path":"files\/\d+\/content".*retrying/);
+    const status = await runCli(['status', '-w', database], {});
+    expect(status.code).toBe(0);
+    expect(status.stdout).toMatch(/chat_messages\s+15\s/);
+    expect(status.stdout).toMatch(/Files: [1-9]\d* ok, [1-9]\d* missing \(404\), 0 failed/);
     const again = await runCli(['demo', '--db', database, '--rows', '15'], {});
     expect(again.code).toBe(0);
     expect(again.stdout).toMatch(/: ok, 0 rows in 0 pages/);

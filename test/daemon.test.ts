@@ -26,6 +26,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
+  waitFor,
   type TestWarehouse,
 } from './support.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
@@ -532,7 +533,7 @@ describe('startDaemon with an injected sync', () => {
     expect(text).toMatch(/ocs_sync_resource_lag_seconds\{resource="chat_messages"\} 90\n/);
     expect(text).toContain('ocs_sync_resource_rows{resource="chat_messages"} 10');
     expect(text).toMatch(/ocs_sync_last_success_timestamp_seconds \d{10}/);
-    expect(text).toContain('ocs_sync_process_resident_memory_bytes');
+    expect(text).toMatch(/^process_resident_memory_bytes /m);
   });
 
   it('stops on the signal: cron jobs stopped, run aborted, server closed, cleanups in reverse', async () => {
@@ -591,21 +592,6 @@ describe('startDaemon with an injected sync', () => {
 // ---------------------------------------------------------------------------------------------
 // The real thing: `ocs-sync daemon` (and startDaemon with the real syncOnce) against the fake
 // export server, into SQLite in a temporary folder.
-
-/** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
-async function waitFor<T>(
-  condition: () => T | undefined | false | Promise<T | undefined | false>,
-  what: string,
-  timeoutMs = 30_000,
-): Promise<T> {
-  const deadline = performance.now() + timeoutMs;
-  for (;;) {
-    const value = await condition();
-    if (value) return value;
-    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** Rows of each resource at or before its stored cursor in the source's walk order. */
 function sourceIdsUpToCursor(

@@ -60,7 +60,9 @@ describe('SyncMetrics', () => {
       ),
     ).toBe(1);
     expect((await second.render()).body).not.toContain('ocs_sync_http_requests_total{');
-    expect((await second.render()).body).toContain('ocs_sync_process_cpu_seconds_total');
+    // Standard names, so stock Node.js dashboards work.
+    expect((await second.render()).body).toMatch(/^process_cpu_seconds_total /m);
+    expect((await second.render()).body).toMatch(/^nodejs_eventloop_lag_seconds /m);
     expect((await first.render()).body).not.toContain('process_cpu_seconds_total');
   });
 

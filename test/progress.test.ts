@@ -1,6 +1,7 @@
 /** Progress for people watching: a live line on a terminal, periodic log lines otherwise. */
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
+import { LiveArea } from '../src/cli/live-area.js';
 import { createProgressEvents } from '../src/cli/progress.js';
 import { createLogger } from '../src/log.js';
 
@@ -20,38 +21,77 @@ function capture(
   return stream;
 }
 
-function drive(events: ReturnType<typeof createProgressEvents>, clock: { now: number }): void {
+/** What a terminal shows: each line as it stands after carriage returns and line clears. */
+function screen(text: string): string[] {
+  const escape = String.fromCharCode(27);
+  return text.split('\n').map((line) => {
+    const parts = line.split(`\r${escape}[2K`).flatMap((part) => part.split('\r'));
+    return (parts[parts.length - 1] ?? '')
+      .split(escape)
+      .join('')
+      .replace(/\[\d+m/g, '');
+  });
+}
+
+function drive(
+  events: ReturnType<typeof createProgressEvents>,
+  clock: { now: number },
+  log?: () => void,
+): void {
   events.onRunStart?.({ runId: 1, kind: 'incremental', resources: 2 });
   events.onResourceStart?.({ resource: 'users', index: 0, total: 2 });
   clock.now += 1000;
   events.onPageWritten?.({ resource: 'users', rows: 500, valuesAltered: 0 });
+  log?.();
   events.onResourceDone?.({} as never);
   events.onResourceStart?.({ resource: 'chat_messages', index: 1, total: 2 });
   for (let page = 0; page < 4; page += 1) {
     clock.now += 10_000;
     events.onPageWritten?.({ resource: 'chat_messages', rows: 1000, valuesAltered: 0 });
+    log?.();
   }
   events.onResourceDone?.({} as never);
 }
 
 describe('progress', () => {
-  it('draws a live line with resource i of n, rows and rows/s on a terminal', () => {
+  it('draws a live line with resource i of n, rows, rows/s and done/total on a terminal', () => {
     const terminal = capture(true);
     const clock = { now: 0 };
     const logs = capture(false);
     drive(
       createProgressEvents(
         createLogger({ level: 'info', destination: logs }),
-        terminal,
+        new LiveArea(terminal),
         () => clock.now,
       ),
       clock,
     );
-    expect(terminal.text()).toMatch(/\r\[1\/2\] users: 0 rows/);
+    expect(terminal.text()).toMatch(/\[1\/2\] users: 0 rows/);
     expect(terminal.text()).toMatch(
-      /\r\[2\/2\] chat_messages: 4000 rows \| total 4500 rows, 110 rows\/s/,
+      /\[2\/2\] chat_messages: 4000 rows \| total 4500 rows, 110 rows\/s, 1\/2 done/,
     );
     expect(logs.text()).toBe('');
+    // The status line is gone at the end.
+    expect(screen(terminal.text()).at(-1)).toBe('');
+  });
+
+  it('never draws a log line into the progress line on a terminal', () => {
+    const terminal = capture(true);
+    const clock = { now: 0 };
+    const area = new LiveArea(terminal);
+    const logger = createLogger({ level: 'info', pretty: true, destination: area.logStream });
+    let count = 0;
+    drive(
+      createProgressEvents(logger, area, () => clock.now),
+      clock,
+      () => logger.warn(`Schema: new table number ${++count}`),
+    );
+    const lines = screen(terminal.text()).filter((line) => line !== '');
+    expect(lines).toHaveLength(5);
+    for (const line of lines) {
+      expect(line).toMatch(/WARN.*Schema: new table number \d$/);
+      expect(line).not.toMatch(/rows\/s/);
+    }
   });
 
   it('writes periodic progress log lines, not carriage returns, when not on a terminal', () => {
@@ -60,7 +100,7 @@ describe('progress', () => {
     drive(
       createProgressEvents(
         createLogger({ level: 'info', destination: logs }),
-        logs,
+        new LiveArea(logs),
         () => clock.now,
       ),
       clock,

@@ -148,12 +148,12 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     });
   const statusJson = async () => {
     const status = await runCli(['status', '--json'], warehouse.env);
-    expect(status.code).toBe(0);
-    return JSON.parse(status.stdout) as Array<{
-      resource: string;
-      rows: number;
-      lastError: string | null;
-    }>;
+    const { resources } = JSON.parse(status.stdout) as {
+      resources: Array<{ resource: string; rows: number; last_error: string | null }>;
+    };
+    // Exit 5 exactly when some resource's last attempt ended with an error.
+    expect(status.code).toBe(resources.some((row) => row.last_error !== null) ? 5 : 0);
+    return resources.map((row) => ({ ...row, lastError: row.last_error }));
   };
   const firstId = (resource: string) => dataset.rows(resource)[0]?.id;
   const secondId = (resource: string) => dataset.rows(resource)[1]?.id;
@@ -437,7 +437,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     // Said once, naming every resource, with the fix once.
     const sealedList = sealed.map((entry) => entry.resource).join(', ');
     expect(result.stdout).toContain(
-      `skipped: ${sealedList}: Not requested: their sealed fields need the team's private key to be opened`,
+      `skipped ${sealedList}: Not requested: their sealed fields need the team's private key to be opened`,
     );
     expect(result.stdout.match(/hint: Set OCS_PRIVATE_KEY_FILE/g)).toHaveLength(1);
     const skippedLogs = logLines(result).filter((line) => /Not requested/.test(String(line.msg)));
@@ -481,7 +481,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(result.code).toBe(3);
     // team/ says has_public_key: false, so they are not even requested: one message, one fix.
     expect(result.stdout).toContain(
-      `skipped: ${sealedNames.join(', ')}: Not requested: the team has no public key registered on the server`,
+      `skipped ${sealedNames.join(', ')}: Not requested: the team has no public key registered on the server`,
     );
     expect(result.stdout.match(/ocs-sync keygen/g)).toHaveLength(1);
     expect(
@@ -526,11 +526,10 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       }
       const result = await sync();
       expect(result.code).toBe(3);
-      for (const resource of sealedNames) {
-        expect(result.stdout).toContain(
-          `skipped: ${resource} skipped: the server says "Team has no registered public key; secret data cannot be sealed."`,
-        );
-      }
+      // One line for all of them: the same reason is said once.
+      expect(result.stdout).toContain(
+        `skipped ${sealedNames.join(', ')}: the server says "Team has no registered public key; secret data cannot be sealed."`,
+      );
       expect(
         server.requests.filter((r) => r.status === status && r.resource).map((r) => r.resource),
       ).toEqual(sealedNames);
@@ -687,7 +686,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       const result = await sync();
       expect(result.code).toBe(3);
       expect(result.stdout).toContain(
-        `failed: Cannot open sealed field llm_providers.config of row id ${secondId('llm_providers')}: the server's schema marks it sealed, but its value (a JSON object) is not a sealed value; the page was not stored`,
+        `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${secondId('llm_providers')}: the server's schema marks it sealed, but its value (a JSON object) is not a sealed value; the page was not stored`,
       );
       expect(everythingPrinted(result)).not.toContain('sk-live-unsealed-leak');
       expect(await warehouse.readTable('llm_providers')).toEqual([]);
@@ -718,7 +717,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
       const refused = await sync(NO_PRIVATE_KEY);
       expect(refused.code).toBe(3);
       expect(refused.stdout).toContain(
-        `skipped: llm_providers stopped: config hold sealed values and the "plaintext" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
+        `skipped llm_providers: config hold sealed values and the "plaintext" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
       );
       expect(await warehouse.readTable('llm_providers')).toEqual([]);
     });
@@ -732,12 +731,12 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     expect(wrong.code).toBe(3);
     const firstId = String(dataset.ids('llm_providers')[0]);
     expect(wrong.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${firstId}: key does not match (RSA-OAEP failed)`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${firstId}: key does not match (RSA-OAEP failed)`,
     );
     for (const { resource, fields } of sealed) {
       expect(wrong.stdout).toMatch(
         new RegExp(
-          `failed: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`,
+          `failed ${resource}: Cannot open sealed field ${resource}\\.(${fields.join('|')}) of row id \\d+: key does not match`,
         ),
       );
       expect(await warehouse.readTable(resource), resource).toEqual([]);
@@ -761,7 +760,7 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const again = await sync({ OCS_PRIVATE_KEY: otherPrivateKey() });
     expect(again.code).toBe(3);
     expect(again.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${String(added!.id)}`,
     );
     expect(await warehouse.readTable('llm_providers')).toEqual(before);
     expect((await sync()).code).toBe(0);
@@ -783,9 +782,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
     const result = await sync();
     expect(result.code).toBe(3);
     expect(result.stdout).toContain(
-      `failed: Cannot open sealed field llm_providers.config of row id ${tamperedId}: HMAC mismatch: tampered or wrong key`,
+      `failed llm_providers: Cannot open sealed field llm_providers.config of row id ${tamperedId}: HMAC mismatch: tampered or wrong key`,
     );
-    expect(result.stdout.match(/^failed:/gm)).toHaveLength(1);
+    expect(result.stdout.match(/^ {2}failed /gm)).toHaveLength(1);
     const stored = await warehouse.readTable('llm_providers');
     expect(stored).toEqual(sourceRowsAsStored(dataset, 'llm_providers').slice(0, PAGE_SIZE));
     expect(everythingPrinted(result)).not.toContain(

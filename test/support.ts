@@ -332,3 +332,18 @@ export function sourceRowsAsStored(
 ): Array<Record<string, unknown>> {
   return dataset.rows(resource).map((row) => normalizeSourceRow(row));
 }
+
+/** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */
+export async function waitFor<T>(
+  condition: () => T | undefined | false | Promise<T | undefined | false>,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<T> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const value = await condition();
+    if (value) return value;
+    if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}

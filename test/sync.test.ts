@@ -215,24 +215,25 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
     const result = await sync();
     expect(result.code).toBe(3);
     expect(result.stdout).toMatch(
-      /skipped: tags skipped: the server does not export it \(HTTP 404: Unknown resource\.\)/,
+      /skipped tags: the server does not export it \(HTTP 404: Unknown resource\.\)/,
     );
     expect(result.stdout).toMatch(
-      /failed: GET traces\/ answered HTTP 400: `limit` must be an integer\./,
+      /failed traces: GET traces\/ answered HTTP 400: `limit` must be an integer\./,
     );
     await expectWarehouseEqualsSource(warehouse, dataset, { skip: ['tags', 'traces'] });
     const status = await runCli(['status', '--json'], warehouse.env);
-    const statuses = JSON.parse(status.stdout) as Array<{
-      resource: string;
-      lastError: string | null;
-    }>;
+    const statuses = (
+      JSON.parse(status.stdout) as {
+        resources: Array<{ resource: string; last_error: string | null }>;
+      }
+    ).resources;
     // In the manifest's order, team first, as an operator reads the server's list.
     expect(statuses.map((row) => row.resource)).toEqual([
       'team',
       ...server.manifest().entries.map((entry) => entry.resource),
     ]);
     const tags = statuses.find((row) => row.resource === 'tags');
-    expect(tags?.lastError).toMatch(/404/);
+    expect(tags?.last_error).toMatch(/404/);
     // The next run picks them up.
     expect((await sync()).code).toBe(0);
     await expectWarehouseEqualsSource(warehouse, dataset);

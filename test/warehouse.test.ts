@@ -76,7 +76,7 @@ const sqliteHarness: DialectHarness = {
   name: 'sqlite',
   async create() {
     const directory = mkdtempSync(join(tmpdir(), 'ocs-warehouse-test-'));
-    const path = join(directory, 'nested', 'warehouse.db');
+    const path = join(directory, 'warehouse.db');
     const opened: Warehouse[] = [];
     let raw: Database.Database | undefined;
     const connection = () => {
@@ -1417,8 +1417,14 @@ describe('openWarehouse (SQLite specifics)', () => {
     rmSync(directory, { recursive: true, force: true });
   });
 
-  it('creates the parent folder and sets WAL', async () => {
-    const path = join(directory, 'a', 'b', 'ocs.db');
+  it('names a parent folder that does not exist instead of creating it (a typo), and sets WAL', async () => {
+    const missing = join(directory, 'a', 'b', 'ocs.db');
+    await expect(openWarehouse({ url: `sqlite:${missing}` })).rejects.toThrow(
+      `The folder ${join(directory, 'a', 'b')} of the SQLite warehouse ${missing} does not exist.`,
+    );
+    expect(existsSync(join(directory, 'a'))).toBe(false);
+
+    const path = join(directory, 'ocs.db');
     const warehouse = await openWarehouse({ url: `sqlite:${path}` });
     expect(warehouse.dialect).toBe('sqlite');
     expect(warehouse.description).toBe(`sqlite:${path}`);

@@ -7,8 +7,9 @@ import { ExitCode } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { runDaemon } from '../daemon/daemon.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
+import { openWarehouseReader } from '../warehouse/open-reader.js';
 import { createSecrets, createWarehouse } from './wiring.js';
 
 /** Exit this long after shutdown if something (a hung request, a lock wait) still holds the process. */
@@ -39,6 +40,21 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
         events,
         onAttempt,
       }),
+    readLastSuccess: async () => {
+      // A warehouse the first run has yet to create has no success to tell.
+      const reader = await openWarehouseReader({
+        url: config.warehouse.url,
+        schema: config.warehouse.schema,
+      }).catch(() => undefined);
+      if (!reader) return undefined;
+      try {
+        // ok or partial, as the metric counts a success.
+        const finishedAt = (await reader.lastSuccessfulRun(['ok', 'partial']))?.finishedAt;
+        return finishedAt ? Date.parse(finishedAt) : undefined;
+      } finally {
+        await reader.close();
+      }
+    },
     readStatus: async () => {
       const warehouse = await createWarehouse(config, logger);
       try {
@@ -59,7 +75,7 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
 }
 
 /** An AbortSignal for SIGTERM and SIGINT; a second signal exits at once. */
-function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
+export function processSignal(logger: Logger, cleanup: CleanupStack): AbortSignal {
   const controller = new AbortController();
   const onSignal = (name: NodeJS.Signals) => {
     if (controller.signal.aborted) {

@@ -1,6 +1,6 @@
 import { ExitCode, UsageError } from '../errors.js';
 import { exportParquet } from '../export/parquet.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { warehouseTables } from './schema-report.js';
 import { createWarehouse } from './wiring.js';
 

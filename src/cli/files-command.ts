@@ -5,7 +5,7 @@
 import { ExitCode } from '../errors.js';
 import { BlobStore, blobPath } from '../files/blob-store.js';
 import { verifyBlobs } from '../files/verify.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { formatBytes } from './files-output.js';
 import { jsonReplacer } from './sync-command.js';
 import { createWarehouse, requireFilesDir } from './wiring.js';

@@ -3,10 +3,11 @@ import type { FileTotals } from '../interfaces.js';
 import type { FilesReport } from '../files/sync-files.js';
 
 export function formatFileTotals(totals: FileTotals, dir: string | undefined): string {
+  // The folder on a line of its own: a long path must not push the counts past a narrow terminal.
   return (
     `Files: ${totals.ok} ok, ${totals.missing} missing (404), ${totals.failed} failed; ` +
     `${totals.blobs} blob${totals.blobs === 1 ? '' : 's'}, ${formatBytes(totals.bytes)} stored` +
-    (dir === undefined ? '' : ` in ${dir}`)
+    (dir === undefined ? '' : `\n       in ${dir}`)
   );
 }
 

@@ -6,8 +6,8 @@ import {
   loadArchiveSecretKey,
 } from '../sealing/keys.js';
 import { unsealArchived } from '../sealing/unseal.js';
-import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
-import type { CommandContext } from './main.js';
+import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
+import type { CommandContext } from './context.js';
 import { createWarehouse } from './wiring.js';
 
 export async function runKeygenCommand(

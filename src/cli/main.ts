@@ -1,68 +1,23 @@
 /**
  * The command line. One top-level handler turns every error into a message and an exit code
- * (0 ok, 3 partial, 1 could not run, 2 usage), as the README documents.
+ * (0 ok, 3 partial, 1 could not run, 2 usage; `status` has its own, see status-command.ts), as
+ * the README documents. Each command's module is imported only when that command runs, so
+ * `--help` and the read-only commands start without the drivers, the sync engine or the metrics.
  */
 import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
-import { loadConfig } from '../config/load.js';
-import { LOG_LEVELS, type Config } from '../config/schema.js';
-import { createLogger, type Logger } from '../log.js';
-import { runDemoCommand } from './demo-command.js';
-import { runKeygenCommand, runUnsealCommand } from './keys-commands.js';
-import { processOutput, type Output } from './output.js';
-import { runStatusCommand } from './status-command.js';
-import { runSyncCommand } from './sync-command.js';
-import { runDaemonCommand } from './daemon-command.js';
-import { runFilesVerifyCommand } from './files-command.js';
+import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
+import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
+import { processOutput } from './output.js';
 import { packageVersion } from './version.js';
 
-export interface GlobalOptions {
-  config?: string;
-  warehouse?: string;
-  baseUrl?: string;
-  logLevel?: string;
-  pageSize?: string;
-}
+export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 
-/** Everything a command needs from the outside world; tests pass their own. */
-export interface CliEnvironment {
-  env: NodeJS.ProcessEnv;
-  output: Output;
-  /** Log destination (default stderr). */
-  logStream?: NodeJS.WritableStream & { isTTY?: boolean };
-  /** Stops a running sync or daemon (SIGTERM/SIGINT in the real process). */
-  signal?: AbortSignal;
-}
-
-export class CommandContext {
-  constructor(
-    readonly globals: GlobalOptions,
-    readonly environment: CliEnvironment,
-  ) {}
-
-  get output(): Output {
-    return this.environment.output;
-  }
-
-  /** Validate the configuration once; every problem is reported together. */
-  config(needs: { server: boolean }, extraFlags: Record<string, unknown> = {}): Config {
-    const flags: Record<string, unknown> = { ...extraFlags };
-    if (this.globals.warehouse) flags.warehouse = { url: this.globals.warehouse };
-    if (this.globals.baseUrl) flags.baseUrl = this.globals.baseUrl;
-    if (this.globals.logLevel) flags.logLevel = this.globals.logLevel;
-    if (this.globals.pageSize) flags.pageSize = this.globals.pageSize;
-    return loadConfig({
-      configPath: this.globals.config,
-      env: this.environment.env,
-      flags,
-      needs,
-    });
-  }
-
-  logger(config: Pick<Config, 'logLevel'>): Logger {
-    return createLogger({ level: config.logLevel, destination: this.environment.logStream });
-  }
-}
+type Handler<Options> = (
+  context: CommandContext,
+  options: Options,
+  operands: string[],
+) => Promise<number>;
 
 export function buildProgram(
   environment: CliEnvironment,
@@ -78,6 +33,12 @@ export function buildProgram(
     .option('--base-url <url>', 'server base URL (OCS_BASE_URL)')
     .option('--page-size <rows>', 'rows per page, 1..1000 (OCS_PAGE_SIZE)')
     .addOption(new Option('--log-level <level>', 'log level (OCS_LOG_LEVEL)').choices(LOG_LEVELS))
+    .addOption(
+      new Option(
+        '--log-format <format>',
+        'log lines as JSON or for people (default: pretty on a terminal, JSON otherwise)',
+      ).choices(LOG_FORMATS),
+    )
     .showHelpAfterError()
     .exitOverride()
     .configureOutput({
@@ -85,8 +46,27 @@ export function buildProgram(
       writeErr: (text) => output.err(text.replace(/\n$/, '')),
     });
 
-  const context = (command: Command) =>
-    new CommandContext(command.optsWithGlobals<GlobalOptions>(), environment);
+  /** The action of a command whose handler lives in a module loaded on first use. */
+  const lazy =
+    <Options>(load: () => Promise<Handler<Options>>) =>
+    async (...args: unknown[]) => {
+      const command = args[args.length - 1] as Command;
+      const options = args[args.length - 2] as Options;
+      const operands = args.slice(0, -2).flat() as string[];
+      const [{ CommandContext: Context }, handler] = await Promise.all([
+        import('./context.js'),
+        load(),
+      ]);
+      const context = new Context(command.optsWithGlobals<GlobalOptions>(), environment);
+      try {
+        // A parent's option may have been given after the subcommand (`runs show 3 --json`).
+        const merged = { ...command.optsWithGlobals(), ...options } as Options;
+        setExitCode(await handler(context, merged, operands));
+      } finally {
+        // A run that stopped half-way must not leave its progress line behind.
+        context.liveArea().clear();
+      }
+    };
 
   program
     .command('sync')
@@ -98,27 +78,64 @@ export function buildProgram(
     .option('--accept-schema-change', 'apply a schema change that on_schema_change=stop held back')
     .option('--resources <names>', 'only these resources (comma-separated)')
     .option('--json', 'print the run report as JSON')
-    .action(async (options, command: Command) => {
-      setExitCode(await runSyncCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./sync-command.js')).runSyncCommand));
 
   program
     .command('status')
-    .description('Show, per resource, rows, cursor, lag, last run and last error.')
+    .description(
+      'Show the last run, the last success and, per resource, rows, lag and errors. ' +
+        'Exit 0 healthy, 4 last run failed, 5 a resource has an error, 6 lag over --max-lag.',
+    )
+    .option('--json', 'print one JSON object: last_run, last_success, resources')
+    .option('--wide', 'more columns: cursor (decoded), last full refresh, full errors')
+    .option('--max-lag <duration>', 'exit 6 when a resource lags more than this (e.g. 90m, 2h, 1d)')
+    .action(lazy(async () => (await import('./status-command.js')).runStatusCommand));
+
+  program
+    .command('check')
+    .description(
+      'Check a setup before syncing: server, API key, keys, warehouse, lock. Writes nothing.',
+    )
+    .option('--json', 'print the checks as JSON')
+    .action(lazy(async () => (await import('./check-command.js')).runCheckCommand));
+
+  const runs = program
+    .command('runs')
+    .description('List past runs, newest first.')
+    .option('--limit <count>', 'how many runs', '20')
     .option('--json', 'print as JSON')
-    .action(async (options, command: Command) => {
-      setExitCode(await runStatusCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./runs-command.js')).runRunsCommand));
+  runs
+    .command('show')
+    .description('One run and its resources: status, rows, pages, duration, error.')
+    .argument('<id>', 'run id (from `ocs-sync runs`)')
+    .option('--json', 'print as JSON')
+    .action(lazy(async () => (await import('./runs-command.js')).runRunsShowCommand));
+
+  program
+    .command('reset')
+    .description(
+      'Forget the cursor of resources, so the next sync walks them from the start. Recorded as a run.',
+    )
+    .argument('<resources...>', 'resource names (as `ocs-sync status` lists them)')
+    .option('--drop-table', "also drop the resource's table (and its history table)")
+    .option('-y, --yes', 'do not ask (needed when not on a terminal)')
+    .action(lazy(async () => (await import('./reset-command.js')).runResetCommand));
+
+  program
+    .command('config')
+    .description(
+      'Show the effective configuration: every key, its value and where it came from. Secrets show as set/not set.',
+    )
+    .option('--json', 'print as JSON')
+    .action(lazy(async () => (await import('./config-command.js')).runConfigCommand));
 
   program
     .command('schema')
     .description('Show the tables, their columns and types, and the relationships between them.')
     .option('--format <format>', 'text, json, or mermaid (an ER diagram)', 'text')
     .option('--resources <names>', 'only these tables (comma-separated)')
-    .action(async (options, command: Command) => {
-      const { runSchemaCommand } = await import('./schema-command.js');
-      setExitCode(await runSchemaCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./schema-command.js')).runSchemaCommand));
 
   program
     .command('export')
@@ -127,28 +144,39 @@ export function buildProgram(
     .description('Write one Parquet file per table into DIR (created when missing).')
     .option('--resources <names>', 'only these tables (comma-separated)')
     .option('--live', 'leave out the rows marked deleted')
-    .action(async (directory: string, options, command: Command) => {
-      const { runExportParquetCommand } = await import('./export-parquet-command.js');
-      setExitCode(await runExportParquetCommand(context(command), directory, options));
-    });
+    .action(
+      lazy(async () => {
+        const { runExportParquetCommand } = await import('./export-parquet-command.js');
+        return (context, options: { resources?: string; live?: boolean }, [directory]) =>
+          runExportParquetCommand(context, directory!, options);
+      }),
+    );
 
   program
     .command('demo')
     .description(
-      'Start a built-in fake export server, sync it into ./ocs-demo.db, and show the status.',
+      'Start a built-in fake export server, sync it into ./ocs-demo.db, and print a short summary.',
     )
     .option('--db <path>', 'SQLite file to write', './ocs-demo.db')
     .option('--rows <count>', 'rows per resource in the fake server', '200')
-    .action(async (options, command: Command) => {
-      setExitCode(await runDemoCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./demo-command.js')).runDemoCommand));
+
+  program
+    .command('fake-server')
+    .description(
+      "Run the demo's fake export server alone (to try check, sync, status, daemon); Ctrl-C stops it.",
+    )
+    .option('--port <port>', 'port to listen on (0: any free port)', '8765')
+    .option('--rows <count>', 'rows per resource', '200')
+    .option('--latency <ms>', 'delay before each answer, in milliseconds', '0')
+    .option('--fault-rate <p>', 'share of requests answered with a 503, from 0 to 1', '0')
+    .option('--key-dir <dir>', 'where to write the private key file', '.')
+    .action(lazy(async () => (await import('./fake-server-command.js')).runFakeServerCommand));
 
   program
     .command('daemon')
     .description('Sync at start, then on the schedule; serve /healthz and /metrics.')
-    .action(async (_options, command: Command) => {
-      setExitCode(await runDaemonCommand(context(command)));
-    });
+    .action(lazy(async () => (await import('./daemon-command.js')).runDaemonCommand));
 
   program
     .command('files')
@@ -157,9 +185,7 @@ export function buildProgram(
     .description('Re-hash every stored file; exit 3 when any is missing or corrupt.')
     .option('--refetch', 'mark missing or corrupt files so the next sync downloads them again')
     .option('--json', 'print the report as JSON')
-    .action(async (options, command: Command) => {
-      setExitCode(await runFilesVerifyCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./files-command.js')).runFilesVerifyCommand));
 
   program
     .command('keygen')
@@ -167,9 +193,7 @@ export function buildProgram(
     .option('--out <dir>', 'directory for the key files', '.')
     .option('--bits <bits>', 'RSA key size', '3072')
     .option('--archive', 'create the archive key pair used by the reseal policy')
-    .action(async (options, command: Command) => {
-      setExitCode(await runKeygenCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./keys-commands.js')).runKeygenCommand));
 
   program
     .command('unseal')
@@ -177,9 +201,19 @@ export function buildProgram(
     .requiredOption('--archive-key <file>', 'the archive secret key file (from keygen --archive)')
     .option('--resource <names...>', 'only these resources')
     .option('--in-place', 'write the opened values back into the warehouse')
-    .action(async (options, command: Command) => {
-      setExitCode(await runUnsealCommand(context(command), options));
-    });
+    .action(lazy(async () => (await import('./keys-commands.js')).runUnsealCommand));
+
+  program
+    .command('serve')
+    .description("Serve the warehouse as the server's export API, for its importer (restore).")
+    .option('--listen <host:port>', 'where to listen (default 127.0.0.1:8765, loopback only)')
+    .option('--public-key <pem>', 'the restore public key sealed fields are sealed to')
+    .option('--archive-key <file>', 'archive secret key, for values stored by the reseal policy')
+    .option('--api-key-file <file>', 'file holding the API key to require (or OCS_SERVE_API_KEY)')
+    .option('--as-of <timestamp>', 'serve every resource as it stood then (needs history)')
+    .option('--allow-incomplete', 'serve resources the warehouse cannot give back as empty')
+    .option('--files-dir <dir>', 'the blob store to serve file contents from (files.dir)')
+    .action(lazy(async () => (await import('./serve-command.js')).runServeCommand));
 
   return program;
 }
@@ -191,6 +225,8 @@ export async function main(argv: string[], environment?: Partial<CliEnvironment>
     output: environment?.output ?? processOutput,
     logStream: environment?.logStream,
     signal: environment?.signal,
+    // Only the real process may ask a person; tests and embedders pass their own (or none).
+    confirm: environment === undefined ? terminalConfirm() : environment.confirm,
   };
   let exitCode: number = ExitCode.ok;
   const program = buildProgram(env, (code) => (exitCode = code));
@@ -209,4 +245,18 @@ export async function main(argv: string[], environment?: Partial<CliEnvironment>
     env.output.err(`ocs-sync: ${describeError(error)}`);
     return error instanceof UsageError ? ExitCode.usage : exitCodeOf(error);
   }
+}
+
+/** A yes/no question on the terminal, when stdin and stderr are one. */
+function terminalConfirm(): CliEnvironment['confirm'] {
+  if (!process.stdin.isTTY || !process.stderr.isTTY) return undefined;
+  return async (question) => {
+    const { createInterface } = await import('node:readline/promises');
+    const prompt = createInterface({ input: process.stdin, output: process.stderr });
+    try {
+      return /^y(es)?$/i.test((await prompt.question(`${question} [y/N] `)).trim());
+    } finally {
+      prompt.close();
+    }
+  };
 }

@@ -2,6 +2,8 @@
 import type { ResourceStatus } from '../interfaces.js';
 import type { SyncReport } from '../sync/engine.js';
 import { formatFilesSummary } from './files-output.js';
+import type { RunRecord } from '../warehouse/reader.js';
+import { formatAgo, formatDuration } from './time-text.js';
 
 export interface Output {
   out(line: string): void;
@@ -56,76 +58,155 @@ export function inManifestOrder(
   );
 }
 
-export function formatStatusTable(statuses: ResourceStatus[], now = Date.now()): string {
+/** Terminal width the default status table fits. */
+export const STATUS_TABLE_WIDTH = 100;
+
+/**
+ * The per-resource table. Default: what fits 100 columns (relative times, errors shortened);
+ * `wide` adds the decoded cursor, the last full refresh and whole errors.
+ */
+export function formatStatusTable(
+  statuses: ResourceStatus[],
+  options: { now?: number; wide?: boolean } = {},
+): string {
+  const now = options.now ?? Date.now();
+  const base = statuses.map((status) => [
+    status.resource,
+    status.rows,
+    status.rowsDeleted,
+    formatAgo(status.lastSuccessAt, now),
+    status.newestUpdatedAt ? formatAgo(status.newestUpdatedAt, now) : '-',
+  ]);
+  const headers = ['resource', 'rows', 'deleted', 'last success', 'newest row'];
+  if (options.wide) {
+    return formatTable(
+      [...headers, 'last full refresh', 'cursor', 'last error'],
+      statuses.map((status, index) => [
+        ...base[index]!,
+        formatAgo(status.lastFullRefreshAt, now),
+        describeCursor(status.cursor, status.cursorKind),
+        oneLine(withoutName(status.resource, status.lastError ?? '')),
+      ]),
+    );
+  }
+  // The error column gets what the others leave of the 100 columns.
+  const used = headers.map((header, column) =>
+    Math.max(header.length, ...base.map((row) => String(row[column]).length)),
+  );
+  const room = STATUS_TABLE_WIDTH - used.reduce((sum, width) => sum + width + 2, 0);
   return formatTable(
-    [
-      'resource',
-      'rows',
-      'deleted',
-      'lag',
-      'last success',
-      'last full refresh',
-      'cursor',
-      'last error',
-    ],
-    statuses.map((status) => [
-      status.resource,
-      status.rows,
-      status.rowsDeleted,
-      status.newestUpdatedAt ? formatAge(now - Date.parse(status.newestUpdatedAt)) : '-',
-      status.lastSuccessAt ?? 'never',
-      status.lastFullRefreshAt ?? 'never',
-      shorten(status.cursor ?? '-', 24),
-      shorten(status.lastError ?? '', 60),
+    [...headers, 'last error'],
+    statuses.map((status, index) => [
+      ...base[index]!,
+      shorten(withoutName(status.resource, firstLine(status.lastError ?? '')), Math.max(10, room)),
     ]),
   );
 }
 
+/** A cursor as a person reads it: the id it resumes after, or the time and id. */
+export function describeCursor(cursor: string | null, kind: ResourceStatus['cursorKind']): string {
+  if (cursor === null) return '-';
+  if (kind === 'pk') return /^\d+$/.test(cursor) ? `after id ${cursor}` : shorten(cursor, 30);
+  try {
+    const decoded = JSON.parse(Buffer.from(cursor, 'base64').toString('utf8')) as {
+      updated_at?: unknown;
+      id?: unknown;
+    };
+    if (typeof decoded.updated_at === 'string') {
+      return `after ${decoded.updated_at}${decoded.id === undefined ? '' : ` id ${String(decoded.id)}`}`;
+    }
+  } catch {
+    // Not the base64 JSON we know: show it as it is.
+  }
+  return shorten(cursor, 30);
+}
+
+/** "#12 incremental failed 5m ago, took 1.2 s, 0 rows: The server refused…" */
+export function formatRunLine(
+  run: RunRecord | undefined,
+  now: number,
+  options: { errorWidth?: number } = {},
+): string {
+  if (!run) return 'none';
+  const parts = [
+    `#${run.id} ${run.kind} ${run.status} ${formatAgo(run.startedAt, now)}`,
+    run.finishedAt ? `took ${formatDuration(run.durationMs)}` : 'still running',
+    `${run.rows} rows`,
+  ];
+  const error = run.error
+    ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : run.error}`
+    : '';
+  return `${parts.join(', ')}${error}`;
+}
+
+/** "participants skipped: …" in the participants row says its name twice. */
+function withoutName(resource: string, text: string): string {
+  return text.startsWith(`${resource} `) ? text.slice(resource.length + 1) : text;
+}
+
+export function firstLine(text: string): string {
+  return text.split('\n')[0] ?? '';
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, ' ').trim();
+}
+
+/**
+ * The end-of-run summary: one line for the run, one per resource that did not go well, each
+ * said once, and every distinct hint once at the end (not repeated per resource).
+ */
 export function formatSyncSummary(report: SyncReport): string {
   const lines = [
     `Run ${report.runId} (${report.kind}): ${report.status}, ${report.rows} rows in ${report.pages} pages, ` +
       `${report.requests} requests, ${(report.durationMs / 1000).toFixed(1)} s`,
   ];
+  const hints = new Set<string>();
+  const say = (label: string, text: string) => {
+    const [message, hint] = splitHint(text);
+    lines.push(`  ${label}: ${message}`);
+    if (hint) hints.add(hint);
+  };
   if (report.previousSchemaChecksum && report.previousSchemaChecksum !== report.schemaChecksum) {
     lines.push(
-      `Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
+      `  Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
     );
   }
   if (report.files) lines.push(...formatFilesSummary(report.files));
-  for (const problem of report.problems) lines.push(`problem: ${problem}`);
+  for (const problem of report.problems) say('problem', problem);
   // Resources that stopped for the same reason share one line: a thing is said once.
   const byReason = new Map<string, string[]>();
   for (const resource of report.resources) {
     if (resource.status === 'ok') continue;
-    const key = `${resource.status}: ${resource.error ?? ''}`;
+    // Errors often start with the resource's name and what happened ("x skipped: …").
+    const text = resource.error ?? resource.status;
+    const prefix = `${resource.resource} ${resource.status}: `;
+    const key = `${resource.status}\n${text.startsWith(prefix) ? text.slice(prefix.length) : text}`;
     byReason.set(key, [...(byReason.get(key) ?? []), resource.resource]);
   }
   for (const [key, names] of byReason) {
-    const [status, error] = [key.slice(0, key.indexOf(':')), key.slice(key.indexOf(':') + 2)];
-    const named = names.length === 1 && error.includes(names[0]!);
-    lines.push(named ? key : `${status}: ${names.join(', ')}: ${error || status}`);
+    const split = key.indexOf('\n');
+    say(`${key.slice(0, split)} ${names.join(', ')}`, key.slice(split + 1));
   }
   for (const resource of report.resources) {
-    for (const warning of resource.warnings) lines.push(`warning: ${warning}`);
+    for (const warning of resource.warnings) say(`warning ${resource.resource}`, warning);
     if (resource.valuesAltered > 0) {
       lines.push(
-        `note: ${resource.valuesAltered} value(s) of ${resource.resource} had NUL characters removed to fit the database.`,
+        `  note ${resource.resource}: ${resource.valuesAltered} value(s) had NUL characters removed to fit the database.`,
       );
     }
   }
+  for (const hint of hints) lines.push(`hint: ${hint}`);
   return lines.join('\n');
 }
 
-function formatAge(ms: number): string {
-  if (!Number.isFinite(ms)) return '-';
-  const seconds = Math.max(0, Math.round(ms / 1000));
-  if (seconds < 120) return `${seconds}s`;
-  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
-  if (seconds < 172_800) return `${Math.round(seconds / 3600)}h`;
-  return `${Math.round(seconds / 86_400)}d`;
+/** "message\n  hint: next step" (describeError's form) -> [message, hint]. */
+function splitHint(text: string): [string, string | undefined] {
+  const at = text.indexOf('\n  hint: ');
+  return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + '\n  hint: '.length)];
 }
 
-function shorten(text: string, max: number): string {
+export function shorten(text: string, max: number): string {
   const flat = text.replace(/\s+/g, ' ');
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }

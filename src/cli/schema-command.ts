@@ -5,7 +5,7 @@ import {
   readSchemaReport,
   type SchemaReport,
 } from './schema-report.js';
-import type { CommandContext } from './main.js';
+import type { CommandContext } from './context.js';
 import { jsonReplacer } from './sync-command.js';
 import { createWarehouse } from './wiring.js';
 

@@ -1,31 +1,174 @@
+/**
+ * `ocs-sync status`: the last run, the last success, and every resource, with an exit code that
+ * cron jobs and monitoring can act on (ExitCode.status*). Reads the warehouse; writes nothing.
+ */
 import { ExitCode } from '../errors.js';
-import type { CommandContext } from './main.js';
-import { MANIFEST_ORDER_STATE_KEY } from '../sync/engine.js';
-import { formatStatusTable, inManifestOrder } from './output.js';
-import { jsonReplacer } from './sync-command.js';
-import { createWarehouse } from './wiring.js';
+import type { ResourceStatus } from '../interfaces.js';
+import { openWarehouseReader } from '../warehouse/open-reader.js';
+import { SYNC_RUN_KINDS, type RunRecord } from '../warehouse/reader.js';
+import { MANIFEST_ORDER_STATE_KEY } from '../warehouse/state-keys.js';
+import type { CommandContext } from './context.js';
+import {
+  STATUS_TABLE_WIDTH,
+  describeCursor,
+  formatRunLine,
+  formatStatusTable,
+  inManifestOrder,
+} from './output.js';
 import { formatFileTotals } from './files-output.js';
+import { parseDuration } from './option-values.js';
+
+export interface StatusOptions {
+  json?: boolean;
+  wide?: boolean;
+  maxLag?: string;
+}
+
+export interface Health {
+  exitCode: number;
+  /** Why it is not healthy, one line each (empty when healthy). */
+  problems: string[];
+}
+
+/**
+ * Healthy (0) unless, checked in this order: no sync run is recorded or the last one failed (4);
+ * a resource's last attempt ended in an error (5); a resource lags more than `maxLagSeconds` (6).
+ * Pure, so the rule is tested on its own.
+ */
+export function judgeHealth(
+  lastRun: RunRecord | undefined,
+  resources: ResourceStatus[],
+  maxLagSeconds: number | undefined,
+  now: number,
+): Health {
+  const problems: string[] = [];
+  let exitCode: number = ExitCode.ok;
+  const flag = (code: number, problem: string) => {
+    problems.push(problem);
+    if (exitCode === ExitCode.ok) exitCode = code;
+  };
+  if (!lastRun) flag(ExitCode.statusLastRunFailed, 'no sync run is recorded yet');
+  else if (lastRun.status === 'failed' || lastRun.status === 'interrupted') {
+    flag(ExitCode.statusLastRunFailed, `the last run (#${lastRun.id}) ${lastRun.status}`);
+  }
+  const erring = resources.filter((resource) => resource.lastError !== null);
+  if (erring.length > 0) {
+    flag(
+      ExitCode.statusResourceError,
+      `${erring.length} resource(s) ended with an error: ${erring.map((resource) => resource.resource).join(', ')}`,
+    );
+  }
+  if (maxLagSeconds !== undefined) {
+    const lagging = resources.filter((resource) => {
+      const lag = lagSeconds(resource, now);
+      return lag === null || lag > maxLagSeconds;
+    });
+    if (lagging.length > 0) {
+      flag(
+        ExitCode.statusLagging,
+        `${lagging.length} resource(s) not synced within ${maxLagSeconds} s: ${lagging.map((resource) => resource.resource).join(', ')}`,
+      );
+    }
+  }
+  return { exitCode, problems };
+}
+
+/** Seconds since the resource last synced successfully; null when it never did. */
+export function lagSeconds(resource: ResourceStatus, now: number): number | null {
+  if (!resource.lastSuccessAt) return null;
+  const at = Date.parse(resource.lastSuccessAt);
+  return Number.isFinite(at) ? Math.max(0, Math.round((now - at) / 1000)) : null;
+}
 
 export async function runStatusCommand(
   context: CommandContext,
-  options: { json?: boolean },
+  options: StatusOptions,
 ): Promise<number> {
+  const maxLagSeconds =
+    options.maxLag === undefined ? undefined : parseDuration(options.maxLag, '--max-lag');
   const config = context.config({ server: false });
-  const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
+  const reader = await openWarehouseReader({
+    url: config.warehouse.url,
+    schema: config.warehouse.schema,
+    statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
+  });
   try {
-    const statuses = inManifestOrder(
-      await warehouse.status(),
-      await warehouse.getState(MANIFEST_ORDER_STATE_KEY),
+    const [lastRun] = await reader.runs({ limit: 1, kinds: SYNC_RUN_KINDS });
+    const lastSuccess = await reader.lastSuccessfulRun();
+    const resources = inManifestOrder(
+      await reader.status(),
+      await reader.getState(MANIFEST_ORDER_STATE_KEY),
     );
-    context.output.out(
-      options.json ? JSON.stringify(statuses, jsonReplacer, 2) : formatStatusTable(statuses),
-    );
-    if (!options.json) {
-      const files = await warehouse.fileLedger().totals();
-      context.output.out(`\n${formatFileTotals(files, config.files.dir)}`);
+    const files = await reader.fileTotals();
+    const now = Date.now();
+    const health = judgeHealth(lastRun, resources, maxLagSeconds, now);
+    if (options.json) {
+      context.output.out(
+        JSON.stringify(
+          {
+            last_run: runJson(lastRun),
+            last_success: runJson(lastSuccess),
+            resources: resources.map((resource) => ({
+              resource: resource.resource,
+              rows: resource.rows,
+              rows_deleted: resource.rowsDeleted,
+              last_success_at: resource.lastSuccessAt,
+              lag_seconds: lagSeconds(resource, now),
+              newest_updated_at: resource.newestUpdatedAt,
+              last_full_refresh_at: resource.lastFullRefreshAt,
+              last_error: resource.lastError,
+              last_error_at: resource.lastErrorAt,
+              cursor: resource.cursor,
+              cursor_kind: resource.cursorKind,
+              cursor_position: describeCursor(resource.cursor, resource.cursorKind),
+            })),
+            files,
+            healthy: health.exitCode === ExitCode.ok,
+            problems: health.problems,
+            exit_code: health.exitCode,
+          },
+          null,
+          2,
+        ),
+      );
+      return health.exitCode;
     }
-    return ExitCode.ok;
+    const errorWidth = options.wide ? undefined : STATUS_TABLE_WIDTH - 40;
+    context.output.out(`Warehouse:     ${reader.description}`);
+    context.output.out(`Last run:      ${formatRunLine(lastRun, now, { errorWidth })}`);
+    context.output.out(`Last success:  ${formatRunLine(lastSuccess, now, { errorWidth })}`);
+    context.output.out(
+      `Health:        ${health.problems.length === 0 ? 'ok' : health.problems.join('; ')}`,
+    );
+    context.output.out('');
+    context.output.out(
+      resources.length > 0
+        ? formatStatusTable(resources, { now, wide: options.wide })
+        : 'No resources synced yet.',
+    );
+    context.output.out('');
+    context.output.out(
+      formatFileTotals(files, config.files.enabled ? config.files.dir : undefined),
+    );
+    return health.exitCode;
   } finally {
-    await warehouse.close();
+    await reader.close();
   }
+}
+
+function runJson(run: RunRecord | undefined): Record<string, unknown> | null {
+  if (!run) return null;
+  return {
+    id: run.id,
+    kind: run.kind,
+    status: run.status,
+    started_at: run.startedAt,
+    finished_at: run.finishedAt,
+    duration_seconds: run.durationMs === null ? null : run.durationMs / 1000,
+    rows: run.rows,
+    pages: run.pages,
+    requests: run.requests,
+    schema_checksum: run.schemaChecksum,
+    error: run.error,
+  };
 }

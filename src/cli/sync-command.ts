@@ -1,8 +1,14 @@
-import { ExitCode } from '../errors.js';
+import { ExitCode, describeError } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
-import { runSync, type SyncEvents, type SyncReport } from '../sync/engine.js';
-import type { CommandContext } from './main.js';
+import {
+  recordFailedRun,
+  runSync,
+  type SecretsSettings,
+  type SyncEvents,
+  type SyncReport,
+} from '../sync/engine.js';
+import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import {
@@ -41,7 +47,7 @@ export async function runSyncCommand(
       fullRefresh: options.fullRefresh,
       acceptSchemaChange: options.acceptSchemaChange,
       signal: context.environment.signal ?? stop?.signal,
-      events: createProgressEvents(logger, context.environment.logStream ?? process.stderr),
+      events: createProgressEvents(logger, context.liveArea()),
     });
     context.output.out(
       options.json ? JSON.stringify(report, jsonReplacer, 2) : formatSyncSummary(report),
@@ -86,10 +92,24 @@ export async function syncOnce(
     onAttempt?: Parameters<typeof createSource>[2];
   } = {},
 ): Promise<SyncReport> {
-  const secrets = createSecrets(config, logger);
-  const source = createSource(config, logger, extra.onAttempt);
+  const warehouse = await createWarehouse(config, logger);
   try {
-    const warehouse = await createWarehouse(config, logger);
+    let secrets: SecretsSettings;
+    let source: ReturnType<typeof createSource>;
+    try {
+      secrets = createSecrets(config, logger);
+      source = createSource(config, logger, extra.onAttempt);
+    } catch (error) {
+      // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
+      await recordFailedRun(
+        warehouse,
+        extra.fullRefresh ? 'full_refresh' : 'incremental',
+        error,
+      ).catch((recordError: unknown) =>
+        logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
+      );
+      throw error;
+    }
     try {
       return await runSync({
         ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }),
@@ -100,11 +120,11 @@ export async function syncOnce(
         files: createFiles(config, { source, warehouse, logger }),
       });
     } finally {
+      await source.close();
       await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
-      await warehouse.close();
     }
   } finally {
-    await source.close();
+    await warehouse.close();
   }
 }
 

@@ -13,7 +13,7 @@ import { openWarehouse } from '../warehouse/open.js';
 import type { Warehouse } from '../interfaces.js';
 import { resolve } from 'node:path';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
-import { SEALED_FIELDS_STATE_KEY } from '../sync/engine.js';
+import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { sqliteFilesReadableByOthers } from '../warehouse/sqlite-file.js';
 import { BlobStore } from '../files/blob-store.js';

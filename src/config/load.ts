@@ -7,8 +7,11 @@
 import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { isAlias, isMap, isScalar, isSeq, LineCounter, parseDocument, visit } from 'yaml';
+import { createRequire } from 'node:module';
+import type * as Yaml from 'yaml';
+import type { LineCounter } from 'yaml';
 import type { z } from 'zod';
+import { closest } from '../did-you-mean.js';
 import { ConfigError } from '../errors.js';
 import {
   checkBaseUrl,
@@ -71,6 +74,77 @@ const ENV_VARIABLES = new Set<string>([
  * never appear in the text.
  */
 export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config {
+  return resolveWithOrigins(inputs, needs).config;
+}
+
+/** One setting of the effective configuration and where its value came from. */
+export interface SettingSource {
+  key: string;
+  /** Shown as is; secrets are `set`/`not set`, URLs without their password. */
+  value: unknown;
+  /** `default`, `FILE:LINE`, `env OCS_…`, or `flag`. */
+  source: string;
+}
+
+/** The effective configuration, each setting with its value and origin (for `ocs-sync config`). */
+export function explainConfig(
+  inputs: ConfigInputs,
+  needs: ConfigNeeds,
+): { config: Config; settings: SettingSource[] } {
+  const { config, merged, originOf, lineOf, fileName } = resolveWithOrigins(inputs, needs);
+  const sourceOf = (segments: string[]): string => {
+    const origin = originOf(segments);
+    switch (origin.kind) {
+      case 'file': {
+        const line = lineOf(segments);
+        return `${fileName}${line === undefined ? '' : `:${line}`}`;
+      }
+      case 'env':
+        return `env ${origin.variable}`;
+      case 'flag':
+        return 'flag';
+      default:
+        return 'default';
+    }
+  };
+  const settings: SettingSource[] = [];
+  for (const setting of SETTINGS) {
+    const segments = setting.path.split('.');
+    const value = getAt(merged, segments);
+    if (
+      setting.path === 'secrets.resources' &&
+      isPlainObject(value) &&
+      Object.keys(value).length > 0
+    ) {
+      for (const [resource, policy] of Object.entries(value)) {
+        settings.push({
+          key: `secrets.resources.${resource}`,
+          value: policy,
+          source: sourceOf([...segments, resource]),
+        });
+      }
+      continue;
+    }
+    const shown = setting.secret
+      ? value === undefined
+        ? 'not set'
+        : 'set'
+      : value === undefined
+        ? 'not set'
+        : typeof value === 'string' &&
+            (setting.path === 'warehouse.url' || setting.path === 'base_url')
+          ? redactUrl(value)
+          : value;
+    settings.push({
+      key: setting.path,
+      value: shown,
+      source: value === undefined ? '-' : sourceOf(segments),
+    });
+  }
+  return { config, settings };
+}
+
+function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   const problems: string[] = [];
   const origins = new Map<string, Origin>();
   const merged: Tree = {};
@@ -169,7 +243,7 @@ export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config 
   if (problems.length > 0 || !parsed.success) {
     throw new ConfigError(scrubSecrets(inFileOrder(dedupe(problems), fileName), merged));
   }
-  return toConfig(parsed.data);
+  return { config: toConfig(parsed.data), merged, originOf, lineOf, fileName };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -313,37 +387,6 @@ function envTypoProblems(env: Readonly<Record<string, string | undefined>>): str
     }
   }
   return problems;
-}
-
-function levenshtein(a: string, b: string): number {
-  const previous = Array.from({ length: b.length + 1 }, (_, index) => index);
-  for (let i = 1; i <= a.length; i++) {
-    let diagonal = previous[0]!;
-    previous[0] = i;
-    for (let j = 1; j <= b.length; j++) {
-      const above = previous[j]!;
-      previous[j] = Math.min(
-        above + 1,
-        previous[j - 1]! + 1,
-        diagonal + (a[i - 1] === b[j - 1] ? 0 : 1),
-      );
-      diagonal = above;
-    }
-  }
-  return previous[b.length]!;
-}
-
-function closest(word: string, candidates: readonly string[], maxDistance: number) {
-  let best: string | undefined;
-  let bestDistance = Infinity;
-  for (const candidate of candidates) {
-    const distance = levenshtein(word, candidate);
-    if (distance < bestDistance) {
-      best = candidate;
-      bestDistance = distance;
-    }
-  }
-  return bestDistance <= maxDistance ? best : undefined;
 }
 
 /** "did you mean …" for an unknown key, or the keys allowed at that place. */
@@ -586,7 +629,13 @@ export function readConfigFile(path: string, givenBy = '--config'): ConfigFileCo
 }
 
 /** Parses YAML text of a config file. Exported for tests and for `config check`-style tools. */
+/** The YAML parser, loaded only when there is a file to read (commands start faster without). */
+function yaml(): typeof Yaml {
+  return createRequire(import.meta.url)('yaml') as typeof Yaml;
+}
+
 export function parseConfigText(text: string, path: string): ConfigFileContents {
+  const { isAlias, LineCounter, parseDocument, visit } = yaml();
   const lineCounter = new LineCounter();
   const document = parseDocument(text, { lineCounter, uniqueKeys: true });
   const problems: string[] = [];
@@ -649,6 +698,7 @@ function collectLines(
   lineCounter: LineCounter,
   out: Record<string, number>,
 ): void {
+  const { isAlias, isMap, isScalar, isSeq } = yaml();
   if (isMap(node)) {
     for (const pair of node.items) {
       const key = isScalar(pair.key) ? String(pair.key.value) : String(pair.key);
@@ -705,6 +755,15 @@ export interface LoadConfigOptions {
 
 /** Reads the config file (if any), then resolves the configuration. Throws ConfigError. */
 export function loadConfig(options: LoadConfigOptions): Config {
+  return resolveConfig(configInputs(options), options.needs);
+}
+
+/** Like loadConfig, with where each setting came from. */
+export function loadConfigExplained(options: LoadConfigOptions) {
+  return explainConfig(configInputs(options), options.needs);
+}
+
+function configInputs(options: LoadConfigOptions): ConfigInputs {
   const env = options.env ?? process.env;
   const fromEnv = env[CONFIG_PATH_ENV]?.trim();
   const configPath = options.configPath ?? (fromEnv === '' ? undefined : fromEnv);
@@ -712,16 +771,13 @@ export function loadConfig(options: LoadConfigOptions): Config {
     configPath === undefined
       ? undefined
       : readConfigFile(configPath, options.configPath !== undefined ? '--config' : CONFIG_PATH_ENV);
-  return resolveConfig(
-    {
-      file: contents?.file,
-      filePath: configPath,
-      fileLines: contents?.fileLines,
-      env,
-      flags: options.flags,
-    },
-    options.needs,
-  );
+  return {
+    file: contents?.file,
+    filePath: configPath,
+    fileLines: contents?.fileLines,
+    env,
+    flags: options.flags,
+  };
 }
 
 /** A summary safe for logs: no API key, no private key, no warehouse password. */

@@ -4,9 +4,15 @@
  * (camelCase, every default filled in) that the rest of the program reads. Pure: no I/O.
  */
 
-import { validate as validateCron, validateDetailed as validateCronDetailed } from 'node-cron';
+import { createRequire } from 'node:module';
 import { basename, dirname, extname, join } from 'node:path';
-import { z } from 'zod';
+import type * as NodeCron from 'node-cron';
+
+// zod's CommonJS build: loaded with require, its many files cost a fraction of what the ESM
+// loader's asynchronous reads do, which counts for every command's start-up.
+const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
+import type * as Zod from 'zod';
+import type { z as ZodTypes } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
 import {
@@ -17,22 +23,14 @@ import {
 } from './exclude-fields.js';
 
 export type AuthScheme = 'api-key' | 'bearer';
-export type LogLevel = 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal' | 'silent';
+import { LOG_LEVELS, type LogLevel } from './log-options.js';
+export { LOG_LEVELS, type LogLevel };
 // The sealing module owns the list of secrets policies; config validates against it.
-import { SECRET_POLICIES, type SecretPolicy } from '../sealing/policy.js';
+import { SECRET_POLICIES, type SecretPolicy } from '../sealing/policy-names.js';
 export { SECRET_POLICIES, type SecretPolicy };
 export type SchemaChangePolicy = 'evolve' | 'stop';
 
 export const AUTH_SCHEMES = ['api-key', 'bearer'] as const satisfies readonly AuthScheme[];
-export const LOG_LEVELS = [
-  'trace',
-  'debug',
-  'info',
-  'warn',
-  'error',
-  'fatal',
-  'silent',
-] as const satisfies readonly LogLevel[];
 export const SCHEMA_CHANGE_POLICIES = [
   'evolve',
   'stop',
@@ -492,8 +490,12 @@ function checkPgSchema(value: string): string | undefined {
 }
 
 export function checkCron(value: string): string | undefined {
-  if (validateCron(value)) return undefined;
-  const details = validateCronDetailed(value)
+  // The defaults are known good; the scheduler is loaded only to check a schedule someone wrote.
+  if (value === DEFAULT_SCHEDULE || value === DEFAULT_FULL_REFRESH_SCHEDULE) return undefined;
+  const cron = createRequire(import.meta.url)('node-cron') as typeof NodeCron;
+  if (cron.validate(value)) return undefined;
+  const details = cron
+    .validateDetailed(value)
     .errors.map((error) => error.message)
     .join('; ');
   return (
@@ -503,6 +505,8 @@ export function checkCron(value: string): string | undefined {
 }
 
 export function checkTimezone(value: string): string | undefined {
+  // The default needs no check, and the check loads time-zone data (tens of ms at start-up).
+  if (value === 'UTC') return undefined;
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: value });
     return undefined;
@@ -668,12 +672,12 @@ export const configSchema = z.strictObject({
   }),
 });
 
-export type MergedConfigValues = z.output<typeof configSchema>;
+export type MergedConfigValues = ZodTypes.output<typeof configSchema>;
 
 /** The allowed keys of every section, by dotted path ('' = top level). */
 export const SECTION_KEYS: ReadonlyMap<string, readonly string[]> = (() => {
   const sections = new Map<string, string[]>();
-  const walk = (schema: z.ZodObject, prefix: string) => {
+  const walk = (schema: ZodTypes.ZodObject, prefix: string) => {
     const keys = Object.keys(schema.shape).filter(
       (key) => !SETTINGS_BY_PATH.get(prefix ? `${prefix}.${key}` : key)?.envOnly,
     );

@@ -51,6 +51,8 @@ export interface DaemonOptions {
   sync(request: DaemonSyncRequest): Promise<SyncReport>;
   /** The warehouse's per-resource status, read after each run for the lag and row metrics. */
   readStatus?(): Promise<ResourceStatus[]>;
+  /** When the warehouse's last successful run finished (epoch ms), read once at start. */
+  readLastSuccess?(): Promise<number | undefined>;
   scheduleFunction?: ScheduleFunction;
   clock?: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;
@@ -85,6 +87,17 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const metrics = options.metrics ?? new SyncMetrics({ clock, processMetrics: true });
   let lastProgressAt: number | null = null;
   let abandonedRun = false;
+  if (options.readLastSuccess) {
+    try {
+      const lastSuccess = await options.readLastSuccess();
+      if (lastSuccess !== undefined) metrics.restoreLastSuccess(lastSuccess);
+    } catch (error) {
+      logger.warn(
+        { error: describeError(error) },
+        'Could not read the last success from the warehouse',
+      );
+    }
+  }
 
   const progressEvents: SyncEvents = {
     onRunStart: () => (lastProgressAt = clock.now()),

@@ -146,17 +146,22 @@ function send(
   response.end(head ? undefined : body);
 }
 
-function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): ConfigError {
+/** `HOST:PORT cannot be opened: why`, for any listening socket of ours. */
+export function listenFailure(listen: ListenAddress, error: NodeJS.ErrnoException): string {
   const where = `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
   const why =
     error.code === 'EADDRINUSE'
-      ? 'the address is already in use (is another ocs-sync daemon running?)'
+      ? 'the address is already in use (is another ocs-sync running?)'
       : error.code === 'EACCES'
         ? 'permission denied (ports below 1024 need privileges)'
         : error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND'
           ? 'this machine has no such address'
           : error.message;
+  return `${where} cannot be opened: ${why}`;
+}
+
+function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): ConfigError {
   return new ConfigError([
-    `health.listen ${where} cannot be opened: ${why}; set OCS_HEALTH_LISTEN (health.listen) to another HOST:PORT, or off`,
+    `health.listen ${listenFailure(listen, error)}; set OCS_HEALTH_LISTEN (health.listen) to another HOST:PORT, or off`,
   ]);
 }

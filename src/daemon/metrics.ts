@@ -102,7 +102,7 @@ export class SyncMetrics {
     });
     this.lastSuccess = new Gauge({
       name: name('last_success_timestamp_seconds'),
-      help: 'Unix time of the end of the last successful (ok or partial) run; 0 before the first.',
+      help: 'Unix time of the end of the last successful (ok or partial) run, as the warehouse records it; 0 before the first.',
       registers,
     });
     this.consecutiveFailures = new Gauge({
@@ -205,8 +205,8 @@ export class SyncMetrics {
     for (const reason of ['overlap', 'backoff'] satisfies SkipReason[])
       this.skippedTicks.inc({ reason }, 0);
     this.httpRetries.inc(0);
-    if (options.processMetrics)
-      collectDefaultMetrics({ register: this.registry, prefix: METRIC_PREFIX });
+    // No prefix: stock dashboards look for process_cpu_seconds_total, nodejs_heap_size_*, ….
+    if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
   /** SyncEvents for one run; combine with others via `combineEvents`. */
@@ -264,6 +264,11 @@ export class SyncMetrics {
     if (info.status === 'ok' || info.status === 'partial')
       this.lastSuccess.set(info.finishedAt / 1000);
     this.consecutiveFailures.set(info.consecutiveFailures);
+  }
+
+  /** The last success recorded in the warehouse by an earlier process (read at start). */
+  restoreLastSuccess(finishedAtMs: number): void {
+    this.lastSuccess.set(finishedAtMs / 1000);
   }
 
   tickSkipped(reason: SkipReason): void {

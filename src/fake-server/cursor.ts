@@ -157,3 +157,15 @@ export function decodeCursor(kind: CursorKind, cursor: string): DecodedCursor {
   if (rowId === undefined) throw new InvalidCursorError('id is not an integer');
   return { kind: 'updated_at_id', updatedAtMicros, id: rowId };
 }
+
+/** The value Python's `int()` accepts, as the server parses `limit`; undefined when it does not. */
+export function parsePythonInt(text: string): number | undefined {
+  if (!/^\s*[+-]?\d+(?:_\d+)*\s*$/.test(text)) return undefined;
+  return Number(text.replace(/_/g, '').trim());
+}
+
+/** The last value of a query parameter, as Django's `QueryDict` gives it; null when absent. */
+export function lastParam(params: URLSearchParams, name: string): string | null {
+  const values = params.getAll(name);
+  return values.length === 0 ? null : values[values.length - 1]!;
+}

@@ -17,7 +17,7 @@ import { stringify as stringifyLossless } from 'lossless-json';
 import { stringify as stringifyYaml } from 'yaml';
 import type { CursorKind, Row } from '../interfaces.js';
 import { sealValue } from '../sealing/seal.js';
-import { InvalidCursorError, decodeCursor } from './cursor.js';
+import { InvalidCursorError, decodeCursor, lastParam, parsePythonInt } from './cursor.js';
 import type { FakeDataset } from './dataset.js';
 import type { FixtureResource } from './field-values.js';
 import {
@@ -286,17 +286,6 @@ function attachmentDisposition(row: Row): string {
           .pop()!;
   if (/^[\x20-\x7e]*$/.test(name) && !/["\\]/.test(name)) return `attachment; filename="${name}"`;
   return `attachment; filename*=utf-8''${encodeURIComponent(name)}`;
-}
-
-/** The value Python's `int()` accepts, as the server parses `limit`; undefined when it does not. */
-function parsePythonInt(text: string): number | undefined {
-  if (!/^\s*[+-]?\d+(?:_\d+)*\s*$/.test(text)) return undefined;
-  return Number(text.replace(/_/g, '').trim());
-}
-
-function lastParam(params: URLSearchParams, name: string): string | null {
-  const values = params.getAll(name);
-  return values.length === 0 ? null : (values[values.length - 1] as string);
 }
 
 function asManifest(value: unknown): FakeManifestDocument {

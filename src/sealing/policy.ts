@@ -14,8 +14,8 @@ import { isSealedToken } from './detect.js';
 import { openSealedValue } from './open.js';
 import { SealedOpenError } from './sealed-open-error.js';
 
-export const SECRET_POLICIES = ['plaintext', 'sealed', 'reseal', 'drop'] as const;
-export type SecretPolicy = (typeof SECRET_POLICIES)[number];
+import { SECRET_POLICIES, type SecretPolicy } from './policy-names.js';
+export { SECRET_POLICIES, type SecretPolicy };
 
 export interface SealingKeys {
   privateKey?: KeyObject;

@@ -4,6 +4,7 @@
  * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
  * interfaces; the decisions live in plan.ts.
  */
+import { unknownNameAdvice } from '../did-you-mean.js';
 import {
   AuthError,
   HttpStatusError,
@@ -54,6 +55,7 @@ import {
   withoutFields,
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
+import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import {
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
@@ -64,6 +66,12 @@ import {
 import { isSafeFieldName, isSafeResourceName } from '../names.js';
 import { FILES_TABLE } from '../files/ledger.js';
 import type { FilesReport, FilesStep } from '../files/sync-files.js';
+import {
+  MANIFEST_ORDER_STATE_KEY,
+  MARKED_SEALED_FIELDS_STATE_KEY,
+  SCHEMA_CHECKSUM_STATE_KEY,
+  SEALED_FIELDS_STATE_KEY,
+} from '../warehouse/state-keys.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
@@ -142,20 +150,8 @@ export interface SyncReport {
   files?: FilesReport;
 }
 
-const SCHEMA_CHECKSUM_KEY = 'schema_checksum';
-/**
- * Every field known to hold sealed values, per resource (marked by the schema or seen sealed), a
- * JSON object of lists; kept for offline tools such as `unseal`, and so that a field once seen
- * sealed is treated as sealed from the first row of every later run.
- */
-export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
-/**
- * The fields the server's schema marks sealed, with the checksum of that schema, so a run whose
- * checksum is unchanged need not fetch the schema again: `{checksum, published, fields}`.
- */
-const MARKED_SEALED_FIELDS_STATE_KEY = 'sealed_fields_marked';
-/** The last manifest's resources in its order (a JSON array), so `status` lists them that way. */
-export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
+const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
+export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
 const TEAM_TABLE = 'team';
 
 /** One sync pass. Takes the writer lock for its whole duration. */
@@ -173,6 +169,8 @@ class SyncRun {
   private readonly schemaChanges: SchemaChange[] = [];
   private readonly problems: string[] = [];
   private schema: SchemaColumns | undefined;
+  /** The OpenAPI document, when this run fetched it (kept for `serve`). */
+  private openApiDocument: unknown;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
   /** Sealed fields per resource: the schema's marks and every field seen sealed. */
@@ -185,8 +183,22 @@ class SyncRun {
   async run(): Promise<SyncReport> {
     const { source, warehouse, logger } = this.options;
     const requestsBefore = source.requestCount ?? 0;
-    const manifest = await source.manifest();
     const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
+    let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
+    try {
+      manifest = await source.manifest();
+    } catch (error) {
+      // Unreachable server, 401, 403: a run that never started is still one to see in `status`.
+      await recordFailedRun(
+        warehouse,
+        kind,
+        error,
+        (source.requestCount ?? 0) - requestsBefore,
+      ).catch((recordError: unknown) =>
+        logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
+      );
+      throw error;
+    }
     const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
     this.checksums = { from: previous, to: manifest.schemaChecksum || null };
     this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
@@ -197,7 +209,12 @@ class SyncRun {
       this.options.excludeResources ?? [],
     );
     for (const name of unknown) {
-      this.problems.push(`Resource ${JSON.stringify(name)} is not in the server's manifest.`);
+      this.problems.push(
+        `Resource ${JSON.stringify(name)} is not in the server's manifest; ${unknownNameAdvice(
+          name,
+          manifest.entries.map((entry) => entry.resource),
+        )}`,
+      );
     }
     this.options.events?.onRunStart?.({ runId: this.runId, kind, resources: selected.length });
     await warehouse.setState(
@@ -213,6 +230,7 @@ class SyncRun {
     let files: FilesReport | undefined;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
+      await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
       const team = await this.syncTeam();
       this.planSealedResources(selected, team);
       await this.forEachEntry(selected, async (entry, index) => {
@@ -366,6 +384,7 @@ class SyncRun {
     const markedKnown = marked?.checksum === current && marked.published;
     if (previous === null || changed || missingTable || !markedKnown) {
       const document = await source.openApi();
+      this.openApiDocument = document;
       this.schema = columnsFromOpenApi(document);
       for (const refused of this.schema.refused) {
         this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
@@ -420,6 +439,7 @@ class SyncRun {
     const row = withoutFields([team as Row], [...this.excludedFields(TEAM_TABLE)])[0]!;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
     columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+    await keepOriginalValues(warehouse, TEAM_TABLE, columns, [row]);
     const started = performance.now();
     const written = await warehouse.writePage({
       runId: this.runId,
@@ -544,7 +564,7 @@ class SyncRun {
       const { keys } = this.options.secrets;
       if (needsPrivateKey(policy) && !keys.privateKey) {
         throw new SkipResource(
-          `${entry.resource} stopped: ${fields.join(', ')} hold sealed values and the "${policy}" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
+          `${entry.resource} skipped: ${fields.join(', ')} hold sealed values and the "${policy}" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
           {
             hint: 'Set OCS_PRIVATE_KEY_FILE (or OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.',
           },
@@ -552,7 +572,7 @@ class SyncRun {
       }
       if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
         throw new SkipResource(
-          `${entry.resource} stopped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
+          `${entry.resource} skipped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
         );
       }
     }
@@ -712,6 +732,7 @@ class SyncRun {
         }
       }
       columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+      await keepOriginalValues(warehouse, resource, columns, rows);
       const result = await warehouse.writePage({
         runId: this.runId,
         resource,
@@ -868,6 +889,26 @@ class SyncRun {
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
   }
+}
+
+/**
+ * Records a run that failed before it could start (the manifest could not be read, the
+ * configuration or a key could not be used), so `status` and `runs` show it like any other.
+ */
+export async function recordFailedRun(
+  warehouse: Warehouse,
+  kind: RunKind,
+  error: unknown,
+  requests = 0,
+): Promise<void> {
+  const runId = await warehouse.startRun(kind, null);
+  await warehouse.finishRun(runId, {
+    status: error instanceof InterruptedError ? 'interrupted' : 'failed',
+    rows: 0,
+    pages: 0,
+    requests,
+    error: describeError(error),
+  });
 }
 
 function interrupted(): InterruptedError {

@@ -1,7 +1,7 @@
 /**
  * The warehouse's own bookkeeping (runs, cursors, outcomes, state, logical columns, schema-change
  * log, status), written once with kysely so SQLite and PostgreSQL share it. Dialects pass their
- * Kysely instance; the few per-dialect facts come in through TableInspector.
+ * Kysely instance; reading (status, runs) is in reader.ts.
  */
 import {
   sql,
@@ -16,7 +16,6 @@ import type {
   CursorKind,
   ResourceOutcome,
   ResourceState,
-  ResourceStatus,
   RunKind,
   RunStatus,
   RunSummary,
@@ -24,6 +23,9 @@ import type {
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { nowSortableUtc } from './timestamps.js';
+import { toIsoText, toResourceState } from './reader.js';
+
+export { toIsoText };
 
 /** Written as ISO text; PostgreSQL (timestamptz) reads back a Date, SQLite the text. */
 type Timestamp = KyselyColumnType<string | Date, string, string>;
@@ -79,10 +81,10 @@ export interface BookkeepingTables {
     to_checksum: string | null;
     table_name: string;
     column_name: string | null;
-    change: SchemaChange['kind'];
+    change: SchemaChange['kind'] | 'drop_table';
     from_type: ColumnType | null;
     to_type: ColumnType | null;
-    reason: SchemaChange['reason'];
+    reason: SchemaChange['reason'] | 'reset';
   };
   _ocs_state: { key: string; value: string; updated_at: Timestamp };
   _ocs_lock: {
@@ -95,31 +97,9 @@ export interface BookkeepingTables {
   };
 }
 
-/** What status() needs to know about a table that only the dialect can answer. */
-export interface TableInspector {
-  tableExists(table: string): Promise<boolean>;
-  /** Newest `updated_at` of the table as ISO text, or null when it has none. */
-  newestUpdatedAt(table: string): Promise<string | null>;
-}
-
 /** Now as ISO text in the fixed-width form SQLite date-time columns hold (timestamps.ts). */
 export function nowIso(): string {
   return nowSortableUtc();
-}
-
-/** Normalises a stored time (SQLite text, PostgreSQL Date) to ISO text. */
-export function toIsoText(value: unknown): string | null {
-  if (value === null || value === undefined) return null;
-  if (value instanceof Date) return value.toISOString();
-  return String(value);
-}
-
-function toCount(value: unknown): number {
-  return value === null || value === undefined ? 0 : Number(value);
-}
-
-function toOptionalNumber(value: unknown): number | null {
-  return value === null || value === undefined ? null : Number(value);
 }
 
 export class Bookkeeping {
@@ -245,6 +225,68 @@ export class Bookkeeping {
       .execute();
   }
 
+  /**
+   * Records `ocs-sync reset` as a finished run of kind `reset`, one row per resource. Resource
+   * states are left alone (their cursors were cleared apart): a reset is not a success.
+   */
+  async recordReset(resources: readonly string[], note: string): Promise<number> {
+    const now = nowIso();
+    return this.db.transaction().execute(async (trx) => {
+      const run = await trx
+        .insertInto('_ocs_runs')
+        .values({
+          kind: 'reset',
+          status: 'ok',
+          started_at: now,
+          finished_at: now,
+          schema_checksum: null,
+          rows: 0,
+          pages: 0,
+          requests: 0,
+          error: null,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      const runId = Number(run.id);
+      if (resources.length > 0) {
+        await trx
+          .insertInto('_ocs_resource_runs')
+          .values(
+            resources.map((resource) => ({
+              run_id: runId,
+              resource,
+              status: 'ok',
+              rows: 0,
+              pages: 0,
+              duration_ms: 0,
+              error: note,
+              recorded_at: now,
+            })),
+          )
+          .execute();
+      }
+      return runId;
+    });
+  }
+
+  /** After `DROP TABLE`: forget its columns and log the drop (run inside the dialect's transaction). */
+  forgetTableQueries(table: string, now: string): Compilable[] {
+    return [
+      this.db.deleteFrom('_ocs_columns').where('table_name', '=', table),
+      this.db.insertInto('_ocs_schema_changes').values({
+        changed_at: now,
+        from_checksum: null,
+        to_checksum: null,
+        table_name: table,
+        column_name: null,
+        change: 'drop_table',
+        from_type: null,
+        to_type: null,
+        reason: 'reset',
+      }),
+    ];
+  }
+
   /** The logical columns recorded for a table, in order (empty when none are recorded). */
   async columns(table: string): Promise<ColumnSpec[]> {
     const rows = await this.columnsQuery(table).execute();
@@ -318,78 +360,4 @@ export class Bookkeeping {
       reason: change.reason,
     });
   }
-
-  /** Every resource with a state row or a table, with its row counts. */
-  async status(inspector: TableInspector): Promise<ResourceStatus[]> {
-    const states = new Map(
-      (await this.db.selectFrom('_ocs_resources').selectAll().execute()).map((row) => [
-        row.resource,
-        toResourceState(row),
-      ]),
-    );
-    const tables = await this.db
-      .selectFrom('_ocs_columns')
-      .select('table_name')
-      .distinct()
-      .execute();
-    // History tables are in neither list: they are not resources.
-    const names = [...new Set([...states.keys(), ...tables.map((row) => row.table_name)])].sort();
-    const result: ResourceStatus[] = [];
-    for (const name of names) {
-      const state = states.get(name) ?? emptyResourceState(name);
-      let rows = 0;
-      let rowsDeleted = 0;
-      let newestUpdatedAt: string | null = null;
-      if (await inspector.tableExists(name)) {
-        const deleted = sql.ref('_deleted_at');
-        const counts = await sql<{ live: unknown; deleted: unknown }>`
-          select count(*) - count(${deleted}) as live, count(${deleted}) as deleted from ${sql.table(name)}`.execute(
-          this.db,
-        );
-        rows = toCount(counts.rows[0]?.live);
-        rowsDeleted = toCount(counts.rows[0]?.deleted);
-        const columns = await this.columns(name);
-        if (columns.some((column) => column.name === 'updated_at')) {
-          newestUpdatedAt = await inspector.newestUpdatedAt(name);
-        }
-      }
-      result.push({ ...state, rows, rowsDeleted, newestUpdatedAt });
-    }
-    return result;
-  }
-}
-
-function emptyResourceState(resource: string): ResourceState {
-  return {
-    resource,
-    cursor: null,
-    cursorKind: null,
-    lastRunId: null,
-    lastSuccessAt: null,
-    lastError: null,
-    lastErrorAt: null,
-    lastFullRefreshAt: null,
-  };
-}
-
-function toResourceState(row: {
-  resource: string;
-  cursor: string | null;
-  cursor_kind: CursorKind | null;
-  last_run_id: unknown;
-  last_success_at: unknown;
-  last_error: string | null;
-  last_error_at: unknown;
-  last_full_refresh_at: unknown;
-}): ResourceState {
-  return {
-    resource: row.resource,
-    cursor: row.cursor,
-    cursorKind: row.cursor_kind,
-    lastRunId: toOptionalNumber(row.last_run_id),
-    lastSuccessAt: toIsoText(row.last_success_at),
-    lastError: row.last_error,
-    lastErrorAt: toIsoText(row.last_error_at),
-    lastFullRefreshAt: toIsoText(row.last_full_refresh_at),
-  };
 }

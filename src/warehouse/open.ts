@@ -1,10 +1,9 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
-import { SqliteWarehouse, type WarehouseLogger } from './sqlite.js';
-import { PostgresWarehouse } from './postgres.js';
+import type { WarehouseLogger } from './sqlite.js';
 import { createPrivateSqliteFile } from './sqlite-file.js';
 
 export interface OpenWarehouseOptions {
@@ -27,6 +26,8 @@ export interface OpenWarehouseOptions {
 export async function openWarehouse(options: OpenWarehouseOptions): Promise<Warehouse> {
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
+    // Each dialect's module (and its driver) is loaded only when that dialect is used.
+    const { PostgresWarehouse } = await import('./postgres.js');
     const warehouse = new PostgresWarehouse({
       url: location.connectionString,
       schema: options.schema,
@@ -44,18 +45,10 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     });
   }
   if (path !== ':memory:') {
-    try {
-      mkdirSync(dirname(path), { recursive: true });
-    } catch (error) {
-      throw new WarehouseError(
-        `Cannot create the folder for the SQLite warehouse ${path}: ${(error as Error).message}`,
-        {
-          cause: error,
-        },
-      );
-    }
+    checkSqlitePlace(path);
     createPrivateSqliteFile(path);
   }
+  const { SqliteWarehouse } = await import('./sqlite.js');
   const warehouse = new SqliteWarehouse({
     path,
     lockStaleAfterSeconds: options.lockStaleAfterSeconds,
@@ -73,4 +66,39 @@ async function migrated(warehouse: Warehouse): Promise<Warehouse> {
     throw error;
   }
   return warehouse;
+}
+
+/**
+ * A folder that does not exist is a typo until proven otherwise: it is named, never created.
+ * A file or folder this user may not write gets the path and the fix.
+ */
+export function checkSqlitePlace(path: string): void {
+  const folder = dirname(path);
+  if (!existsSync(folder)) {
+    throw new WarehouseError(
+      `The folder ${folder} of the SQLite warehouse ${path} does not exist.`,
+      {
+        hint: `Check the path in --warehouse / OCS_WAREHOUSE_URL, or create the folder (mkdir -p ${folder}).`,
+      },
+    );
+  }
+  if (!statSync(folder).isDirectory()) {
+    throw new WarehouseError(
+      `${folder} (the folder of the SQLite warehouse ${path}) is not a folder.`,
+      {
+        hint: 'Check the path in --warehouse / OCS_WAREHOUSE_URL.',
+      },
+    );
+  }
+  const target = existsSync(path) ? path : folder;
+  try {
+    accessSync(target, constants.R_OK | constants.W_OK);
+  } catch {
+    throw new WarehouseError(
+      `The SQLite warehouse ${path} cannot be written: ${target === path ? 'the file' : 'its folder'} is read-only for this user.`,
+      {
+        hint: `Give this user write access to ${target} (and its folder, for SQLite's journal files), or choose another path.`,
+      },
+    );
+  }
 }

@@ -30,15 +30,19 @@ import type {
 import type pg from 'pg';
 import { WarehouseError } from '../errors.js';
 import { nowIso } from './bookkeeping.js';
+import { readResourceStatuses } from './reader.js';
+import { postgresRows, postgresTableFacts } from './reader-postgres.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   columnIndexName,
   historyTableName,
+  liveViewName,
   quoteIdentifier as q,
 } from './identifiers.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
+import { PostgresArchiveStore } from './postgres-archive.js';
 import { PostgresWriterLock } from './postgres-lock.js';
 import { PostgresPageWriter } from './postgres-page-writes.js';
 import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
@@ -101,6 +105,7 @@ export class PostgresWarehouse implements Warehouse {
   private readonly pages: PostgresPageWriter;
   private readonly lock: PostgresWriterLock;
   private readonly saveCursor: { name: string; text: string };
+  private archiveStore?: PostgresArchiveStore;
 
   constructor(options: PostgresWarehouseOptions) {
     this.connection = new PostgresConnection({
@@ -228,6 +233,28 @@ export class PostgresWarehouse implements Warehouse {
     );
   }
 
+  dropTable(table: string): Promise<void> {
+    return this.guard(`Dropping ${table}`, async () => {
+      assertSafeTableName(table);
+      try {
+        await this.connection.transaction(async (client) => {
+          await client.query(`DROP VIEW IF EXISTS ${this.table(liveViewName(table))}`);
+          await client.query(`DROP TABLE IF EXISTS ${this.table(table)}`);
+          await client.query(`DROP TABLE IF EXISTS ${this.table(historyTableName(table))}`);
+          for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
+            await this.connection.run(client, query);
+          }
+        });
+      } finally {
+        this.pages.forget();
+      }
+    });
+  }
+
+  recordReset(resources: readonly string[], note: string): Promise<number> {
+    return this.guard('Recording a reset', () => this.bookkeeping.recordReset(resources, note));
+  }
+
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.guard(`Describing ${table}`, async () => {
       assertSafeTableName(table);
@@ -240,28 +267,12 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   status(): Promise<ResourceStatus[]> {
-    // The inspector queries through the pool, never a held connection: the bookkeeping takes
-    // connections of its own meanwhile, and a pool of one would wait for itself.
+    // Queries go through the pool, never a held connection: a pool of one would wait for itself.
     return this.guard('Reading the status', () =>
-      this.bookkeeping.status({
-        tableExists: (table) => this.connection.tableExistsOn(this.connection.pool, table),
-        newestUpdatedAt: async (table) => {
-          const type = await this.connection.columnType(this.connection.pool, table, 'updated_at');
-          const expression =
-            type === 'datetime' || type === 'date'
-              ? readExpression('updated_at', type)
-              : type === 'text'
-                ? q('updated_at')
-                : undefined;
-          if (!expression) return null;
-          // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-          const result = await this.connection.pool.query<{ value: string | null }>(
-            `SELECT ${expression} AS value FROM ${this.table(table)}
-             WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
-          );
-          return result.rows[0]?.value ?? null;
-        },
-      }),
+      readResourceStatuses(
+        postgresRows(this.connection.pool),
+        postgresTableFacts(this.connection.pool, this.schema),
+      ),
     );
   }
 
@@ -516,6 +527,21 @@ export class PostgresWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  get archive(): PostgresArchiveStore {
+    this.archiveStore ??= new PostgresArchiveStore({
+      query: async <R>(what: string, sql: string, parameters: unknown[]) =>
+        this.guard(
+          what,
+          async () => (await this.connection.pool.query(sql, parameters)).rows as R[],
+        ),
+      table: (name) => this.table(name),
+      schema: this.schema,
+      readExpression,
+      decode: decodeValue,
+    });
+    return this.archiveStore;
   }
 
   fileLedger(): FileLedgerStore {

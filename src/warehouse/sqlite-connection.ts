@@ -33,7 +33,9 @@ export class SqliteConnection {
       this.db.prepare('SELECT count(*) FROM sqlite_master').get();
     } catch (error) {
       throw new WarehouseError(`Cannot open the SQLite warehouse ${path}: ${messageOf(error)}`, {
-        hint: 'Check the path and that the file is an SQLite database this user may write.',
+        hint:
+          sqliteHint(error) ??
+          'Check the path and that the file is an SQLite database this user may write.',
         cause: error,
       });
     }
@@ -54,10 +56,14 @@ export class SqliteConnection {
       try {
         return await work();
       } catch (error) {
-        if (error instanceof OcsSyncError || what === undefined) throw error;
-        throw new WarehouseError(`${what} failed in ${this.description}: ${messageOf(error)}`, {
-          cause: error,
-        });
+        const hint = sqliteHint(error);
+        if (error instanceof OcsSyncError || (what === undefined && hint === undefined)) {
+          throw error;
+        }
+        throw new WarehouseError(
+          `${what ?? 'Using the warehouse'} failed in ${this.description}: ${messageOf(error)}`,
+          { hint, cause: error },
+        );
       }
     });
     this.queue = next.catch(() => undefined);
@@ -115,4 +121,16 @@ export class SqliteConnection {
     await this.kysely.destroy();
     if (this.db.open) this.db.close();
   }
+}
+
+/** The fix for a file that is locked or read-only (the message already names the file). */
+function sqliteHint(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+    return 'Another program holds a lock on the file (an open transaction in sqlite3 or a BI tool?); let it finish or close it, then run again.';
+  }
+  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM') {
+    return 'Give this user write access to the file and its folder (SQLite writes -wal and -shm files beside it).';
+  }
+  return undefined;
 }

@@ -30,16 +30,20 @@ import type {
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { nowIso } from './bookkeeping.js';
+import { readResourceStatuses } from './reader.js';
+import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   historyTableName,
+  liveViewName,
   quoteIdentifier as q,
 } from './identifiers.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { SqliteWriterLock } from './sqlite-lock.js';
+import { SqliteArchiveStore } from './sqlite-archive.js';
 import { SqlitePageWriter } from './sqlite-page-writes.js';
 import {
   applySqliteSchemaChange,
@@ -47,7 +51,7 @@ import {
   dropSqliteLiveView,
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
-import { decodeValue, encodeValue, serverFormOf } from './sqlite-values.js';
+import { decodeValue, encodeValue } from './sqlite-values.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
@@ -72,6 +76,7 @@ export class SqliteWarehouse implements Warehouse {
   private readonly pages: SqlitePageWriter;
   private readonly lock: SqliteWriterLock;
   private saveCursorStatement?: Database.Statement;
+  private archiveStore?: SqliteArchiveStore;
 
   constructor(options: SqliteWarehouseOptions) {
     this.description = options.path === ':memory:' ? 'sqlite::memory:' : `sqlite:${options.path}`;
@@ -185,6 +190,25 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => this.bookkeeping.resetCursor(resource), 'Resetting a cursor');
   }
 
+  dropTable(table: string): Promise<void> {
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      this.connection.writeTransaction(() => {
+        this.db.exec(`DROP VIEW IF EXISTS ${q(liveViewName(table))}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
+        this.db.exec(`DROP TABLE IF EXISTS ${q(historyTableName(table))}`);
+        for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
+          this.connection.run(query);
+        }
+      });
+      this.pages.forget();
+    }, `Dropping ${table}`);
+  }
+
+  recordReset(resources: readonly string[], note: string): Promise<number> {
+    return this.exclusive(() => this.bookkeeping.recordReset(resources, note), 'Recording a reset');
+  }
+
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.exclusive(() => {
       assertSafeTableName(table);
@@ -196,25 +220,7 @@ export class SqliteWarehouse implements Warehouse {
 
   status(): Promise<ResourceStatus[]> {
     return this.exclusive(
-      () =>
-        this.bookkeeping.status({
-          tableExists: async (table) => this.connection.tableExists(table),
-          newestUpdatedAt: async (table) => {
-            // A datetime column sorts as text (one fixed-width form), so its index answers; a
-            // column widened to text holds the server's varying forms, which strftime normalises.
-            const sortable = this.connection.columnType(table, 'updated_at') === 'datetime';
-            const order = sortable
-              ? '"updated_at" DESC'
-              : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
-            const row = this.db
-              .prepare(
-                `SELECT "updated_at" AS value FROM ${q(table)} WHERE "updated_at" IS NOT NULL
-                 ORDER BY ${order} LIMIT 1`,
-              )
-              .get() as { value: unknown } | undefined;
-            return typeof row?.value === 'string' ? (serverFormOf(row.value) as string) : null;
-          },
-        }),
+      () => readResourceStatuses(sqliteRows(this.db), sqliteTableFacts(this.db)),
       'Reading the status',
     );
   }
@@ -423,6 +429,15 @@ export class SqliteWarehouse implements Warehouse {
 
   acquireLock(waitMs: number): Promise<Lock> {
     return this.lock.acquire(waitMs);
+  }
+
+  get archive(): SqliteArchiveStore {
+    this.archiveStore ??= new SqliteArchiveStore(
+      this.db,
+      (work, what) => this.exclusive(work, what),
+      decodeValue,
+    );
+    return this.archiveStore;
   }
 
   fileLedger(): FileLedgerStore {

@@ -1,0 +1,408 @@
+/**
+ * `ocs-sync check`: is this setup ready to sync? A handful of requests (manifest, team, one
+ * small page of a sealed resource) and a read-only look at the warehouse. One line per check,
+ * ✓ or ✗ with the fix; exit 0 when every check passes, 1 otherwise. Writes nothing anywhere.
+ */
+import type { KeyObject } from 'node:crypto';
+import { accessSync, constants, existsSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+import { loadConfig } from '../config/load.js';
+import type { Config } from '../config/schema.js';
+import { unknownNameAdvice } from '../did-you-mean.js';
+import {
+  AuthError,
+  ConfigError,
+  ExitCode,
+  OcsSyncError,
+  ProtocolError,
+  describeError,
+} from '../errors.js';
+import type { Manifest } from '../interfaces.js';
+import { silentLogger } from '../log.js';
+import { probeWarehouse, type WarehouseProbe } from '../warehouse/probe.js';
+import type { CommandContext } from './context.js';
+import { formatFileTotals } from './files-output.js';
+import { createSource } from './wiring.js';
+
+export type CheckStatus = 'ok' | 'failed' | 'skipped';
+
+export interface CheckResult {
+  name: string;
+  status: CheckStatus;
+  detail: string;
+  /** What to do about a failed check. */
+  fix?: string;
+}
+
+const NAMES = {
+  config: 'configuration',
+  server: 'server reachable',
+  manifest: 'manifest readable',
+  checksum: 'schema checksum',
+  apiKey: "API key (a team admin's)",
+  publicKey: 'team public key registered',
+  privateKey: 'private key opens a sealed value',
+  warehouse: 'warehouse reachable',
+  writable: 'warehouse writable',
+  lock: 'writer lock free',
+  files: 'file contents',
+} as const;
+
+/** Splits "message\n  hint: fix" into the two parts. */
+function failure(name: string, error: unknown): CheckResult {
+  const text = describeError(error);
+  const at = text.indexOf('\n  hint: ');
+  return at < 0
+    ? { name, status: 'failed', detail: text }
+    : {
+        name,
+        status: 'failed',
+        detail: text.slice(0, at),
+        fix: text.slice(at + '\n  hint: '.length),
+      };
+}
+
+const skipped = (name: string, why: string): CheckResult => ({
+  name,
+  status: 'skipped',
+  detail: `not checked: ${why}`,
+});
+
+export async function runChecks(config: Config): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const warehouse = await checkWarehouse(config, results);
+  await checkServer(config, warehouse, results);
+  // Server checks read better first, as a person sets things up in that order.
+  const order = Object.values(NAMES) as string[];
+  return results.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
+}
+
+async function checkWarehouse(
+  config: Config,
+  results: CheckResult[],
+): Promise<WarehouseProbe | undefined> {
+  let probe: WarehouseProbe;
+  try {
+    probe = await probeWarehouse({
+      url: config.warehouse.url,
+      schema: config.warehouse.schema,
+      lockStaleAfterSeconds: config.lock.staleAfterSeconds,
+    });
+  } catch (error) {
+    results.push(failure(NAMES.warehouse, error));
+    results.push(skipped(NAMES.writable, 'the warehouse cannot be reached'));
+    results.push(skipped(NAMES.lock, 'the warehouse cannot be reached'));
+    return undefined;
+  }
+  results.push({
+    name: NAMES.warehouse,
+    status: 'ok',
+    detail: probe.exists ? probe.description : `${probe.description} (the first sync creates it)`,
+  });
+  results.push(
+    probe.notWritable
+      ? { name: NAMES.writable, status: 'failed', detail: probe.notWritable }
+      : { name: NAMES.writable, status: 'ok', detail: 'this user may write to it' },
+  );
+  const { lock } = probe;
+  if (lock.state === 'held') {
+    const holder = lock.holder;
+    results.push({
+      name: NAMES.lock,
+      status: 'failed',
+      detail: holder
+        ? `held by pid ${holder.pid} on ${holder.host} since ${holder.since}`
+        : 'held by another session',
+      fix: 'Another ocs-sync is syncing into this warehouse; wait for it, or stop it (a daemon holds it only while a run is going).',
+    });
+  } else {
+    results.push({
+      name: NAMES.lock,
+      status: 'ok',
+      detail:
+        lock.state === 'stale'
+          ? `free (a stale record of pid ${lock.holder?.pid ?? '?'} is taken over by the next sync)`
+          : 'free',
+    });
+  }
+  results.push(filesResult(config, probe));
+  return probe;
+}
+
+/** Where file contents go, whether this user may write there, and what is kept so far. */
+function filesResult(config: Config, probe: WarehouseProbe): CheckResult {
+  if (!config.files.enabled) return skipped(NAMES.files, 'files.enabled is false');
+  const dir = config.files.dir;
+  if (dir === undefined) {
+    return {
+      name: NAMES.files,
+      status: 'failed',
+      detail: 'files.dir (OCS_FILES_DIR) is not set',
+      fix: 'Set OCS_FILES_DIR to the folder for file contents, or set files.enabled: false (OCS_FILES_ENABLED=false).',
+    };
+  }
+  const target = existsSync(dir) ? dir : dirname(resolve(dir));
+  try {
+    accessSync(target, constants.W_OK);
+  } catch {
+    return {
+      name: NAMES.files,
+      status: 'failed',
+      detail: `${target} cannot be written by this user`,
+      fix: `Create ${dir} with write access for this user, or set OCS_FILES_DIR to another folder.`,
+    };
+  }
+  const totals = probe.files;
+  if (!totals) return { name: NAMES.files, status: 'ok', detail: `kept in ${dir}` };
+  const detail = `${formatFileTotals(totals, undefined)} in ${dir}`;
+  return totals.failed > 0
+    ? {
+        name: NAMES.files,
+        status: 'failed',
+        detail,
+        fix: 'The next sync fetches them again; its summary says why they failed. `ocs-sync files verify` checks what is stored.',
+      }
+    : { name: NAMES.files, status: 'ok', detail };
+}
+
+async function checkServer(
+  config: Config,
+  probe: WarehouseProbe | undefined,
+  results: CheckResult[],
+): Promise<void> {
+  const serverNames = [
+    NAMES.server,
+    NAMES.manifest,
+    NAMES.checksum,
+    NAMES.apiKey,
+    NAMES.publicKey,
+    NAMES.privateKey,
+  ];
+  let source: ReturnType<typeof createSource>;
+  try {
+    // Two attempts at most: a check should answer in seconds, not wait out a long outage.
+    source = createSource(
+      { ...config, http: { ...config.http, maxAttempts: Math.min(2, config.http.maxAttempts) } },
+      silentLogger(),
+    );
+  } catch (error) {
+    results.push(failure(NAMES.server, error));
+    for (const name of serverNames.slice(1)) results.push(skipped(name, 'no server configured'));
+    return;
+  }
+  try {
+    let manifest: Manifest;
+    try {
+      manifest = await source.manifest();
+    } catch (error) {
+      const answered =
+        (error instanceof OcsSyncError && 'status' in error) || error instanceof ProtocolError;
+      results.push(
+        answered
+          ? { name: NAMES.server, status: 'ok', detail: config.baseUrl ?? '' }
+          : failure(NAMES.server, error),
+      );
+      results.push(
+        answered ? failure(NAMES.manifest, error) : skipped(NAMES.manifest, 'no answer'),
+      );
+      for (const name of serverNames.slice(2)) results.push(skipped(name, 'no manifest'));
+      return;
+    }
+    results.push({ name: NAMES.server, status: 'ok', detail: config.baseUrl ?? '' });
+    results.push(manifestResult(config, manifest));
+    results.push(checksumResult(config, manifest, probe));
+
+    let team: Record<string, unknown>;
+    try {
+      team = await source.team();
+    } catch (error) {
+      results.push(failure(NAMES.apiKey, error));
+      const why = error instanceof AuthError ? 'the API key was refused' : 'team/ failed';
+      results.push(skipped(NAMES.publicKey, why));
+      results.push(skipped(NAMES.privateKey, why));
+      return;
+    }
+    results.push({
+      name: NAMES.apiKey,
+      status: 'ok',
+      detail: `team ${typeof team.name === 'string' ? JSON.stringify(team.name) : String(team.id)}`,
+    });
+
+    const sealed = manifest.entries.filter((entry) => entry.secret);
+    if (sealed.length === 0) {
+      results.push({ name: NAMES.publicKey, status: 'ok', detail: 'no resource is sealed' });
+      results.push({ name: NAMES.privateKey, status: 'ok', detail: 'no resource is sealed' });
+      return;
+    }
+    if (team.has_public_key !== true) {
+      results.push({
+        name: NAMES.publicKey,
+        status: 'failed',
+        detail: `the team has no public key, so the server refuses ${sealed.map((entry) => entry.resource).join(', ')}`,
+        fix: 'Create a key pair with `ocs-sync keygen` and register the public key on the team (team settings), then set OCS_PRIVATE_KEY_FILE.',
+      });
+      results.push(skipped(NAMES.privateKey, 'no public key is registered'));
+      return;
+    }
+    results.push({ name: NAMES.publicKey, status: 'ok', detail: 'has_public_key is true' });
+    results.push(await privateKeyResult(config, sealed[0]!.resource, source));
+  } finally {
+    await source.close();
+  }
+}
+
+function manifestResult(config: Config, manifest: Manifest): CheckResult {
+  const names = manifest.entries.map((entry) => entry.resource);
+  const unknown = [
+    ...(config.resources ?? []),
+    ...config.excludeResources,
+    ...Object.keys(config.secrets.resources),
+  ].filter((name) => !names.includes(name));
+  if (unknown.length > 0) {
+    return {
+      name: NAMES.manifest,
+      status: 'failed',
+      detail: [...new Set(unknown)]
+        .map(
+          (name) =>
+            `the configuration names ${JSON.stringify(name)}, which the server does not export; ${unknownNameAdvice(name, names)}`,
+        )
+        .join('; '),
+      fix: 'Fix the name in resources / exclude_resources / secrets.resources.',
+    };
+  }
+  return { name: NAMES.manifest, status: 'ok', detail: `${names.length} resources` };
+}
+
+function checksumResult(
+  config: Config,
+  manifest: Manifest,
+  probe: WarehouseProbe | undefined,
+): CheckResult {
+  const current = manifest.schemaChecksum;
+  const short = (checksum: string) => `${checksum.slice(0, 12)}…`;
+  if (!probe?.schemaChecksum) {
+    return {
+      name: NAMES.checksum,
+      status: 'ok',
+      detail: `${short(current)} (new: no complete run yet)`,
+    };
+  }
+  if (probe.schemaChecksum === current) {
+    return {
+      name: NAMES.checksum,
+      status: 'ok',
+      detail: `${short(current)} (unchanged since the last run)`,
+    };
+  }
+  const detail = `changed since the last run (${short(probe.schemaChecksum)} -> ${short(current)})`;
+  return config.onSchemaChange === 'stop'
+    ? {
+        name: NAMES.checksum,
+        status: 'failed',
+        detail: `${detail}; on_schema_change is "stop", so the next sync stops`,
+        fix: 'Run `ocs-sync sync --accept-schema-change` once the planned changes (in its message) are reviewed.',
+      }
+    : { name: NAMES.checksum, status: 'ok', detail: `${detail}; the next sync evolves the tables` };
+}
+
+async function privateKeyResult(
+  config: Config,
+  resource: string,
+  source: ReturnType<typeof createSource>,
+): Promise<CheckResult> {
+  const name = NAMES.privateKey;
+  const [{ loadPrivateKey }, { needsPrivateKey }] = await Promise.all([
+    import('../sealing/keys.js'),
+    import('../sealing/policy.js'),
+  ]);
+  if (!config.privateKeyFile && !config.privateKey) {
+    const needing = [config.secrets.default, ...Object.values(config.secrets.resources)].some(
+      needsPrivateKey,
+    );
+    return needing
+      ? {
+          name,
+          status: 'failed',
+          detail:
+            'no private key is configured, and the secrets policy needs one to open sealed fields',
+          fix: 'Set OCS_PRIVATE_KEY_FILE (or OCS_PRIVATE_KEY) to the private key whose public half is registered on the team, or set the secrets policy to "sealed" or "drop".',
+        }
+      : {
+          name,
+          status: 'ok',
+          detail: 'not needed: the secrets policies keep sealed values sealed or drop them',
+        };
+  }
+  let key: KeyObject;
+  try {
+    key = loadPrivateKey(
+      {
+        file: config.privateKeyFile,
+        pem: config.privateKey,
+        passphrase: config.privateKeyPassphrase,
+      },
+      () => undefined,
+    );
+  } catch (error) {
+    return failure(name, error);
+  }
+  let page;
+  try {
+    page = await source.page(resource, null, 5);
+  } catch (error) {
+    return failure(name, error);
+  }
+  const { isSealedToken } = await import('../sealing/detect.js');
+  const token = page.rows.flatMap((row) => Object.values(row)).find(isSealedToken);
+  if (token === undefined) {
+    return {
+      name,
+      status: 'ok',
+      detail: `the key loads; ${resource} has no sealed value to try it on yet`,
+    };
+  }
+  try {
+    const { openSealedValue } = await import('../sealing/open.js');
+    openSealedValue(token, key);
+    return { name, status: 'ok', detail: `opened a sealed value of ${resource}` };
+  } catch (error) {
+    return {
+      name,
+      status: 'failed',
+      detail: `cannot open a sealed value of ${resource}: ${error instanceof Error ? error.message : String(error)}`,
+      fix: "This is not the private key of the public key registered on the team: use the matching private key, or register this key's public half.",
+    };
+  }
+}
+
+export async function runCheckCommand(
+  context: CommandContext,
+  options: { json?: boolean },
+): Promise<number> {
+  let results: CheckResult[];
+  try {
+    const config: Config = loadConfig({
+      configPath: context.globals.config,
+      env: context.environment.env,
+      flags: context.configFlags(),
+      needs: { server: false },
+    });
+    results = [{ name: NAMES.config, status: 'ok', detail: 'valid' }, ...(await runChecks(config))];
+  } catch (error) {
+    if (!(error instanceof ConfigError)) throw error;
+    results = [{ name: NAMES.config, status: 'failed', detail: error.message }];
+  }
+  const ok = results.every((result) => result.status === 'ok');
+  if (options.json) {
+    context.output.out(JSON.stringify({ ok, checks: results }, null, 2));
+  } else {
+    const width = Math.max(...results.map((result) => result.name.length));
+    for (const result of results) {
+      const mark = result.status === 'ok' ? '✓' : result.status === 'failed' ? '✗' : '-';
+      context.output.out(`${mark} ${result.name.padEnd(width)}  ${result.detail}`);
+      if (result.fix) context.output.out(`  ${' '.repeat(width)}  fix: ${result.fix}`);
+    }
+  }
+  return ok ? ExitCode.ok : ExitCode.failed;
+}

@@ -1,0 +1,396 @@
+/**
+ * `serve`: the warehouse answered as the server's export API, for the server's own importer
+ * (`manage.py sync_team`). Same paths, paging, cursors, error bodies and auth answers as the real
+ * server (REFERENCE.md); only the rows come from the warehouse.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { createReadStream } from 'node:fs';
+import { stat } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { basename } from 'node:path';
+import { stringify as stringifyYaml } from 'yaml';
+import { ConfigError } from '../errors.js';
+import type { ListenAddress } from '../config/schema.js';
+import { listenFailure } from '../daemon/health-server.js';
+import {
+  InvalidCursorError,
+  decodeCursor,
+  encodePkCursor,
+  encodeUpdatedAtCursor,
+  formatTimestamp,
+  lastParam,
+  parsePythonInt,
+  parseTimestamp,
+} from '../fake-server/cursor.js';
+import type { Row, Warehouse } from '../interfaces.js';
+import type { Logger } from '../log.js';
+import { toJsonText } from '../warehouse/values.js';
+import { blobPath } from '../files/blob-store.js';
+import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
+import { renderRows, UnservableValueError, type SealingForServe } from './rows.js';
+
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1000;
+
+export interface ExportServerOptions {
+  warehouse: Warehouse;
+  plan: ServePlan;
+  /** The stored manifest and OpenAPI document, served as they were fetched. */
+  manifestBody: string;
+  openApiBody: string | undefined;
+  apiKey: string;
+  sealing: SealingForServe;
+  asOf?: string;
+  /** Where file blobs are (`files.dir`); undefined: every file answers 404. */
+  filesDir?: string;
+  listen: ListenAddress;
+  logger: Logger;
+}
+
+export interface ExportServer {
+  readonly url: string;
+  readonly address: ListenAddress;
+  close(): Promise<void>;
+}
+
+interface Reply {
+  status: number;
+  headers?: Record<string, string>;
+  body: string;
+}
+
+const JSON_TYPE = 'application/json';
+const NOT_PROVIDED = 'Authentication credentials were not provided.';
+const INVALID_TOKEN = 'Invalid token.';
+
+function json(status: number, value: unknown, headers: Record<string, string> = {}): Reply {
+  return {
+    status,
+    headers: { 'content-type': JSON_TYPE, vary: 'Accept', ...headers },
+    body: toJsonText(value),
+  };
+}
+
+const NOT_FOUND_PAGE: Reply = {
+  status: 404,
+  headers: { 'content-type': 'text/html; charset=utf-8' },
+  body:
+    '<!doctype html>\n<html lang="en">\n<head>\n  <title>Not Found</title>\n</head>\n<body>\n' +
+    '  <h1>Not Found</h1><p>The requested resource was not found on this server.</p>\n</body>\n</html>\n',
+};
+
+/** sha256 of both sides first: timingSafeEqual needs equal lengths, and the length is no secret. */
+function sameKey(given: string, expected: string): boolean {
+  const digest = (text: string) => createHash('sha256').update(text, 'utf8').digest();
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+function presentedKey(request: IncomingMessage): string | undefined {
+  const header = request.headers['x-api-key'];
+  if (typeof header === 'string' && header !== '') return header;
+  const authorization = request.headers.authorization;
+  if (typeof authorization === 'string') {
+    const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
+    if (match) return match[1];
+  }
+  return undefined;
+}
+
+export async function startExportServer(options: ExportServerOptions): Promise<ExportServer> {
+  const { logger } = options;
+  const handler = new ExportHandler(options);
+  const server = createServer({ keepAlive: true }, (request, response) => {
+    handler.handle(request, response).catch((error: unknown) => {
+      const reason =
+        error instanceof UnservableValueError
+          ? error.message
+          : error instanceof Error
+            ? error.message
+            : String(error);
+      logger.error({ path: pathOf(request), reason }, 'serve: cannot answer');
+      if (!response.headersSent) {
+        sendReply(request, response, json(500, { detail: 'A server error occurred.' }));
+      } else {
+        response.destroy();
+      }
+    });
+  });
+  // The importer keeps its connection between pages, which can take a while to import: close an
+  // idle one well after any client would, so a reused connection is not cut under a request.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 70_000;
+  await new Promise<void>((resolve, reject) => {
+    const onError = (error: NodeJS.ErrnoException) => reject(listenError(options.listen, error));
+    server.once('error', onError);
+    server.listen(options.listen.port, options.listen.host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
+  const bound = server.address() as AddressInfo;
+  const host = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
+  let closing: Promise<void> | undefined;
+  return {
+    url: `http://${host}:${bound.port}`,
+    address: { host: bound.address, port: bound.port },
+    close: () =>
+      (closing ??= new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+        setTimeout(() => server.closeAllConnections(), 1_000).unref();
+      })),
+  };
+}
+
+function pathOf(request: IncomingMessage): string {
+  return new URL(request.url ?? '/', 'http://serve.invalid').pathname;
+}
+
+function sendReply(request: IncomingMessage, response: ServerResponse, reply: Reply): void {
+  const body = Buffer.from(reply.body, 'utf8');
+  response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+  response.end(request.method === 'HEAD' ? undefined : body);
+}
+
+class ExportHandler {
+  private yaml?: string;
+
+  constructor(private readonly options: ExportServerOptions) {}
+
+  async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const url = new URL(request.url ?? '/', 'http://serve.invalid');
+    const method = request.method ?? 'GET';
+    if (method !== 'GET' && method !== 'HEAD') {
+      sendReply(
+        request,
+        response,
+        json(405, { detail: `Method "${method}" not allowed.` }, { allow: 'GET, HEAD, OPTIONS' }),
+      );
+      return;
+    }
+    const file = /^\/api\/files\/(\d{1,19})\/content\/?$/.exec(url.pathname);
+    if (file) {
+      const refused = this.authenticate(request);
+      if (refused) sendReply(request, response, refused);
+      else await this.sendFile(request, response, BigInt(file[1]!));
+      return;
+    }
+    const match = /^\/api\/export\/([^/]+)(\/?)$/.exec(url.pathname);
+    if (!match) {
+      sendReply(request, response, NOT_FOUND_PAGE);
+      return;
+    }
+    if (match[2] !== '/') {
+      // Django's APPEND_SLASH.
+      sendReply(request, response, {
+        status: 301,
+        headers: {
+          location: `${url.pathname}/${url.search}`,
+          'content-type': 'text/html; charset=utf-8',
+        },
+        body: '',
+      });
+      return;
+    }
+    const endpoint = decodeURIComponent(match[1]!);
+    sendReply(request, response, await this.route(request, endpoint, url.searchParams));
+  }
+
+  private async route(
+    request: IncomingMessage,
+    endpoint: string,
+    params: URLSearchParams,
+  ): Promise<Reply> {
+    if (endpoint === 'manifest') {
+      return {
+        status: 200,
+        headers: { 'content-type': JSON_TYPE, vary: 'Accept' },
+        body: this.options.manifestBody,
+      };
+    }
+    if (endpoint === 'schema') return this.schema(params);
+    const refused = this.authenticate(request);
+    if (refused) return refused;
+    if (endpoint === TEAM_RESOURCE) return this.team();
+    const resource = this.options.plan.resources.get(endpoint);
+    if (!resource) return json(404, { detail: 'Unknown resource.' });
+    return this.page(resource, params);
+  }
+
+  private authenticate(request: IncomingMessage): Reply | undefined {
+    const key = presentedKey(request);
+    const unauthorized = (detail: string) =>
+      json(401, { detail }, { 'www-authenticate': 'Api-Key' });
+    if (key === undefined) return unauthorized(NOT_PROVIDED);
+    return sameKey(key, this.options.apiKey) ? undefined : unauthorized(INVALID_TOKEN);
+  }
+
+  private schema(params: URLSearchParams): Reply {
+    const body = this.options.openApiBody;
+    if (body === undefined) return json(404, { detail: 'Not found.' });
+    if (lastParam(params, 'format') === 'json') {
+      return { status: 200, headers: { 'content-type': 'application/vnd.oai.openapi+json' }, body };
+    }
+    this.yaml ??= stringifyYaml(JSON.parse(body), { aliasDuplicateObjects: false });
+    return {
+      status: 200,
+      headers: { 'content-type': 'application/vnd.oai.openapi; charset=utf-8' },
+      body: this.yaml,
+    };
+  }
+
+  private async team(): Promise<Reply> {
+    const { team } = this.options.plan;
+    const [row] = await this.read(team, null, 1);
+    if (!row) return json(404, { detail: 'Not found.' });
+    const [rendered] = await this.render(team, [row]);
+    // The importer refuses a source team that is not migrating or has no public key.
+    return json(200, { ...rendered, is_migrating: true, has_public_key: true });
+  }
+
+  private async page(resource: ServedResource, params: URLSearchParams): Promise<Reply> {
+    const limitText = lastParam(params, 'limit');
+    let limit = DEFAULT_LIMIT;
+    if (limitText !== null && limitText !== '') {
+      const parsed = parsePythonInt(limitText);
+      if (parsed === undefined) return json(400, ['`limit` must be an integer.']);
+      if (parsed < 1) return json(400, ['`limit` must be a positive integer.']);
+      limit = Math.min(parsed, MAX_LIMIT);
+    }
+    const cursorText = lastParam(params, 'cursor');
+    let after: { id: bigint; updatedAt?: string } | null = null;
+    if (cursorText !== null && cursorText !== '') {
+      try {
+        const decoded = decodeCursor(resource.cursor, cursorText);
+        after =
+          decoded.kind === 'pk'
+            ? { id: BigInt(decoded.id) }
+            : { id: BigInt(decoded.id), updatedAt: formatTimestamp(decoded.updatedAtMicros) };
+      } catch (error) {
+        if (error instanceof InvalidCursorError) return json(400, ['Invalid pagination cursor.']);
+        throw error;
+      }
+    }
+    // One row more than asked says whether another page follows.
+    const rows = await this.read(resource, after, limit + 1);
+    const hasMore = rows.length > limit;
+    const pageRows = hasMore ? rows.slice(0, limit) : rows;
+    const results = await this.render(resource, pageRows);
+    const last = results[results.length - 1];
+    const cursor = hasMore && last ? cursorAfter(resource, last) : null;
+    return {
+      status: 200,
+      headers: { 'content-type': JSON_TYPE, vary: 'Accept', allow: 'GET, HEAD, OPTIONS' },
+      body: `{"cursor":${JSON.stringify(cursor)},"has_more":${hasMore},"results":${toJsonText(results)}}`,
+    };
+  }
+
+  private async read(
+    resource: ServedResource,
+    after: { id: bigint; updatedAt?: string } | null,
+    limit: number,
+  ): Promise<Row[]> {
+    if (resource.source === 'empty') return [];
+    return this.options.warehouse.archive.readRows({
+      table: resource.resource,
+      columns: resource.columns,
+      order: resource.cursor,
+      after,
+      limit,
+      asOf: resource.source === 'history' ? this.options.asOf : undefined,
+    });
+  }
+
+  private async render(resource: ServedResource, rows: Row[]): Promise<Record<string, unknown>[]> {
+    const originals =
+      rows.length === 0
+        ? []
+        : await this.options.warehouse.archive.originalValues(
+            resource.resource,
+            rows.map((row) => String(row.id)),
+          );
+    return renderRows(resource, rows, originals, this.options.sealing);
+  }
+
+  private async sendFile(
+    request: IncomingMessage,
+    response: ServerResponse,
+    fileId: bigint,
+  ): Promise<void> {
+    const notFound = json(404, { detail: 'Not found.' });
+    const { filesDir, warehouse } = this.options;
+    const stored =
+      filesDir === undefined ? undefined : await warehouse.fileLedger().get(fileId.toString());
+    // The ledger's digest becomes a path: only a real hex digest may.
+    if (
+      filesDir === undefined ||
+      stored?.status !== 'ok' ||
+      stored.sha256 === null ||
+      !/^[0-9a-f]{64}$/.test(stored.sha256)
+    ) {
+      sendReply(request, response, notFound);
+      return;
+    }
+    const path = blobPath(filesDir, stored.sha256);
+    const size = await stat(path).then(
+      (info) => (info.isFile() ? info.size : undefined),
+      () => undefined,
+    );
+    if (size === undefined) {
+      this.options.logger.warn(
+        { fileId: fileId.toString(), sha256: stored.sha256 },
+        'serve: the file ledger names a blob that is not in files.dir; answering 404',
+      );
+      sendReply(request, response, notFound);
+      return;
+    }
+    response.writeHead(200, {
+      'content-type': headerSafe(stored.contentType) ?? 'application/octet-stream',
+      'content-length': String(size),
+      'content-disposition': attachmentHeader(basename(stored.file ?? `file-${fileId}`)),
+    });
+    if (request.method === 'HEAD') {
+      response.end();
+      return;
+    }
+    await new Promise<void>((resolve, reject) => {
+      const stream = createReadStream(path);
+      stream.on('error', reject);
+      response.on('close', resolve);
+      stream.pipe(response);
+    });
+  }
+}
+
+/** A header value as it came when HTTP can carry it (visible ASCII and spaces only). */
+function headerSafe(value: string | null): string | undefined {
+  return value && /^[\x20-\x7e]+$/.test(value) ? value : undefined;
+}
+
+/** `attachment` with the name, non-ASCII names in RFC 5987 form (as Django's FileResponse). */
+function attachmentHeader(name: string): string {
+  if (/^[\x20-\x7e]+$/.test(name)) {
+    return `attachment; filename="${name.replace(/["\\]/g, '\\$&')}"`;
+  }
+  return `attachment; filename*=utf-8''${encodeURIComponent(name)}`;
+}
+
+/** The cursor the server hands out after a page: the last row's position. */
+function cursorAfter(resource: ServedResource, last: Record<string, unknown>): string {
+  const id = last.id as number | bigint;
+  if (resource.cursor === 'pk') return encodePkCursor(id);
+  const micros = typeof last.updated_at === 'string' ? parseTimestamp(last.updated_at) : undefined;
+  if (micros === undefined) {
+    throw new UnservableValueError(
+      `${resource.resource} row ${String(id)} has no updated_at to build the next cursor from`,
+    );
+  }
+  return encodeUpdatedAtCursor(micros, id);
+}
+
+function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): ConfigError {
+  return new ConfigError([
+    `serve --listen ${listenFailure(listen, error)}; pick another HOST:PORT`,
+  ]);
+}

@@ -1,0 +1,55 @@
+/**
+ * What the sync keeps so that `serve` can answer as the server did: the manifest and the export
+ * OpenAPI document per schema checksum, and the server's text of every value a column would give
+ * back differently (see warehouse/original-values.ts).
+ */
+import type { ColumnSpec, ExportSource, Manifest, Row, Warehouse } from '../interfaces.js';
+import { originalValuesOf } from '../warehouse/original-values.js';
+import { toJsonText } from '../warehouse/values.js';
+
+/** The manifest in the server's shape: exactly its two keys, each entry exactly its four. */
+export function manifestDocument(manifest: Manifest): string {
+  return toJsonText({
+    schema_checksum: manifest.schemaChecksum,
+    entries: manifest.entries.map(({ model, resource, cursor, secret }) => ({
+      model,
+      resource,
+      cursor,
+      secret,
+    })),
+  });
+}
+
+/**
+ * Saves the manifest, and the OpenAPI document when this run fetched it; fetches the document
+ * when none is stored for this checksum yet (a warehouse synced before `serve` existed).
+ */
+export async function keepExportDocuments(
+  warehouse: Warehouse,
+  source: ExportSource,
+  manifest: Manifest,
+  fetchedOpenApi: unknown,
+): Promise<void> {
+  const { archive } = warehouse;
+  const checksum = manifest.schemaChecksum;
+  await archive.saveExportDocument('manifest', checksum, manifestDocument(manifest));
+  let document = fetchedOpenApi;
+  const stored = await archive.exportDocument('openapi', checksum);
+  if (document === undefined && stored === undefined) {
+    document = await source.openApi();
+  }
+  if (document !== undefined) {
+    await archive.saveExportDocument('openapi', checksum, toJsonText(document));
+  }
+}
+
+/** Saves the originals of a page's values before the page itself is written. */
+export async function keepOriginalValues(
+  warehouse: Warehouse,
+  resource: string,
+  columns: readonly ColumnSpec[],
+  rows: readonly Row[],
+): Promise<void> {
+  const originals = originalValuesOf(warehouse.dialect, columns, rows);
+  if (originals.length > 0) await warehouse.archive.saveOriginalValues(resource, originals);
+}

@@ -1,0 +1,162 @@
+/**
+ * Which values a warehouse column would give back differently from how the server sent them, and
+ * what it would give back. Pure: both the sync (which keeps the original of such a value in
+ * `_ocs_original_values`) and `serve` (which puts it back) use the same rules.
+ *
+ * - date-times come back in the server's form (`Z`, fraction only when non-zero): a value the
+ *   server wrote another way (an offset, three fraction digits) is kept;
+ * - PostgreSQL text and jsonb cannot hold NUL (removed) or lone surrogates (U+FFFD);
+ * - jsonb orders object keys (shorter first, then by bytes) and writes integral numbers past 2^53
+ *   as digits, which read back as bigint.
+ */
+import { createHash } from 'node:crypto';
+import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
+import { toServerTimestamp } from './timestamps.js';
+import { toJsonText } from './values.js';
+
+export type Dialect = 'sqlite' | 'postgres';
+
+const SERVER_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?Z$/;
+
+/** A date-time text as a datetime column gives it back. */
+export function servedTimestamp(text: string): string {
+  try {
+    return toServerTimestamp(text);
+  } catch {
+    // Not a date-time after all: the column keeps the text as it is.
+    return text;
+  }
+}
+
+function isServerTimestamp(text: string): boolean {
+  return SERVER_TIMESTAMP.test(text) && !text.endsWith('.000000Z');
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** Text as PostgreSQL stores it: NUL removed, lone surrogates replaced. */
+function postgresText(text: string): string {
+  return text.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD');
+}
+
+function postgresTextChanges(text: string): boolean {
+  return text.includes('\u0000') || new RegExp(LONE_SURROGATE.source).test(text);
+}
+
+const utf8 = new TextEncoder();
+
+/** jsonb's key order: shorter keys first (in UTF-8 bytes), then bytewise. */
+function jsonbKeyOrder(left: string, right: string): number {
+  const a = utf8.encode(left);
+  const b = utf8.encode(right);
+  if (a.length !== b.length) return a.length - b.length;
+  return Buffer.compare(a, b);
+}
+
+/** The exact integer a double's shortest decimal text names (as numeric reads `1.5e+300`). */
+function decimalInteger(value: number): bigint {
+  const text = JSON.stringify(value);
+  const match = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/i.exec(text);
+  if (!match) return BigInt(value);
+  const [, sign, whole, fraction = '', exponent = '0'] = match;
+  const shift = Number(exponent) - fraction.length;
+  const digits = BigInt(`${whole}${fraction}`);
+  const magnitude = shift >= 0 ? digits * 10n ** BigInt(shift) : digits / 10n ** BigInt(-shift);
+  return sign === '-' ? -magnitude : magnitude;
+}
+
+/** A JSON value as a jsonb column gives it back. */
+function jsonbValue(value: unknown): unknown {
+  if (typeof value === 'string') return postgresText(value);
+  if (typeof value === 'number') {
+    if (Object.is(value, -0)) return 0;
+    return Number.isInteger(value) && !Number.isSafeInteger(value) ? decimalInteger(value) : value;
+  }
+  if (Array.isArray(value)) return value.map(jsonbValue);
+  if (value !== null && typeof value === 'object') {
+    const entries = new Map<string, unknown>();
+    // A later duplicate key (after cleaning) wins, as in jsonb.
+    for (const [key, item] of Object.entries(value))
+      entries.set(postgresText(key), jsonbValue(item));
+    const result: Record<string, unknown> = {};
+    for (const key of [...entries.keys()].sort(jsonbKeyOrder)) result[key] = entries.get(key);
+    return result;
+  }
+  return value;
+}
+
+/** Whether jsonb would give this JSON value back differently (checked without copying). */
+function jsonbChanges(value: unknown): boolean {
+  if (typeof value === 'string') return postgresTextChanges(value);
+  if (typeof value === 'number') {
+    return Object.is(value, -0) || (Number.isInteger(value) && !Number.isSafeInteger(value));
+  }
+  if (Array.isArray(value)) return value.some(jsonbChanges);
+  if (value !== null && typeof value === 'object') {
+    const keys = Object.keys(value);
+    for (let index = 0; index < keys.length; index += 1) {
+      const key = keys[index]!;
+      if (postgresTextChanges(key)) return true;
+      if (index > 0 && jsonbKeyOrder(keys[index - 1]!, key) >= 0) return true;
+      if (jsonbChanges((value as Record<string, unknown>)[key])) return true;
+    }
+  }
+  return false;
+}
+
+/** Whether a column of `type` gives this value back differently. Cheap for the common case. */
+export function valueChangesInColumn(dialect: Dialect, type: ColumnType, value: unknown): boolean {
+  if (value === null || value === undefined) return false;
+  switch (type) {
+    case 'datetime':
+      return typeof value === 'string' && !isServerTimestamp(value);
+    case 'text':
+      return dialect === 'postgres' && typeof value === 'string' && postgresTextChanges(value);
+    case 'json':
+      return dialect === 'postgres' && jsonbChanges(value);
+    default:
+      return false;
+  }
+}
+
+/** What a column of `type` gives back for a value (as `serve` reads it). */
+export function servedValue(dialect: Dialect, type: ColumnType, value: unknown): unknown {
+  if (value === null || value === undefined) return null;
+  switch (type) {
+    case 'datetime':
+      return typeof value === 'string' ? servedTimestamp(value) : value;
+    case 'text':
+      return dialect === 'postgres' && typeof value === 'string' ? postgresText(value) : value;
+    case 'json':
+      return dialect === 'postgres' ? jsonbValue(value) : value;
+    default:
+      return value;
+  }
+}
+
+/** sha256 hex of a served value's JSON text: the key that ties an original to a stored value. */
+export function servedValueHash(value: unknown): string {
+  return createHash('sha256').update(toJsonText(value)).digest('hex');
+}
+
+/** The originals a page needs kept: one per value its column would give back differently. */
+export function originalValuesOf(
+  dialect: Dialect,
+  columns: readonly ColumnSpec[],
+  rows: readonly Row[],
+): OriginalValue[] {
+  const found: OriginalValue[] = [];
+  for (const row of rows) {
+    for (const column of columns) {
+      const value = row[column.name];
+      if (!valueChangesInColumn(dialect, column.type, value)) continue;
+      found.push({
+        id: String(row.id),
+        column: column.name,
+        servedHash: servedValueHash(servedValue(dialect, column.type, value)),
+        original: toJsonText(value),
+      });
+    }
+  }
+  return found;
+}
