@@ -39,6 +39,8 @@ const options: BenchOptions = {
   seed: DEFAULT_BENCH_SEED,
   rounds: Number(values.rounds),
   json: false,
+  startupRounds: 0,
+  startupOnly: false,
 };
 const designs = values.designs.split(',').filter(Boolean) as OverlapDesign[];
 for (const design of designs) {
