@@ -149,7 +149,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
 }
 
 /** A fake server child with `rows` rows. */
-async function startServer(options: BenchOptions, rows: number) {
+export async function startServer(options: BenchOptions, rows: number) {
   const child = startBenchChild('fake-server-process', { nodeOptions: SERVER_NODE_OPTIONS });
   const request = <T>(message: ServerRequest) => ask<T>(child, message);
   try {
@@ -174,12 +174,12 @@ async function startServer(options: BenchOptions, rows: number) {
 }
 
 /** A SQLite database and its WAL files. */
-function removeSqliteFiles(path: string): void {
+export function removeSqliteFiles(path: string): void {
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
 }
 
 /** One stage in a fresh child process. */
-async function runStageProcess(request: StageRequest): Promise<StageResult> {
+export async function runStageProcess(request: StageRequest): Promise<StageResult> {
   const child = startBenchChild('stage-process');
   try {
     return await ask<StageResult>(child, request);

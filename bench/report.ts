@@ -215,6 +215,15 @@ function table(header: string[], rows: string[][], rightAligned: boolean[]): str
   return [line(header), widths.map((width) => '-'.repeat(width)).join('-|-'), ...rows.map(line)];
 }
 
+/**
+ * The design the sync runs, and why: the table says what it measures. The alternatives are
+ * measured by bench/overlap.ts (README, "Performance").
+ */
+export const SYNC_DESIGN =
+  'Design: one thread fetches ahead (pages in flight) while it parses and writes each page in order. ' +
+  'Measured against it (bench/overlap.ts): a writer thread fed the page bytes (transferred) or ' +
+  'the encoded rows, and SQLite parsing the page (json_each); none used less CPU, so none is default.';
+
 /** The human-readable report. */
 export function formatReport(results: BenchResults): string {
   const { settings, stages, checks } = results;
@@ -227,6 +236,7 @@ export function formatReport(results: BenchResults): string {
   lines.push(
     `Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`,
   );
+  lines.push(SYNC_DESIGN);
   lines.push('');
   const rows = STAGE_ORDER.filter((id) => stages[id]).map((id) => {
     const stage = stages[id]!;

@@ -13,6 +13,7 @@ import { cursorAfterPage, hasNextPage, planTable } from '../src/sync/plan.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { openApiFromFixture } from '../src/fake-server/fixture.js';
 import { BENCH_RESOURCE, benchFixture, generateBenchPages } from './bench-dataset.js';
+import { runDesign, type OverlapDesign } from './overlap-designs.js';
 
 /** Where a stage writes: a SQLite file or a PostgreSQL schema. */
 export interface WarehouseTarget {
@@ -42,7 +43,16 @@ export type StageRequest =
   /** The same rows (generated page by page here) written with writePage, no network. */
   | { kind: 'write-only'; warehouse: WarehouseTarget; rows: number; seed: number; pageSize: number }
   /** The server's own client: fetch a page at limit 100, write it, then the next; nothing overlaps. */
-  | { kind: 'baseline'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number };
+  | { kind: 'baseline'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number }
+  /** A candidate overlap design (overlap-designs.ts) walking into a fresh SQLite warehouse. */
+  | {
+      kind: 'design';
+      design: OverlapDesign;
+      server: ServerTarget;
+      warehouse: WarehouseTarget;
+      pageSize: number;
+      pagesInFlight: number;
+    };
 
 export interface StageResult {
   rows: number;
@@ -81,6 +91,9 @@ export async function runStage(request: StageRequest): Promise<StageResult> {
       break;
     case 'baseline':
       measured = await baselineStage(request, logger, sampler);
+      break;
+    case 'design':
+      measured = await designStage(request, logger, sampler);
       break;
   }
   sampler.stop();
@@ -197,6 +210,11 @@ function benchColumns(openApi: unknown): ColumnSpec[] {
   return columns;
 }
 
+/** The bench resource's columns from the fixture's OpenAPI document. */
+export function benchColumnsOf(): ColumnSpec[] {
+  return benchColumns(openApiFromFixture(benchFixture()));
+}
+
 /** Creates the table as the engine would (no-op when it exists). */
 async function prepareTable(warehouse: Warehouse, columns: ColumnSpec[]): Promise<ColumnSpec[]> {
   const existing = await warehouse.describeTable(BENCH_RESOURCE);
@@ -302,6 +320,47 @@ async function baselineStage(
     const seconds = (performance.now() - started) / 1000;
     sampler.end();
     return { rows, pages, seconds, requests: source.requestCount };
+  } finally {
+    await source.close();
+    await closeTarget(warehouse, request.warehouse);
+  }
+}
+
+async function designStage(
+  request: Extract<StageRequest, { kind: 'design' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Measured> {
+  const warehouse = await openTarget(request.warehouse, logger);
+  const source = createSource(request.server, logger, request.pagesInFlight + 1);
+  try {
+    // As a sync starts: the lock, the table from the OpenAPI document, a run.
+    const started = sampler.begin();
+    const lock = await warehouse.acquireLock(10_000);
+    const manifest = await source.manifest();
+    const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
+    const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
+    const walked = await runDesign({
+      design: request.design,
+      server: request.server,
+      path: request.warehouse.url,
+      columns,
+      runId,
+      pageSize: request.pageSize,
+      depth: request.pagesInFlight,
+      source,
+      logger,
+    });
+    await warehouse.finishRun(runId, {
+      status: 'ok',
+      rows: walked.rows,
+      pages: walked.pages,
+      requests: walked.requests,
+    });
+    await lock.release();
+    const seconds = (performance.now() - started) / 1000;
+    sampler.end();
+    return { ...walked, seconds, requests: walked.requests + source.requestCount };
   } finally {
     await source.close();
     await closeTarget(warehouse, request.warehouse);

@@ -15,6 +15,7 @@ import { main, parseBenchArgs } from '../bench/bench.js';
 import type { StartupResults } from '../bench/startup.js';
 import {
   STAGE_LABELS,
+  SYNC_DESIGN,
   floorRatio,
   medianStage,
   resultsAsJson,
@@ -69,6 +70,8 @@ describe('benchmark smoke run', () => {
       // stage | rows | seconds | CPU s | rows/s | peak RSS MB | requests
       expect(line!.split('|')).toHaveLength(7);
     }
+    // The report says which design the sync runs and why.
+    expect(out).toContain(SYNC_DESIGN);
     expect(out).toMatch(/^full sync -> SQLite +\| +2,000 \|/m);
     expect(out).toMatch(/^full sync -> SQLite at N\/10 +\| +200 \|/m);
     expect(out).toMatch(/^rerun, nothing changed +\| +0 \|.*\| +3$/m);
