@@ -11,7 +11,7 @@ import { main } from '../src/cli/main.js';
 import { syncOnce } from '../src/cli/sync-command.js';
 import { loadConfig } from '../src/config/load.js';
 import { InterruptedError } from '../src/errors.js';
-import { decodeCursor, parseTimestamp } from '../src/fake-server/cursor.js';
+import { decodeCursor, parseTimestamp } from '../src/export-api/cursor.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { sampleFileContent } from '../src/fake-server/file-contents.js';

@@ -16,7 +16,7 @@ import {
   encodeUpdatedAtCursor,
   formatTimestamp,
   parseTimestamp,
-} from '../src/fake-server/cursor.js';
+} from '../src/export-api/cursor.js';
 import { FakeDataset } from '../src/fake-server/dataset.js';
 import {
   createSampleDataset,

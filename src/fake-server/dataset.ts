@@ -19,7 +19,7 @@ import {
   normalizeId,
   parseTimestamp,
   type RowId,
-} from './cursor.js';
+} from '../export-api/cursor.js';
 import type { FixtureResource } from './field-values.js';
 import { SeededRandom, deriveSeed } from './random.js';
 

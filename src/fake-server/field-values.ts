@@ -4,8 +4,8 @@
  * of every shape, embeddings), because those are what break warehouses.
  */
 import type { CursorKind, Row } from '../interfaces.js';
-import type { RowId } from './cursor.js';
-import { formatTimestamp } from './cursor.js';
+import type { RowId } from '../export-api/cursor.js';
+import { formatTimestamp } from '../export-api/cursor.js';
 import { FakeDataset, type RowGeneratorContext } from './dataset.js';
 import { SeededRandom, deriveSeed } from './random.js';
 

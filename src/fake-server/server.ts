@@ -17,7 +17,7 @@ import { stringify as stringifyLossless } from 'lossless-json';
 import { stringify as stringifyYaml } from 'yaml';
 import type { CursorKind, Row } from '../interfaces.js';
 import { sealValue } from '../sealing/seal.js';
-import { InvalidCursorError, decodeCursor, lastParam, parsePythonInt } from './cursor.js';
+import { InvalidCursorError, decodeCursor, lastParam, parsePythonInt } from '../export-api/cursor.js';
 import type { FakeDataset } from './dataset.js';
 import type { FixtureResource } from './field-values.js';
 import {

@@ -22,7 +22,7 @@ import {
   lastParam,
   parsePythonInt,
   parseTimestamp,
-} from '../fake-server/cursor.js';
+} from '../export-api/cursor.js';
 import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { toJsonText } from '../warehouse/values.js';

@@ -1,4 +1,7 @@
 /**
+ * The export API's wire rules, shared by the two servers ocs-sync runs (the fake for tests and
+ * the demo, `serve` for restores).
+ *
  * Row ids, timestamps and paging cursors exactly as the real export server writes and reads them
  * (see REFERENCE.md, "Paging"). Timestamps are kept as integer microseconds since the epoch so
  * `(updated_at, id)` compares exactly; a double holds them without loss until the year 2255.
