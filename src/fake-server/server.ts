@@ -4,6 +4,7 @@
  * deterministic fault knobs (5xx, HTML proxy pages, 429, dropped connections, truncated bodies,
  * latency) for tests, `ocs-sync demo` and the benchmark.
  */
+import { djangoNotFound } from '../export-api/pages.js';
 import { createPublicKey, type KeyObject } from 'node:crypto';
 import {
   createServer,
@@ -17,7 +18,12 @@ import { stringify as stringifyLossless } from 'lossless-json';
 import { stringify as stringifyYaml } from 'yaml';
 import type { CursorKind, Row } from '../interfaces.js';
 import { sealValue } from '../sealing/seal.js';
-import { InvalidCursorError, decodeCursor, lastParam, parsePythonInt } from '../export-api/cursor.js';
+import {
+  InvalidCursorError,
+  decodeCursor,
+  lastParam,
+  parsePythonInt,
+} from '../export-api/cursor.js';
 import type { FakeDataset } from './dataset.js';
 import type { FixtureResource } from './field-values.js';
 import {
@@ -222,16 +228,6 @@ function jsonReply(status: number, value: unknown, headers: OutgoingHttpHeaders 
     status,
     headers: { 'content-type': jsonType, vary: 'Accept', ...headers },
     body: JSON.stringify(value),
-  };
-}
-
-function djangoNotFound(): Reply {
-  return {
-    status: 404,
-    headers: { 'content-type': 'text/html; charset=utf-8' },
-    body:
-      '<!doctype html>\n<html lang="en">\n<head>\n  <title>Not Found</title>\n</head>\n<body>\n' +
-      '  <h1>Not Found</h1><p>The requested resource was not found on this server.</p>\n</body>\n</html>\n',
   };
 }
 

@@ -3,6 +3,7 @@
  * record of them, when the row changed (`file` path or `updated_at`) since, when the last attempt
  * failed, or, for a 404, once its back-off has passed.
  */
+import { toSortableUtc } from '../warehouse/timestamps.js';
 import type { FileCandidate, FileRecord, FileStatus } from '../interfaces.js';
 
 export type FetchReason = 'new' | 'changed' | 'retry_failed' | 'retry_missing';
@@ -63,7 +64,9 @@ export function nextAttemptAt(status: FileStatus, attempts: number, now: number)
   return new Date(now + wait).toISOString();
 }
 
-const TIMESTAMP = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d(?::?\d\d)?)?$/;
+/** The forms databases write that toSortableUtc does not take: a space, `+00`, `+0130`, no zone. */
+const LOOSE_TIMESTAMP =
+  /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d(?::?\d\d)?)?$/;
 
 /**
  * A stored `updated_at` in one fixed form, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, six fraction
@@ -71,13 +74,18 @@ const TIMESTAMP = /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]
  * Text that is not a timestamp is kept as it is.
  */
 export function canonicalTimestamp(text: string): string {
-  const match = TIMESTAMP.exec(text.trim());
+  const match = LOOSE_TIMESTAMP.exec(text.trim());
   if (!match) return text;
-  const [, date, time, fraction = '', zone = 'Z'] = match;
-  const micros = fraction.padEnd(6, '0').slice(0, 6);
-  if (zone === 'Z' || /^[+-]00:?(00)?$/.test(zone)) return `${date}T${time}.${micros}Z`;
-  const offset = zone.length === 3 ? `${zone}:00` : zone.replace(/^([+-]\d\d)(\d\d)$/, '$1:$2');
-  const instant = Date.parse(`${date}T${time}${offset}`);
-  if (!Number.isFinite(instant)) return text;
-  return `${new Date(instant).toISOString().slice(0, 19)}.${micros}Z`;
+  const [, date, time, zone = 'Z'] = match;
+  const offset =
+    zone === 'Z'
+      ? zone
+      : zone.length === 3
+        ? `${zone}:00`
+        : zone.replace(/^([+-]\d\d)(\d\d)$/, '$1:$2');
+  try {
+    return toSortableUtc(`${date}T${time}${offset}`);
+  } catch {
+    return text;
+  }
 }

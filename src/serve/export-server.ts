@@ -3,6 +3,7 @@
  * (`manage.py sync_team`). Same paths, paging, cursors, error bodies and auth answers as the real
  * server (REFERENCE.md); only the rows come from the warehouse.
  */
+import { djangoNotFound } from '../export-api/pages.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
@@ -71,14 +72,6 @@ function json(status: number, value: unknown, headers: Record<string, string> = 
     body: toJsonText(value),
   };
 }
-
-const NOT_FOUND_PAGE: Reply = {
-  status: 404,
-  headers: { 'content-type': 'text/html; charset=utf-8' },
-  body:
-    '<!doctype html>\n<html lang="en">\n<head>\n  <title>Not Found</title>\n</head>\n<body>\n' +
-    '  <h1>Not Found</h1><p>The requested resource was not found on this server.</p>\n</body>\n</html>\n',
-};
 
 /** sha256 of both sides first: timingSafeEqual needs equal lengths, and the length is no secret. */
 function sameKey(given: string, expected: string): boolean {
@@ -178,7 +171,7 @@ class ExportHandler {
     }
     const match = /^\/api\/export\/([^/]+)(\/?)$/.exec(url.pathname);
     if (!match) {
-      sendReply(request, response, NOT_FOUND_PAGE);
+      sendReply(request, response, djangoNotFound());
       return;
     }
     if (match[2] !== '/') {

@@ -220,27 +220,37 @@ export class HttpExportSource implements ExportSource {
     }
   }
 
-  private async fileAttempt<T>(
+  /**
+   * One request through the team's budget, for pages and files alike: paced, counted, reported to
+   * `onAttempt`; a failed connection becomes a TransientFailure when another attempt may fix it.
+   * The caller reads the body.
+   */
+  private async send(
+    url: string,
     path: string,
-    consume: (body: AsyncIterable<Uint8Array>, info: FileContentInfo) => Promise<T>,
+    requestHeaders: Record<string, string>,
     signal: AbortSignal | undefined,
-  ): Promise<{ status: 'ok'; value: T } | { status: 'missing' }> {
+  ): Promise<{
+    response: Dispatcher.ResponseData;
+    headers: Record<string, string | string[] | undefined>;
+    report: (status: number, outcome: RequestEvent['outcome']) => void;
+  }> {
     await this.pacer.beforeRequest(signal);
     const started = performance.now();
     this.requestCount += 1;
     const report = (status: number, outcome: RequestEvent['outcome']) =>
       this.options.onAttempt?.({
-        path,
+        path: stripQuery(path),
         status,
         outcome,
         durationMs: performance.now() - started,
       });
     let response: Dispatcher.ResponseData;
     try {
-      response = await request(`${this.baseUrl}/api/${path}`, {
+      response = await request(url, {
         method: 'GET',
         dispatcher: this.agent,
-        headers: { ...this.headers(true), accept: '*/*' },
+        headers: requestHeaders,
         signal,
       });
     } catch (error) {
@@ -250,6 +260,20 @@ export class HttpExportSource implements ExportSource {
     }
     const headers = response.headers as Record<string, string | string[] | undefined>;
     this.pacer.observe(readRateLimitHeaders(headers));
+    return { response, headers, report };
+  }
+
+  private async fileAttempt<T>(
+    path: string,
+    consume: (body: AsyncIterable<Uint8Array>, info: FileContentInfo) => Promise<T>,
+    signal: AbortSignal | undefined,
+  ): Promise<{ status: 'ok'; value: T } | { status: 'missing' }> {
+    const { response, headers, report } = await this.send(
+      `${this.baseUrl}/api/${path}`,
+      path,
+      { ...this.headers(true), accept: '*/*' },
+      signal,
+    );
     const { statusCode } = response;
     if (statusCode === 200) {
       const declared = Number(firstHeader(headers['content-length']));
@@ -295,35 +319,20 @@ export class HttpExportSource implements ExportSource {
     document: boolean,
     signal?: AbortSignal,
   ): Promise<JsonResponse> {
-    await this.pacer.beforeRequest(signal);
-    const started = performance.now();
-    this.requestCount += 1;
-    const report = (status: number, outcome: RequestEvent['outcome']) =>
-      this.options.onAttempt?.({
-        path: stripQuery(path),
-        status,
-        outcome,
-        durationMs: performance.now() - started,
-      });
-
-    let response: Dispatcher.ResponseData;
+    const { response, headers, report } = await this.send(
+      `${this.baseUrl}/api/export/${path}`,
+      path,
+      this.headers(auth),
+      signal,
+    );
     let text: string;
     try {
-      response = await request(`${this.baseUrl}/api/export/${path}`, {
-        method: 'GET',
-        dispatcher: this.agent,
-        headers: this.headers(auth),
-        signal,
-      });
       text = await response.body.text();
     } catch (error) {
       const transient = classifyNetworkError(error);
       report(0, transient ? 'retry' : 'error');
       throw transient ?? error;
     }
-
-    const headers = response.headers as Record<string, string | string[] | undefined>;
-    this.pacer.observe(readRateLimitHeaders(headers));
     const { statusCode } = response;
 
     let body: unknown;
