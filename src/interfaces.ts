@@ -123,6 +123,12 @@ export interface PageWrite {
   cursorKind: CursorKind | null;
   /** Keep every version in `<resource>__history`. */
   history: boolean;
+  /**
+   * Pages handed over with the same walk commit in order and none after one of them failed, so
+   * the caller may hand over the next page before this one has committed (commit-order.ts).
+   * Unique per warehouse: the sync uses `<run id>/<resource>`.
+   */
+  walk?: string;
 }
 
 export interface PageWriteResult {

@@ -5,7 +5,6 @@
  * SIGINT mid-download stops cleanly with exit 130.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -26,12 +25,9 @@ import {
   testDialects,
   type TestWarehouse,
 } from './support.js';
+import { CLI_FROM_SOURCE } from './support.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const viteNode = join(
-  dirname(createRequire(import.meta.url).resolve('vite-node/package.json')),
-  'vite-node.mjs',
-);
 
 describe.each(testDialects)('kills during file downloads (%s)', (dialect) => {
   let server: FakeServer;
@@ -54,7 +50,7 @@ describe.each(testDialects)('kills during file downloads (%s)', (dialect) => {
       // Hold this body back while the signal lands.
       await new Promise((resolve) => setTimeout(resolve, 100));
     };
-    child = spawn(process.execPath, [viteNode, 'test/run-cli-from-source.ts', 'sync'], {
+    child = spawn(process.execPath, [...CLI_FROM_SOURCE, 'sync'], {
       cwd: root,
       env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env() },
       stdio: 'ignore',

@@ -5,7 +5,6 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -22,12 +21,9 @@ import {
   testDialects,
   type TestWarehouse,
 } from './support.js';
+import { CLI_FROM_SOURCE } from './support.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const viteNode = join(
-  dirname(createRequire(import.meta.url).resolve('vite-node/package.json')),
-  'vite-node.mjs',
-);
 
 interface Finished {
   code: number | null;
@@ -38,7 +34,7 @@ function startCli(
   args: string[],
   env: Record<string, string>,
 ): { child: ChildProcess; finished: Promise<Finished> } {
-  const child = spawn(process.execPath, [viteNode, 'test/run-cli-from-source.ts', ...args], {
+  const child = spawn(process.execPath, [...CLI_FROM_SOURCE, ...args], {
     cwd: root,
     env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
     stdio: ['ignore', 'ignore', 'pipe'],

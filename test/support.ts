@@ -5,11 +5,18 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+
+/** Node's arguments that run the CLI from source as its own process (run-cli-from-source.ts). */
+export const CLI_FROM_SOURCE = [
+  join(dirname(createRequire(import.meta.url).resolve('vite-node/package.json')), 'vite-node.mjs'),
+  'test/run-cli-from-source.ts',
+];
 
 export const ADMIN_KEY = 'test-admin-key';
 export const MEMBER_KEY = 'test-member-key';

@@ -704,54 +704,85 @@ class SyncRun {
       return { value: { page, after }, last };
     }, this.options.pagesInFlight);
 
-    for await (const { page, after } of pages) {
-      this.throwIfAborted();
-      let rows = page.rows;
-      if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
-      // An excluded field is never stored, so never opened either.
-      const excluded = this.excludedFields(resource);
-      rows = withoutFields(rows, [...excluded]);
-      const found = detectSealedFields(rows, sealed.all);
-      if (found.length > 0) await this.learnSealedFields(entry, found, policy);
-      if (sealed.all.size > 0) {
-        rows = applySealingPolicy(resource, rows, sealed, policy, this.options.secrets.keys);
-        const sealedPlan = planSealedColumns(
-          resource,
-          columns,
-          [...sealed.all].filter((field) => isSafeFieldName(field) && !excluded.includes(field)),
-          policy,
-        );
-        columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
-      }
-      const rowPlan = planColumnsForRows(resource, columns, rows);
-      for (const field of rowPlan.refusedFields) {
-        const message = new UnsafeNameError('field', field, resource).message;
-        if (!report.warnings.includes(message)) {
-          report.warnings.push(message);
-          logger.error({ resource }, message);
+    // Write-behind: the warehouse commits a page (on SQLite's writer thread, or in PostgreSQL)
+    // while this thread plans and encodes the next one. It commits pages in the order they are
+    // handed over and none after one that failed (warehouse/commit-order.ts). While a page is
+    // committing, the walk changes nothing else in the warehouse but the values' originals.
+    const walk = `${this.runId}/${resource}`;
+    let committing: Promise<void> | undefined;
+    const settle = async () => {
+      const pending = committing;
+      committing = undefined;
+      await pending;
+    };
+    try {
+      for await (const { page, after } of pages) {
+        this.throwIfAborted();
+        let rows = page.rows;
+        if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
+        // An excluded field is never stored, so never opened either.
+        const excluded = this.excludedFields(resource);
+        rows = withoutFields(rows, [...excluded]);
+        const found = detectSealedFields(rows, sealed.all);
+        if (found.length > 0) {
+          await settle();
+          await this.learnSealedFields(entry, found, policy);
         }
+        if (sealed.all.size > 0) {
+          rows = applySealingPolicy(resource, rows, sealed, policy, this.options.secrets.keys);
+          const sealedPlan = planSealedColumns(
+            resource,
+            columns,
+            [...sealed.all].filter((field) => isSafeFieldName(field) && !excluded.includes(field)),
+            policy,
+          );
+          if (sealedPlan.changes.length > 0) await settle();
+          columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
+        }
+        const rowPlan = planColumnsForRows(resource, columns, rows);
+        for (const field of rowPlan.refusedFields) {
+          const message = new UnsafeNameError('field', field, resource).message;
+          if (!report.warnings.includes(message)) {
+            report.warnings.push(message);
+            logger.error({ resource }, message);
+          }
+        }
+        if (rowPlan.changes.length > 0) await settle();
+        columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+        // Saved beside the page, not in it: no need to wait for the page ahead.
+        await keepOriginalValues(warehouse, resource, columns, rows);
+        const written = warehouse
+          .writePage({
+            runId: this.runId,
+            resource,
+            columns,
+            rows: withoutFields(rows, rowPlan.refusedFields),
+            // A full refresh leaves the incremental cursor alone until it has walked everything.
+            cursor: fullRefresh ? null : after,
+            cursorKind: entry.cursor,
+            history,
+            walk,
+          })
+          .then((result) => {
+            report.rows += result.rowsWritten;
+            report.pages += 1;
+            report.valuesAltered += result.valuesAltered;
+            this.options.events?.onPageWritten?.({
+              resource,
+              rows: result.rowsWritten,
+              valuesAltered: result.valuesAltered,
+            });
+          });
+        // Awaited by settle(); a failure of the page ahead of it is the one reported.
+        written.catch(() => undefined);
+        cursor = after;
+        await settle();
+        committing = written;
       }
-      columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
-      await keepOriginalValues(warehouse, resource, columns, rows);
-      const result = await warehouse.writePage({
-        runId: this.runId,
-        resource,
-        columns,
-        rows: withoutFields(rows, rowPlan.refusedFields),
-        // A full refresh leaves the incremental cursor alone until it has walked everything.
-        cursor: fullRefresh ? null : after,
-        cursorKind: entry.cursor,
-        history,
-      });
-      cursor = after;
-      report.rows += result.rowsWritten;
-      report.pages += 1;
-      report.valuesAltered += result.valuesAltered;
-      this.options.events?.onPageWritten?.({
-        resource,
-        rows: result.rowsWritten,
-        valuesAltered: result.valuesAltered,
-      });
+      await settle();
+    } finally {
+      // Never leave a page committing behind a failure or an abort.
+      await committing?.catch(() => undefined);
     }
     if (report.valuesAltered > 0) {
       // Reported, not a failure: the rows are stored, minus characters the database cannot hold.

@@ -40,6 +40,7 @@ import {
   liveViewName,
   quoteIdentifier as q,
 } from './identifiers.js';
+import { FailedWalks } from './commit-order.js';
 import { applyMigrations, type Migration } from './migrations.js';
 import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
 import { PostgresArchiveStore } from './postgres-archive.js';
@@ -104,6 +105,9 @@ export class PostgresWarehouse implements Warehouse {
   private readonly connection: PostgresConnection;
   private readonly pages: PostgresPageWriter;
   private readonly lock: PostgresWriterLock;
+  private readonly failedWalks = new FailedWalks();
+  /** Per table, the last page handed over, settled either way: the next commits after it. */
+  private readonly lastPageOf = new Map<string, Promise<void>>();
   private readonly saveCursor: { name: string; text: string };
   private archiveStore?: PostgresArchiveStore;
 
@@ -323,7 +327,34 @@ export class PostgresWarehouse implements Warehouse {
 
   // ---------------------------------------------------------------- page writes
 
+  /**
+   * Hands the page over without waiting for the pages ahead of it: it commits after them, and
+   * not at all when one of them failed (commit-order.ts), so the caller can prepare the next
+   * page while PostgreSQL commits this one.
+   */
   writePage(page: PageWrite): Promise<PageWriteResult> {
+    const table = page.resource;
+    const ahead = this.lastPageOf.get(table) ?? Promise.resolve();
+    const committed = ahead
+      .then(() => {
+        this.failedWalks.assertOpen(page.walk, table);
+        return this.commitPage(page);
+      })
+      .catch((error: unknown) => {
+        this.failedWalks.fail(page.walk);
+        throw error;
+      });
+    this.lastPageOf.set(
+      table,
+      committed.then(
+        () => undefined,
+        () => undefined,
+      ),
+    );
+    return committed;
+  }
+
+  private commitPage(page: PageWrite): Promise<PageWriteResult> {
     const table = page.resource;
     return this.guard(`Writing a page of ${table}`, async () => {
       this.lock.assertNotLost();

@@ -3,17 +3,17 @@
  * prepared hot-path statements, with every operation serialised so kysely's awaits never
  * interleave with a synchronous write.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, type Compilable } from 'kysely';
 import type { ColumnSpec, ColumnType } from '../interfaces.js';
 import { OcsSyncError, WarehouseError } from '../errors.js';
 import { Bookkeeping, type BookkeepingTables } from './bookkeeping.js';
-import { quoteIdentifier as q } from './identifiers.js';
+import { SqliteHandle, sqliteHint, type StoredColumnsQuery } from './sqlite-handle.js';
 import { messageOf } from './writer-lock.js';
 import type { SqliteValue } from './sqlite-values.js';
 
 export class SqliteConnection {
-  readonly db: Database.Database;
+  readonly handle: SqliteHandle;
   readonly kysely: Kysely<BookkeepingTables>;
   readonly bookkeeping: Bookkeeping;
   private queue: Promise<unknown> = Promise.resolve();
@@ -24,29 +24,32 @@ export class SqliteConnection {
     readonly description: string,
     busyTimeoutMs: number,
   ) {
-    try {
-      this.db = new Database(path);
-      this.db.pragma('journal_mode = WAL');
-      this.db.pragma('synchronous = NORMAL');
-      this.db.pragma(`busy_timeout = ${Math.max(0, Math.round(busyTimeoutMs))}`);
-      // A file that is not SQLite fails here rather than half-way through a sync.
-      this.db.prepare('SELECT count(*) FROM sqlite_master').get();
-    } catch (error) {
-      throw new WarehouseError(`Cannot open the SQLite warehouse ${path}: ${messageOf(error)}`, {
-        hint:
-          sqliteHint(error) ??
-          'Check the path and that the file is an SQLite database this user may write.',
-        cause: error,
-      });
-    }
+    // kysely opens its database on first use, so the handle can be opened after it.
     this.kysely = new Kysely<BookkeepingTables>({
-      dialect: new SqliteDialect({ database: this.db }),
+      dialect: new SqliteDialect({ database: async () => this.handle.db }),
     });
     this.bookkeeping = new Bookkeeping(this.kysely);
+    this.handle = new SqliteHandle(path, busyTimeoutMs, this.storedColumnsQuery());
+  }
+
+  get db(): Database.Database {
+    return this.handle.db;
   }
 
   get isClosed(): boolean {
     return this.closed;
+  }
+
+  /** The stored-columns query compiled once, for handles without kysely (the writer thread). */
+  storedColumnsQuery(): StoredColumnsQuery {
+    const placeholder = '\u0000table';
+    const compiled = this.bookkeeping.columnsQuery(placeholder).compile();
+    return {
+      sql: compiled.sql,
+      parameters: (compiled.parameters as SqliteValue[]).map((parameter) =>
+        parameter === placeholder ? { table: true as const } : parameter,
+      ),
+    };
   }
 
   /** Runs `work` after every earlier operation; database errors become WarehouseErrors. */
@@ -72,7 +75,7 @@ export class SqliteConnection {
 
   /** Runs `work` in BEGIN IMMEDIATE ... COMMIT (rolled back when it throws). */
   writeTransaction<T>(work: () => T): T {
-    return this.db.transaction(work).immediate();
+    return this.handle.writeTransaction(work);
   }
 
   run(query: Compilable): Database.RunResult {
@@ -81,28 +84,15 @@ export class SqliteConnection {
   }
 
   tableExists(table: string): boolean {
-    return (
-      this.db
-        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
-        .get(table) !== undefined
-    );
+    return this.handle.tableExists(table);
   }
 
   physicalColumns(table: string): string[] {
-    return (this.db.prepare(`PRAGMA table_info(${q(table)})`).all() as Array<{ name: string }>).map(
-      (column) => column.name,
-    );
+    return this.handle.physicalColumns(table);
   }
 
   storedColumns(table: string): ColumnSpec[] {
-    const compiled = this.bookkeeping.columnsQuery(table).compile();
-    const rows = this.db
-      .prepare(compiled.sql)
-      .all(...(compiled.parameters as SqliteValue[])) as Array<{
-      column_name: string;
-      column_type: ColumnType;
-    }>;
-    return rows.map((row) => ({ name: row.column_name, type: row.column_type }));
+    return this.handle.storedColumns(table);
   }
 
   columnType(table: string, column: string): ColumnType {
@@ -119,18 +109,6 @@ export class SqliteConnection {
     await this.exclusive(() => undefined).catch(() => undefined);
     this.closed = true;
     await this.kysely.destroy();
-    if (this.db.open) this.db.close();
+    this.handle.close();
   }
-}
-
-/** The fix for a file that is locked or read-only (the message already names the file). */
-function sqliteHint(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-    return 'Another program holds a lock on the file (an open transaction in sqlite3 or a BI tool?); let it finish or close it, then run again.';
-  }
-  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM') {
-    return 'Give this user write access to the file and its folder (SQLite writes -wal and -shm files beside it).';
-  }
-  return undefined;
 }

@@ -1,15 +1,16 @@
 /**
- * The SQLite page-write hot path: better-sqlite3 statements prepared once per (table, column
- * list), because building and preparing the query for every page costs about 40% of the write
- * speed. The caller runs write() inside the page's transaction, together with the cursor.
+ * The SQLite page-write hot path, in two halves: encodePage() turns a page's rows into plain
+ * values on the sync's thread; SqlitePageWriter.commit() binds them to better-sqlite3 statements
+ * prepared once per (table, column list), because building and preparing the query for every
+ * page costs about 40% of the write speed, and commits them with the cursor.
  */
 import type Database from 'better-sqlite3';
-import type { ColumnSpec, PageWrite, Row } from '../interfaces.js';
+import type { ColumnSpec, PageWrite } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { planHistoryVersions } from './history.js';
 import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
 import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
-import type { SqliteConnection } from './sqlite-connection.js';
+import type { SqliteHandle } from './sqlite-handle.js';
 import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
 import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
 import { assertValueFits, checkedRowId, rowContentHasher, toJsonText } from './values.js';
@@ -30,87 +31,134 @@ interface PageStatements {
   upsertBatch: Database.Statement;
   rowsPerBatch: number;
   history?: {
-    hash: (row: Row) => string;
     openHashes: Database.Statement;
     close: Database.Statement;
     insert: Database.Statement;
   };
 }
 
+/**
+ * A page ready to commit: every value encoded on the sync's thread, so that the commit (on the
+ * writer thread, sqlite-writer-thread.ts) only binds and runs statements. Plain data: it is
+ * copied to that thread as it is.
+ */
+export interface EncodedPage {
+  /** The walk the page belongs to (commit-order.ts). */
+  walk?: string;
+  runId: number;
+  resource: string;
+  columns: ColumnSpec[];
+  /** Each row's id, then its values in `columns` order. */
+  rows: SqliteValue[][];
+  /** History only: each row's content hash. */
+  hashes?: string[];
+  cursor: string | null;
+  cursorKind: PageWrite['cursorKind'];
+  syncedAt: string;
+}
+
+/** Encodes a page's rows; throws before anything is written when a value does not fit. */
+export function encodePage(page: PageWrite, syncedAt: string): EncodedPage {
+  const table = page.resource;
+  const rows = page.rows.map((row) => {
+    const id = checkedRowId(row.id, table);
+    const values: SqliteValue[] = [id];
+    for (const column of page.columns) {
+      const value = row[column.name];
+      assertValueFits(value, column.type, table, column.name, id);
+      values.push(encodeValue(column.type, value));
+    }
+    return values;
+  });
+  return {
+    walk: page.walk,
+    runId: page.runId,
+    resource: table,
+    columns: page.columns,
+    rows,
+    hashes:
+      page.history && rows.length > 0 ? page.rows.map(rowContentHasher(page.columns)) : undefined,
+    cursor: page.cursor,
+    cursorKind: page.cursorKind,
+    syncedAt,
+  };
+}
+
 export class SqlitePageWriter {
   private readonly statements = new Map<string, PageStatements>();
+  private saveCursorStatement?: Database.Statement;
 
-  constructor(private readonly connection: SqliteConnection) {}
+  constructor(private readonly connection: SqliteHandle) {}
 
   /** Statements prepared against an old table shape must not be reused. */
   forget(): void {
     this.statements.clear();
   }
 
-  /** Prepares (outside the page's transaction) what writing `page` needs. */
-  prepare(page: PageWrite): PageStatements | undefined {
-    return page.rows.length > 0
-      ? this.statementsFor(page.resource, page.columns, page.history)
-      : undefined;
-  }
-
-  /** Upserts the page's rows and their history versions; returns the versions written. */
-  write(statements: PageStatements, page: PageWrite, syncedAt: string): number {
-    const table = page.resource;
-    const encodedRows = page.rows.map((row) => {
-      const id = checkedRowId(row.id, table);
-      const values: SqliteValue[] = [id];
-      for (const column of statements.columns) {
-        const value = row[column.name];
-        assertValueFits(value, column.type, table, column.name, id);
-        values.push(encodeValue(column.type, value));
+  /**
+   * Commits a page: its rows, their history versions and its cursor in one transaction.
+   * Returns the versions written.
+   */
+  commit(page: EncodedPage): number {
+    // Prepared outside the transaction: a new history table is created in its own.
+    const statements =
+      page.rows.length > 0
+        ? this.statementsFor(page.resource, page.columns, page.hashes !== undefined)
+        : undefined;
+    return this.connection.writeTransaction(() => {
+      let versionsWritten = 0;
+      if (statements) {
+        this.upsertRows(statements, page);
+        if (statements.history) versionsWritten = this.writeVersions(statements, page);
       }
-      return values;
+      if (page.cursor !== null) {
+        this.saveCursor.run(page.resource, page.cursor, page.cursorKind, page.runId);
+      }
+      return versionsWritten;
     });
-    // Encoded once: the history versions reuse the same values.
-    this.upsertRows(statements, encodedRows, syncedAt, page.runId);
-    return statements.history ? this.writeVersions(statements, page, encodedRows, syncedAt) : 0;
   }
 
-  private upsertRows(
-    statements: PageStatements,
-    encodedRows: SqliteValue[][],
-    syncedAt: string,
-    runId: number,
-  ): void {
+  /** Prepared on first use: _ocs_resources exists only after migrate(). */
+  private get saveCursor(): Database.Statement {
+    this.saveCursorStatement ??= this.connection.db.prepare(
+      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, last_run_id) VALUES (?, ?, ?, ?)
+       ON CONFLICT (resource) DO UPDATE SET
+         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+    );
+    return this.saveCursorStatement;
+  }
+
+  private upsertRows(statements: PageStatements, page: EncodedPage): void {
     const { rowsPerBatch } = statements;
+    const { rows, syncedAt, runId } = page;
     let next = 0;
-    for (; next + rowsPerBatch <= encodedRows.length; next += rowsPerBatch) {
+    for (; next + rowsPerBatch <= rows.length; next += rowsPerBatch) {
       const parameters: SqliteValue[] = [];
       for (let index = next; index < next + rowsPerBatch; index++) {
-        parameters.push(...encodedRows[index]!, syncedAt, runId);
+        parameters.push(...rows[index]!, syncedAt, runId);
       }
       statements.upsertBatch.run(parameters);
     }
-    for (; next < encodedRows.length; next++) {
-      statements.upsert.run(...encodedRows[next]!, syncedAt, runId);
+    for (; next < rows.length; next++) {
+      statements.upsert.run(...rows[next]!, syncedAt, runId);
     }
   }
 
-  private writeVersions(
-    statements: PageStatements,
-    page: PageWrite,
-    encodedRows: SqliteValue[][],
-    now: string,
-  ): number {
+  private writeVersions(statements: PageStatements, page: EncodedPage): number {
     const history = statements.history!;
-    const keys = encodedRows.map((values) => String(values[0]));
-    const hashes = page.rows.map(history.hash);
+    const hashes = page.hashes!;
+    const keys = page.rows.map((values) => String(values[0]));
     // One query for every open version of the page's ids.
-    const open = history.openHashes.all(
-      toJsonText(encodedRows.map((values) => values[0])),
-    ) as Array<{ id: bigint; hash: string }>;
+    const open = history.openHashes.all(toJsonText(page.rows.map((values) => values[0]))) as Array<{
+      id: bigint;
+      hash: string;
+    }>;
     const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
     const plan = planHistoryVersions(keys, hashes, openHashes);
     for (const version of plan) {
-      const values = encodedRows[version.index]!;
-      if (version.closeOpen) history.close.run(now, values[0]);
-      history.insert.run(...values, now, hashes[version.index]!, page.runId);
+      const values = page.rows[version.index]!;
+      if (version.closeOpen) history.close.run(page.syncedAt, values[0]);
+      history.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
     }
     return plan.length;
   }
@@ -160,7 +208,6 @@ export class SqlitePageWriter {
     if (withHistory) {
       const historyTable = this.ensureHistoryTable(table, columns);
       statements.history = {
-        hash: rowContentHasher(columns),
         openHashes: db
           .prepare(
             `SELECT "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}

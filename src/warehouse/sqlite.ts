@@ -44,7 +44,13 @@ import { assertSafeSchemaChanges } from './schema-changes.js';
 import { SqliteConnection } from './sqlite-connection.js';
 import { SqliteWriterLock } from './sqlite-lock.js';
 import { SqliteArchiveStore } from './sqlite-archive.js';
-import { SqlitePageWriter } from './sqlite-page-writes.js';
+import { FailedWalks } from './commit-order.js';
+import {
+  InThreadCommitter,
+  WriterThreadCommitter,
+  type PageCommitter,
+} from './sqlite-page-committer.js';
+import { SqlitePageWriter, encodePage } from './sqlite-page-writes.js';
 import {
   applySqliteSchemaChange,
   createSqliteLiveView,
@@ -73,9 +79,10 @@ export class SqliteWarehouse implements Warehouse {
   readonly description: string;
 
   private readonly connection: SqliteConnection;
-  private readonly pages: SqlitePageWriter;
+  private readonly committer: PageCommitter;
+  /** Walks with a page that failed before reaching the committer (a value that does not fit). */
+  private readonly failedWalks = new FailedWalks();
   private readonly lock: SqliteWriterLock;
-  private saveCursorStatement?: Database.Statement;
   private archiveStore?: SqliteArchiveStore;
 
   constructor(options: SqliteWarehouseOptions) {
@@ -85,7 +92,15 @@ export class SqliteWarehouse implements Warehouse {
       this.description,
       options.busyTimeoutMs ?? 10_000,
     );
-    this.pages = new SqlitePageWriter(this.connection);
+    this.committer =
+      options.path === ':memory:'
+        ? new InThreadCommitter(new SqlitePageWriter(this.connection.handle))
+        : new WriterThreadCommitter({
+            path: options.path,
+            description: this.description,
+            busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+            storedColumnsQuery: this.connection.storedColumnsQuery(),
+          });
     this.lock = new SqliteWriterLock(
       this.connection,
       (options.lockStaleAfterSeconds ?? 600) * 1000,
@@ -101,8 +116,12 @@ export class SqliteWarehouse implements Warehouse {
     return this.connection.bookkeeping;
   }
 
+  /** Runs `work` alone on this connection, after every page handed over has committed. */
   private exclusive<T>(work: () => T | Promise<T>, what?: string): Promise<T> {
-    return this.connection.exclusive(work, what);
+    return this.connection.exclusive(async () => {
+      await this.committer.idle();
+      return work();
+    }, what);
   }
 
   // ---------------------------------------------------------------- migrations
@@ -136,16 +155,6 @@ export class SqliteWarehouse implements Warehouse {
         },
       });
     }, 'Migrating the warehouse');
-  }
-
-  /** Prepared on first use: _ocs_resources exists only after migrate(). */
-  private get saveCursor(): Database.Statement {
-    this.saveCursorStatement ??= this.db.prepare(
-      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, last_run_id) VALUES (?, ?, ?, ?)
-       ON CONFLICT (resource) DO UPDATE SET
-         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
-    );
-    return this.saveCursorStatement;
   }
 
   // ---------------------------------------------------------------- bookkeeping
@@ -201,7 +210,7 @@ export class SqliteWarehouse implements Warehouse {
           this.connection.run(query);
         }
       });
-      this.pages.forget();
+      this.committer.forget();
     }, `Dropping ${table}`);
   }
 
@@ -246,7 +255,7 @@ export class SqliteWarehouse implements Warehouse {
           for (const table of tables) createSqliteLiveView(this.connection, table);
         });
       } finally {
-        this.pages.forget();
+        this.committer.forget();
       }
       // A dropped (excluded) column's values stay in free space of the file until it is rebuilt:
       // rebuild it (once, when a field is newly excluded) so they are really gone.
@@ -256,22 +265,31 @@ export class SqliteWarehouse implements Warehouse {
 
   // ---------------------------------------------------------------- page writes
 
+  /**
+   * Encodes the page now and hands it to the committer without waiting for the pages ahead of
+   * it, so the caller can prepare the next page while this one commits (commit-order.ts).
+   */
   writePage(page: PageWrite): Promise<PageWriteResult> {
-    return this.exclusive(() => {
-      this.lock.assertNotLost();
-      const table = page.resource;
-      assertSafeTableName(table);
-      const statements = this.pages.prepare(page);
-      const syncedAt = nowIso();
-      let versionsWritten = 0;
-      this.connection.writeTransaction(() => {
-        if (statements) versionsWritten = this.pages.write(statements, page, syncedAt);
-        if (page.cursor !== null) {
-          this.saveCursor.run(table, page.cursor, page.cursorKind, page.runId);
-        }
-      });
-      return { rowsWritten: page.rows.length, valuesAltered: 0, versionsWritten };
-    }, `Writing a page of ${page.resource}`);
+    const table = page.resource;
+    const handedOver = this.connection.exclusive(() => {
+      this.failedWalks.assertOpen(page.walk, table);
+      try {
+        this.lock.assertNotLost();
+        assertSafeTableName(table);
+        // In an object: exclusive() would otherwise wait for the commit itself.
+        return { committed: this.committer.commit(encodePage(page, nowIso())) };
+      } catch (error) {
+        this.failedWalks.fail(page.walk);
+        throw error;
+      }
+    }, `Writing a page of ${table}`);
+    return handedOver
+      .then(({ committed }) => committed)
+      .then((versionsWritten) => ({
+        rowsWritten: page.rows.length,
+        valuesAltered: 0,
+        versionsWritten,
+      }));
   }
 
   markMissingAsDeleted(
@@ -447,7 +465,7 @@ export class SqliteWarehouse implements Warehouse {
   async close(): Promise<void> {
     if (this.connection.isClosed) return;
     await this.lock.releaseHeld();
-    this.pages.forget();
+    await this.committer.close();
     await this.connection.close();
   }
 }

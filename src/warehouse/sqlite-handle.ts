@@ -1,0 +1,92 @@
+/**
+ * An open SQLite warehouse file without kysely: the pragmas every connection to it sets, and the
+ * catalogue look-ups the page writer needs. The warehouse's connection (sqlite-connection.ts)
+ * wraps one; the writer thread (sqlite-writer-thread.ts) opens its own, and stays without kysely
+ * because loading it would add about 0.3 s to the thread's start.
+ */
+import Database from 'better-sqlite3';
+import type { ColumnSpec, ColumnType } from '../interfaces.js';
+import { WarehouseError } from '../errors.js';
+import { quoteIdentifier as q } from './identifiers.js';
+import type { SqliteValue } from './sqlite-values.js';
+import { messageOf } from './writer-lock.js';
+
+/** A compiled query for a table's stored columns, with `table` where the table name binds. */
+export interface StoredColumnsQuery {
+  sql: string;
+  parameters: ReadonlyArray<SqliteValue | { table: true }>;
+}
+
+export class SqliteHandle {
+  readonly db: Database.Database;
+
+  constructor(
+    path: string,
+    busyTimeoutMs: number,
+    private readonly storedColumnsQuery: StoredColumnsQuery,
+  ) {
+    try {
+      this.db = new Database(path);
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma('synchronous = NORMAL');
+      this.db.pragma(`busy_timeout = ${Math.max(0, Math.round(busyTimeoutMs))}`);
+      // A file that is not SQLite fails here rather than half-way through a sync.
+      this.db.prepare('SELECT count(*) FROM sqlite_master').get();
+    } catch (error) {
+      throw new WarehouseError(`Cannot open the SQLite warehouse ${path}: ${messageOf(error)}`, {
+        hint:
+          sqliteHint(error) ??
+          'Check the path and that the file is an SQLite database this user may write.',
+        cause: error,
+      });
+    }
+  }
+
+  /** Runs `work` in BEGIN IMMEDIATE ... COMMIT (rolled back when it throws). */
+  writeTransaction<T>(work: () => T): T {
+    return this.db.transaction(work).immediate();
+  }
+
+  tableExists(table: string): boolean {
+    return (
+      this.db
+        .prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?")
+        .get(table) !== undefined
+    );
+  }
+
+  physicalColumns(table: string): string[] {
+    return (this.db.prepare(`PRAGMA table_info(${q(table)})`).all() as Array<{ name: string }>).map(
+      (column) => column.name,
+    );
+  }
+
+  /** The columns the warehouse records for `table` (`_ocs_columns`), in order. */
+  storedColumns(table: string): ColumnSpec[] {
+    const { sql, parameters } = this.storedColumnsQuery;
+    const bound = parameters.map((parameter) =>
+      typeof parameter === 'object' && parameter !== null ? table : parameter,
+    );
+    const rows = this.db.prepare(sql).all(...bound) as Array<{
+      column_name: string;
+      column_type: ColumnType;
+    }>;
+    return rows.map((row) => ({ name: row.column_name, type: row.column_type }));
+  }
+
+  close(): void {
+    if (this.db.open) this.db.close();
+  }
+}
+
+/** The fix for a file that is locked or read-only (the message already names the file). */
+export function sqliteHint(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | undefined)?.code;
+  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
+    return 'Another program holds a lock on the file (an open transaction in sqlite3 or a BI tool?); let it finish or close it, then run again.';
+  }
+  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM') {
+    return 'Give this user write access to the file and its folder (SQLite writes -wal and -shm files beside it).';
+  }
+  return undefined;
+}
