@@ -13,6 +13,26 @@ import {
 import { parseJsonExact } from '../src/source/json.js';
 import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
+import { dateTimeCases } from './date-time-cases.js';
+
+/**
+ * The date-time check as it was before its pattern took the field ranges: the loose pattern, then
+ * each field read back. The range-checking pattern must agree with it on every value.
+ */
+function isDateTimeByFields(value: unknown): boolean {
+  if (typeof value !== 'string') return false;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(value))
+    return false;
+  const number = (start: number, length: number) => Number(value.slice(start, start + length));
+  const [year, month, day] = [number(0, 4), number(5, 2), number(8, 2)];
+  if (year < 1 || month < 1 || month > 12 || day < 1) return false;
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!;
+  if (day > daysInMonth) return false;
+  if (number(11, 2) > 23 || number(14, 2) > 59 || number(17, 2) > 59) return false;
+  if (value.endsWith('Z')) return true;
+  return number(value.length - 5, 2) <= 15 && number(value.length - 2, 2) <= 59;
+}
 
 const page = (rows: Row[], cursor: string | null, hasMore: boolean, bare = false): Page => ({
   rows,
@@ -143,6 +163,34 @@ describe('column types', () => {
     expect(inferColumnType('2000-02-29')).toBe('date');
     expect(inferColumnType('1900-02-29')).toBe('text');
     expect(valueFits('2026-04-31', 'date')).toBe(false);
+  });
+
+  it('checks date-times as reading each field back would, over edge cases and near misses', () => {
+    const cases: unknown[] = [
+      ...dateTimeCases(),
+      null,
+      undefined,
+      0,
+      20260101,
+      1.5,
+      10n,
+      true,
+      {},
+      ['2026-01-01T00:00:00Z'],
+    ];
+    let dateTimes = 0;
+    for (const value of cases) {
+      const expected = isDateTimeByFields(value);
+      if (expected) dateTimes += 1;
+      const label = String(value);
+      expect(valueFits(value, 'datetime'), label).toBe(expected || value == null);
+      if (typeof value === 'string') {
+        expect(inferColumnType(value) === 'datetime', label).toBe(expected);
+      }
+    }
+    // Both answers are well represented.
+    expect(dateTimes).toBeGreaterThan(1000);
+    expect(cases.length - dateTimes).toBeGreaterThan(1000);
   });
 });
 
