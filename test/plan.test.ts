@@ -247,6 +247,28 @@ describe('table planning', () => {
     expect(plan.refusedFields).toEqual(['Bad-Name']);
   });
 
+  it('widens a field more than once in one page and remembers refused names', () => {
+    const plan = planColumnsForRows(
+      't',
+      [{ name: 'at', type: 'datetime' }],
+      [
+        { id: 1, n: 1, at: '2026-01-01T00:00:00Z', 'Bad-Name': 1 },
+        { id: 2, n: 1.5, at: '2026-02-30T00:00:00Z', 'Bad-Name': 2 },
+        { id: 3, n: 'x', at: '2026-01-01T00:00:00+00:00', 'Bad-Name': 3 },
+        { id: 4, n: 2, at: null },
+      ],
+    );
+    expect(plan.columns).toEqual([
+      { name: 'at', type: 'text' },
+      { name: 'n', type: 'json' },
+    ]);
+    expect(plan.changes.map((c) => `${c.kind}:${c.column}:${c.toType}`)).toEqual([
+      'add_column:n:json',
+      'widen_column:at:text',
+    ]);
+    expect(plan.refusedFields).toEqual(['Bad-Name']);
+  });
+
   it('waits for a non-null value before adding a column', () => {
     expect(planColumnsForRows('t', [], [{ id: 1, later: null }]).changes).toEqual([]);
   });
@@ -341,6 +363,27 @@ describe('exact JSON', () => {
     expect(parsed.results[0]).toEqual({ id: 9223372036854775807n, x: 1.5, s: '12345678901234567' });
     expect(parseJsonExact('{"id": 5}')).toEqual({ id: 5 });
     expect(() => parseJsonExact('{"id": 5')).toThrow(SyntaxError);
+  });
+
+  it('finds a number past 2^53 wherever it is, and nothing where there is none', () => {
+    const big = 9007199254740993n;
+    expect(parseJsonExact('9007199254740993')).toBe(big);
+    expect(parseJsonExact('-9007199254740993')).toBe(-big);
+    expect(parseJsonExact('[1, "x", [2, [3, 9007199254740993]]]')).toEqual([1, 'x', [2, [3, big]]]);
+    expect(parseJsonExact('{"a": {"b": [{"c": -9007199254740993}]}, "d": "e"}')).toEqual({
+      a: { b: [{ c: -big }] },
+      d: 'e',
+    });
+    // A float that large is no integer literal: the second parse keeps it a number.
+    expect(parseJsonExact('{"x": [1e300]}')).toEqual({ x: [1e300] });
+    for (const text of ['9007199254740991', '-9007199254740991', '"9007199254740993"', 'null']) {
+      expect(parseJsonExact(text)).toEqual(JSON.parse(text));
+    }
+    // Nesting deeper than the call stack is walked without recursion.
+    const deep = `${'['.repeat(20_000)}1${']'.repeat(20_000)}`;
+    let inner = parseJsonExact(deep);
+    while (Array.isArray(inner)) inner = inner[0] as unknown;
+    expect(inner).toBe(1);
   });
 });
 
