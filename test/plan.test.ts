@@ -13,6 +13,26 @@ import {
 import { parseJsonExact } from '../src/source/json.js';
 import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
+import { dateTimeCases } from './date-time-cases.js';
+
+/**
+ * The date-time check as it was before its pattern took the field ranges: the loose pattern, then
+ * each field read back. The range-checking pattern must agree with it on every value.
+ */
+function isDateTimeByFields(value: unknown): boolean {
+  if (typeof value !== 'string') return false;
+  if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?(Z|[+-]\d{2}:\d{2})$/.test(value))
+    return false;
+  const number = (start: number, length: number) => Number(value.slice(start, start + length));
+  const [year, month, day] = [number(0, 4), number(5, 2), number(8, 2)];
+  if (year < 1 || month < 1 || month > 12 || day < 1) return false;
+  const leap = (year % 4 === 0 && year % 100 !== 0) || year % 400 === 0;
+  const daysInMonth = [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1]!;
+  if (day > daysInMonth) return false;
+  if (number(11, 2) > 23 || number(14, 2) > 59 || number(17, 2) > 59) return false;
+  if (value.endsWith('Z')) return true;
+  return number(value.length - 5, 2) <= 15 && number(value.length - 2, 2) <= 59;
+}
 
 const page = (rows: Row[], cursor: string | null, hasMore: boolean, bare = false): Page => ({
   rows,
@@ -144,6 +164,34 @@ describe('column types', () => {
     expect(inferColumnType('1900-02-29')).toBe('text');
     expect(valueFits('2026-04-31', 'date')).toBe(false);
   });
+
+  it('checks date-times as reading each field back would, over edge cases and near misses', () => {
+    const cases: unknown[] = [
+      ...dateTimeCases(),
+      null,
+      undefined,
+      0,
+      20260101,
+      1.5,
+      10n,
+      true,
+      {},
+      ['2026-01-01T00:00:00Z'],
+    ];
+    let dateTimes = 0;
+    for (const value of cases) {
+      const expected = isDateTimeByFields(value);
+      if (expected) dateTimes += 1;
+      const label = String(value);
+      expect(valueFits(value, 'datetime'), label).toBe(expected || value == null);
+      if (typeof value === 'string') {
+        expect(inferColumnType(value) === 'datetime', label).toBe(expected);
+      }
+    }
+    // Both answers are well represented.
+    expect(dateTimes).toBeGreaterThan(1000);
+    expect(cases.length - dateTimes).toBeGreaterThan(1000);
+  });
 });
 
 describe('table planning', () => {
@@ -195,6 +243,28 @@ describe('table planning', () => {
     expect(plan.changes.map((c) => `${c.kind}:${c.column}:${c.reason}`)).toEqual([
       'widen_column:n:value',
       'add_column:fresh:rows',
+    ]);
+    expect(plan.refusedFields).toEqual(['Bad-Name']);
+  });
+
+  it('widens a field more than once in one page and remembers refused names', () => {
+    const plan = planColumnsForRows(
+      't',
+      [{ name: 'at', type: 'datetime' }],
+      [
+        { id: 1, n: 1, at: '2026-01-01T00:00:00Z', 'Bad-Name': 1 },
+        { id: 2, n: 1.5, at: '2026-02-30T00:00:00Z', 'Bad-Name': 2 },
+        { id: 3, n: 'x', at: '2026-01-01T00:00:00+00:00', 'Bad-Name': 3 },
+        { id: 4, n: 2, at: null },
+      ],
+    );
+    expect(plan.columns).toEqual([
+      { name: 'at', type: 'text' },
+      { name: 'n', type: 'json' },
+    ]);
+    expect(plan.changes.map((c) => `${c.kind}:${c.column}:${c.toType}`)).toEqual([
+      'add_column:n:json',
+      'widen_column:at:text',
     ]);
     expect(plan.refusedFields).toEqual(['Bad-Name']);
   });
@@ -293,6 +363,27 @@ describe('exact JSON', () => {
     expect(parsed.results[0]).toEqual({ id: 9223372036854775807n, x: 1.5, s: '12345678901234567' });
     expect(parseJsonExact('{"id": 5}')).toEqual({ id: 5 });
     expect(() => parseJsonExact('{"id": 5')).toThrow(SyntaxError);
+  });
+
+  it('finds a number past 2^53 wherever it is, and nothing where there is none', () => {
+    const big = 9007199254740993n;
+    expect(parseJsonExact('9007199254740993')).toBe(big);
+    expect(parseJsonExact('-9007199254740993')).toBe(-big);
+    expect(parseJsonExact('[1, "x", [2, [3, 9007199254740993]]]')).toEqual([1, 'x', [2, [3, big]]]);
+    expect(parseJsonExact('{"a": {"b": [{"c": -9007199254740993}]}, "d": "e"}')).toEqual({
+      a: { b: [{ c: -big }] },
+      d: 'e',
+    });
+    // A float that large is no integer literal: the second parse keeps it a number.
+    expect(parseJsonExact('{"x": [1e300]}')).toEqual({ x: [1e300] });
+    for (const text of ['9007199254740991', '-9007199254740991', '"9007199254740993"', 'null']) {
+      expect(parseJsonExact(text)).toEqual(JSON.parse(text));
+    }
+    // Nesting deeper than the call stack is walked without recursion.
+    const deep = `${'['.repeat(20_000)}1${']'.repeat(20_000)}`;
+    let inner = parseJsonExact(deep);
+    while (Array.isArray(inner)) inner = inner[0] as unknown;
+    expect(inner).toBe(1);
   });
 });
 

@@ -4,7 +4,18 @@ import {
   nowSortableUtc,
   toServerTimestamp,
   toSortableUtc,
+  toSortableUtcByPattern,
 } from '../src/warehouse/timestamps.js';
+import { dateTimeCases } from './date-time-cases.js';
+
+/** What a conversion gives: its text, or the error it throws. */
+function outcome(convert: (text: string) => string, text: string): string {
+  try {
+    return convert(text);
+  } catch (error) {
+    return `${(error as Error).name}: ${(error as Error).message}`;
+  }
+}
 
 describe('date-time text forms', () => {
   it.each([
@@ -49,5 +60,26 @@ describe('date-time text forms', () => {
 
   it('gives now in the fixed form', () => {
     expect(isSortableUtc(nowSortableUtc())).toBe(true);
+  });
+
+  it('gives what the general path gives, for every fraction length, offset and near miss', () => {
+    const cases = dateTimeCases();
+    let fastPathForms = 0;
+    for (const text of cases) {
+      const general = outcome(toSortableUtcByPattern, text);
+      expect(outcome(toSortableUtc, text), text).toBe(general);
+      expect(isSortableUtc(text), text).toBe(general === text);
+      if (/^[\d:T-]{19}(\.\d{1,6})?(Z|[+-]00:00)$/.test(text)) fastPathForms += 1;
+    }
+    // The cases do reach the fast path (UTC with up to six fraction digits), in every form.
+    expect(fastPathForms).toBeGreaterThan(1000);
+  });
+
+  it('fills the fraction of the UTC forms to six digits without converting', () => {
+    expect(toSortableUtc('2026-01-01T00:02:05+00:00')).toBe('2026-01-01T00:02:05.000000Z');
+    expect(toSortableUtc('2026-01-01T00:02:05.137-00:00')).toBe('2026-01-01T00:02:05.137000Z');
+    expect(toSortableUtc('2026-01-01T00:00:00.1Z')).toBe('2026-01-01T00:00:00.100000Z');
+    const usual = '2026-01-01T00:00:00.137251Z';
+    expect(toSortableUtc(usual)).toBe(usual);
   });
 });

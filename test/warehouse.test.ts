@@ -22,6 +22,12 @@ import {
 } from '../src/warehouse/postgres.js';
 import { loadMigrations, pendingMigrations, projectRoot } from '../src/warehouse/migrations.js';
 import {
+  originalValuesOf,
+  servedValue,
+  servedValueHash,
+  valueChangesInColumn,
+} from '../src/warehouse/original-values.js';
+import {
   canonicalJson,
   fromJsonText,
   rowContentHash,
@@ -1504,6 +1510,59 @@ describe('value encoding', () => {
     expect(rowContentHash({ id: 1, a: 5 }, columns)).toBe(
       rowContentHash({ id: 1, a: 5n }, columns),
     );
+  });
+
+  it('keeps an original for every value of every column its column gives back differently', () => {
+    const columns: ColumnSpec[] = [
+      { name: 'at', type: 'datetime' },
+      { name: 'n', type: 'integer' },
+      { name: 'label', type: 'text' },
+      { name: 'data', type: 'json' },
+      { name: 'day', type: 'date' },
+    ];
+    const rows: Row[] = [
+      { id: 1, at: '2026-01-01T00:00:00.137251Z', n: 1, label: 'a', data: { b: 1, a: 2 } },
+      { id: 2, at: '2026-01-01T00:02:05+00:00', label: 'nul\u0000', data: { é: 1, z: 2 } },
+      { id: 3, at: '2026-01-01T00:02:05.000000Z', data: ['\uD800', 2 ** 60], day: '2026-01-01' },
+      { id: 4, at: null, n: null, label: null, data: null },
+    ];
+    for (const dialect of ['sqlite', 'postgres'] as const) {
+      // Every column of every row, whatever its type: the answer does not skip any that matter.
+      const expected = rows.flatMap((row) =>
+        columns
+          .filter((column) => valueChangesInColumn(dialect, column.type, row[column.name]))
+          .map((column) => ({
+            id: String(row.id),
+            column: column.name,
+            servedHash: servedValueHash(servedValue(dialect, column.type, row[column.name])),
+            original: toJsonText(row[column.name]),
+          })),
+      );
+      expect(originalValuesOf(dialect, columns, rows)).toEqual(expected);
+    }
+    expect(originalValuesOf('sqlite', columns, rows).map((kept) => kept.id)).toEqual(['2', '3']);
+    expect(originalValuesOf('sqlite', columns.slice(1), rows)).toEqual([]);
+  });
+
+  it('orders jsonb keys by UTF-8 length, then bytes, ASCII or not', () => {
+    const keys = ['b', 'a', 'aa', 'é', 'z', '\u{1F600}', 'ab', 'ä', 'B', '', 'zz', 'é1'];
+    const utf8 = new TextEncoder();
+    const byBytes = [...keys].sort((left, right) => {
+      const [a, b] = [utf8.encode(left), utf8.encode(right)];
+      return a.length - b.length || Buffer.compare(a, b);
+    });
+    const value = Object.fromEntries(keys.map((key, index) => [key, index]));
+    expect(Object.keys(servedValue('postgres', 'json', value) as object)).toEqual(byBytes);
+    expect(valueChangesInColumn('postgres', 'json', value)).toBe(true);
+    const ordered = Object.fromEntries(byBytes.map((key, index) => [key, index]));
+    expect(valueChangesInColumn('postgres', 'json', ordered)).toBe(false);
+    // 'é' is one character but two bytes (C3 A9): after 'z', and after 'zz' (7A 7A) too.
+    expect(valueChangesInColumn('postgres', 'json', { z: 1, é: 2 })).toBe(false);
+    expect(valueChangesInColumn('postgres', 'json', { é: 1, z: 2 })).toBe(true);
+    expect(valueChangesInColumn('postgres', 'json', { zz: 1, é: 2 })).toBe(false);
+    expect(valueChangesInColumn('postgres', 'json', { é: 1, zz: 2 })).toBe(true);
+    expect(valueChangesInColumn('postgres', 'json', { b: 1, a: 2 })).toBe(true);
+    expect(valueChangesInColumn('postgres', 'json', { a: 1, b: 2, aa: 3 })).toBe(false);
   });
 
   it('plans history versions without writing one twice', () => {

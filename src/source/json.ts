@@ -9,19 +9,34 @@ import { parse as parseLossless } from 'lossless-json';
  * large) only costs a second, exact parse.
  */
 function mayHaveRounded(parsed: unknown): boolean {
-  // An explicit stack, not recursion: JSON.parse accepts nesting deeper than the call stack.
-  const pending: unknown[] = [parsed];
+  if (typeof parsed === 'number') return isPastSafeInteger(parsed);
+  if (typeof parsed !== 'object' || parsed === null) return false;
+  // An explicit stack, not recursion: JSON.parse accepts nesting deeper than the call stack. Only
+  // objects and arrays go on it; numbers are checked where they are found, strings skipped.
+  const pending: object[] = [parsed];
   while (pending.length > 0) {
-    const value = pending.pop();
-    if (typeof value === 'number') {
-      if (value > Number.MAX_SAFE_INTEGER || value < -Number.MAX_SAFE_INTEGER) return true;
-    } else if (Array.isArray(value)) {
-      for (let index = 0; index < value.length; index += 1) pending.push(value[index]);
-    } else if (typeof value === 'object' && value !== null) {
-      for (const key in value) pending.push((value as Record<string, unknown>)[key]);
+    const container = pending.pop()!;
+    if (Array.isArray(container)) {
+      for (let index = 0; index < container.length; index += 1) {
+        const item: unknown = container[index];
+        if (typeof item === 'number') {
+          if (isPastSafeInteger(item)) return true;
+        } else if (typeof item === 'object' && item !== null) pending.push(item);
+      }
+    } else {
+      for (const key in container) {
+        const item: unknown = (container as Record<string, unknown>)[key];
+        if (typeof item === 'number') {
+          if (isPastSafeInteger(item)) return true;
+        } else if (typeof item === 'object' && item !== null) pending.push(item);
+      }
     }
   }
   return false;
+}
+
+function isPastSafeInteger(value: number): boolean {
+  return value > Number.MAX_SAFE_INTEGER || value < -Number.MAX_SAFE_INTEGER;
 }
 
 function exactNumber(text: string): number | bigint {

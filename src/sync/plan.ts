@@ -127,24 +127,30 @@ export function planColumnsForRows(
   existing: ColumnSpec[],
   rows: Row[],
 ): RowColumnPlan {
-  const byName = new Map(existing.map((column) => [column.name, column.type]));
+  // Each field's type so far (the table's, then as the rows widen it): one lookup a value.
+  const typeOf = new Map(existing.map((column) => [column.name, column.type]));
   const needed = new Map<string, ColumnType>();
   const refused = new Set<string>();
   for (const row of rows) {
     for (const field in row) {
-      if (field === 'id' || refused.has(field)) continue;
+      if (field === 'id') continue;
       const value = row[field];
-      const current = needed.get(field) ?? byName.get(field);
+      const current = typeOf.get(field);
+      let wanted: ColumnType | undefined;
       if (current === undefined) {
+        if (refused.has(field)) continue;
         if (!isSafeFieldName(field)) {
           refused.add(field);
           continue;
         }
-        const inferred = inferColumnType(value);
-        if (inferred !== undefined) needed.set(field, inferred);
+        wanted = inferColumnType(value);
       } else if (!valueFits(value, current)) {
         const inferred = inferColumnType(value);
-        if (inferred !== undefined) needed.set(field, widenColumnType(current, inferred));
+        if (inferred !== undefined) wanted = widenColumnType(current, inferred);
+      }
+      if (wanted !== undefined) {
+        needed.set(field, wanted);
+        typeOf.set(field, wanted);
       }
     }
   }

@@ -9,10 +9,9 @@
  * - jsonb orders object keys (shorter first, then by bytes) and writes integral numbers past 2^53
  *   as digits, which read back as bigint.
  */
-import { createHash } from 'node:crypto';
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
 import { toServerTimestamp } from './timestamps.js';
-import { toJsonText } from './values.js';
+import { sha256Hex, toJsonText } from './values.js';
 
 export type Dialect = 'sqlite' | 'postgres';
 
@@ -39,14 +38,29 @@ function postgresText(text: string): string {
   return text.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD');
 }
 
+/** LONE_SURROGATE without the g flag: test() then keeps no lastIndex, so one instance serves. */
+const HAS_LONE_SURROGATE = new RegExp(LONE_SURROGATE.source);
+
 function postgresTextChanges(text: string): boolean {
-  return text.includes('\u0000') || new RegExp(LONE_SURROGATE.source).test(text);
+  return text.includes('\u0000') || HAS_LONE_SURROGATE.test(text);
 }
 
 const utf8 = new TextEncoder();
 
+function isAscii(text: string): boolean {
+  for (let index = 0; index < text.length; index++) {
+    if (text.charCodeAt(index) > 0x7f) return false;
+  }
+  return true;
+}
+
 /** jsonb's key order: shorter keys first (in UTF-8 bytes), then bytewise. */
 function jsonbKeyOrder(left: string, right: string): number {
+  // ASCII (nearly every key) is one byte a character: compared in place, without encoding.
+  if (isAscii(left) && isAscii(right)) {
+    if (left.length !== right.length) return left.length - right.length;
+    return left < right ? -1 : left > right ? 1 : 0;
+  }
   const a = utf8.encode(left);
   const b = utf8.encode(right);
   if (a.length !== b.length) return a.length - b.length;
@@ -136,7 +150,7 @@ export function servedValue(dialect: Dialect, type: ColumnType, value: unknown):
 
 /** sha256 hex of a served value's JSON text: the key that ties an original to a stored value. */
 export function servedValueHash(value: unknown): string {
-  return createHash('sha256').update(toJsonText(value)).digest('hex');
+  return sha256Hex(toJsonText(value));
 }
 
 /** The originals a page needs kept: one per value its column would give back differently. */

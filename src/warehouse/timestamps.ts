@@ -9,17 +9,34 @@
 const ISO_DATE_TIME =
   /^(\d{4}-\d{2}-\d{2})T(\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})$/;
 
+/** The UTC forms (`Z`, `+00:00`, `-00:00`) with at most six fraction digits: no arithmetic needed. */
+const UTC_DATE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d{1,6})?(?:Z|[+-]00:00)$/;
+
+/** What follows the fraction digits (none to six) to make the fixed form, by their number. */
+const FRACTION_COMPLETION = ['.000000Z', '00000Z', '0000Z', '000Z', '00Z', '0Z', 'Z'];
+
 /**
  * Any ISO 8601 date-time with `Z` or an offset (up to nine fraction digits, rounded to
  * microseconds as PostgreSQL does) as the fixed-width UTC form. Throws a RangeError on anything
- * else. Runs for every date-time value written to SQLite: the server's usual forms (UTC with
- * `Z`) take character checks and one concatenation.
+ * else. Runs for every date-time value written to SQLite: the UTC forms the server and most
+ * clients write take one regex test (no capture groups, no match array) and at most one
+ * concatenation. A test is cheaper than reading the characters one by one with charCodeAt, which
+ * measured slower than the regex on Node 20.
  */
 export function toSortableUtc(text: string): string {
-  const digits = utcFractionDigits(text);
-  if (digits === 6) return text;
-  if (digits === 0) return `${text.slice(0, 19)}.000000Z`;
-  if (digits > 0) return `${text.slice(0, text.length - 1)}${'0'.repeat(6 - digits)}Z`;
+  if (!UTC_DATE_TIME.test(text)) return toSortableUtcByPattern(text);
+  const length = text.length;
+  const zoneStart = text.charCodeAt(length - 1) === 90 /* Z */ ? length - 1 : length - 6;
+  const fractionDigits = zoneStart === 19 ? 0 : zoneStart - 20;
+  if (fractionDigits === 6 && zoneStart === length - 1) return text;
+  return text.slice(0, zoneStart) + FRACTION_COMPLETION[fractionDigits]!;
+}
+
+/**
+ * toSortableUtc by the general path alone (match groups and Date arithmetic), for the forms the
+ * fast path leaves to it. Exported so tests can hold the fast path to it.
+ */
+export function toSortableUtcByPattern(text: string): string {
   const match = ISO_DATE_TIME.exec(text);
   if (!match)
     throw new RangeError(`Not an ISO 8601 date-time with an offset: ${text.slice(0, 40)}`);
@@ -52,37 +69,7 @@ export function toSortableUtc(text: string): string {
   return `${new Date(milliseconds).toISOString().slice(0, 19)}.${String(micros).padStart(6, '0')}Z`;
 }
 
-const DIGIT_POSITIONS = [0, 1, 2, 3, 5, 6, 8, 9, 11, 12, 14, 15, 17, 18];
-
-/**
- * For `YYYY-MM-DDTHH:MM:SS[.f{1,6}]Z`, the number of fraction digits; -1 for anything else.
- * Character checks, not a regex: this runs for every date-time written (about 10x faster).
- */
-function utcFractionDigits(text: string): number {
-  const length = text.length;
-  if (length < 20 || length > 27 || text.charCodeAt(length - 1) !== 90 /* Z */) return -1;
-  if (length === 21) return -1; // a dot with no digit
-  if (
-    text.charCodeAt(4) !== 45 ||
-    text.charCodeAt(7) !== 45 ||
-    text.charCodeAt(10) !== 84 ||
-    text.charCodeAt(13) !== 58 ||
-    text.charCodeAt(16) !== 58
-  ) {
-    return -1;
-  }
-  for (const position of DIGIT_POSITIONS) {
-    const code = text.charCodeAt(position);
-    if (code < 48 || code > 57) return -1;
-  }
-  if (length === 20) return 0;
-  if (text.charCodeAt(19) !== 46 /* . */) return -1;
-  for (let position = 20; position < length - 1; position++) {
-    const code = text.charCodeAt(position);
-    if (code < 48 || code > 57) return -1;
-  }
-  return length - 21;
-}
+const SORTABLE_UTC = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
 /**
  * The server's own form of a date-time (given in the fixed form, or any form toSortableUtc
@@ -96,7 +83,7 @@ export function toServerTimestamp(text: string): string {
 
 /** Whether text is already in the fixed form (a cheap check for readers). */
 export function isSortableUtc(text: string): boolean {
-  return utcFractionDigits(text) === 6;
+  return SORTABLE_UTC.test(text);
 }
 
 /** Now, in the fixed form (our own time columns use it too, so they sort with the data's). */

@@ -67,7 +67,7 @@ export function canonicalJson(value: unknown): string {
 }
 
 /** One-shot sha256 (crypto.hash, Node >= 20.12) is about twice as fast as createHash per row. */
-const sha256Hex: (text: string) => string =
+export const sha256Hex: (text: string) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function'
     ? (text) =>
         (crypto as unknown as { hash(algorithm: string, data: string): string }).hash(
