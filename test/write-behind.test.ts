@@ -3,8 +3,10 @@
  * (SQLite: on the writer thread; PostgreSQL: in the server). Pages of a walk commit in order and
  * none after one that failed, so no cursor ever moves past rows that were not stored.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { PageWrite, PageWriteResult, Warehouse } from '../src/interfaces.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -18,6 +20,7 @@ import { openWarehouse } from '../src/warehouse/open.js';
 import { WriterThreadCommitter } from '../src/warehouse/sqlite-page-committer.js';
 import {
   ADMIN_KEY,
+  CLI_FROM_SOURCE,
   createTestWarehouse,
   expectWarehouseEqualsSource,
   runCli,
@@ -29,6 +32,7 @@ import {
 } from './support.js';
 
 const RESOURCE = 'chat_messages';
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
 describe('FailedWalks', () => {
   it('refuses the later pages of a failed walk only', () => {
@@ -231,5 +235,39 @@ describe.each(testDialects)('write-behind (%s)', (dialect) => {
     } finally {
       directory.remove();
     }
+  });
+
+  it('SIGKILL while pages commit: whole pages only, and the next run resumes to an exact copy', async () => {
+    dataset.insert(RESOURCE, 60);
+    const env = syncEnv(server.url, stored.env, { OCS_PAGE_SIZE: '5' });
+    let killed = false;
+    const child = spawn(process.execPath, [...CLI_FROM_SOURCE, 'sync'], {
+      cwd: root,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env },
+      stdio: 'ignore',
+    });
+    server.options.onPageServed = async ({ resource, pageIndex }) => {
+      if (killed || resource !== RESOURCE || pageIndex < 6) return;
+      killed = true;
+      child.kill('SIGKILL');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    };
+    await new Promise((resolve) => child.on('exit', resolve));
+    server.options.onPageServed = undefined;
+    expect(killed, 'the process was still walking when it was killed').toBe(true);
+
+    // Pages are all or nothing: what is stored is the first whole pages of the walk.
+    const walkOrder = dataset
+      .pageAfter(RESOURCE, 'updated_at_id', null, 1_000)
+      .rows.map((row) => Number(row.id));
+    const storedIds = (await stored.readTable(RESOURCE)).map((row) => Number(row.id));
+    expect(storedIds.length % 5).toBe(0);
+    expect(storedIds.length).toBeLessThan(walkOrder.length);
+    expect(new Set(storedIds)).toEqual(new Set(walkOrder.slice(0, storedIds.length)));
+
+    const rerun = await runCli(['sync'], env);
+    expect(rerun.stderr).toBe('');
+    expect(rerun.code).toBe(0);
+    await expectWarehouseEqualsSource(stored, dataset);
   });
 });

@@ -150,6 +150,7 @@ export class WriterThreadCommitter implements PageCommitter {
     const hooks = new URL('../../test/typescript-hooks.mjs', import.meta.url);
     const worker = new Worker(new URL(file, import.meta.url), {
       workerData: this.setup,
+      resourceLimits: { maxYoungGenerationSizeMb: 8 },
       execArgv: fromSource ? ['--import', fileURLToPath(hooks)] : undefined,
     });
     // Only pages in flight keep the process alive (see commit()).

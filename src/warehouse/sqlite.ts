@@ -464,8 +464,9 @@ export class SqliteWarehouse implements Warehouse {
 
   async close(): Promise<void> {
     if (this.connection.isClosed) return;
-    await this.lock.releaseHeld();
+    // The pages handed over commit before the lock is let go.
     await this.committer.close();
+    await this.lock.releaseHeld();
     await this.connection.close();
   }
 }
