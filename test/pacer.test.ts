@@ -7,7 +7,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import { silentLogger } from '../src/log.js';
-import { HttpExportSource } from '../src/source/http-source.js';
 import { runSync } from '../src/sync/engine.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import {
@@ -18,7 +17,7 @@ import {
   type Clock,
   type RateLimitReading,
 } from '../src/source/pacer.js';
-import { ADMIN_KEY, createTestWarehouse, expectWarehouseEqualsSource } from './support.js';
+import { createTestWarehouse, expectWarehouseEqualsSource, testSource } from './support.js';
 
 class FakeClock implements Clock {
   readonly sleeps: number[] = [];
@@ -276,19 +275,7 @@ describe('a sync against the fake server with a small API budget', () => {
     cleanups.push(() => stored.dispose());
     const warehouse = await openWarehouse({ url: stored.env.OCS_WAREHOUSE_URL! });
     cleanups.push(() => warehouse.close());
-    const source = new HttpExportSource({
-      baseUrl: server.url,
-      apiKey: ADMIN_KEY,
-      authScheme: 'api-key',
-      requestTimeoutMs: 10_000,
-      maxAttempts: 3,
-      minRetryDelayMs: 10,
-      maxRetryDelayMs: 1_000,
-      maxRequestsPerMinute: 0,
-      userAgent: 'ocs-sync-test',
-      logger: silentLogger(),
-      clock,
-    });
+    const source = testSource(server.url, { clock });
     cleanups.push(() => source.close());
     const resources = ['users', 'chats', 'chat_messages'];
 

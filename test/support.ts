@@ -9,6 +9,8 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
+import { silentLogger } from '../src/log.js';
+import { HttpExportSource, type HttpSourceOptions } from '../src/source/http-source.js';
 import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 
@@ -353,4 +355,24 @@ export async function waitFor<T>(
     if (performance.now() > deadline) throw new Error(`Timed out waiting for ${what}`);
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
+}
+
+/** The HTTP source for engine-level tests against the fake server: quick retries, no pacing. */
+export function testSource(
+  baseUrl: string,
+  options: Partial<HttpSourceOptions> = {},
+): HttpExportSource {
+  return new HttpExportSource({
+    baseUrl,
+    apiKey: ADMIN_KEY,
+    authScheme: 'api-key',
+    requestTimeoutMs: 10_000,
+    maxAttempts: 3,
+    minRetryDelayMs: 10,
+    maxRetryDelayMs: 1_000,
+    maxRequestsPerMinute: 0,
+    userAgent: 'ocs-sync-test',
+    logger: silentLogger(),
+    ...options,
+  });
 }

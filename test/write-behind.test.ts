@@ -13,13 +13,11 @@ import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { silentLogger } from '../src/log.js';
-import { HttpExportSource } from '../src/source/http-source.js';
 import { runSync } from '../src/sync/engine.js';
 import { FailedWalks } from '../src/warehouse/commit-order.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { WriterThreadCommitter } from '../src/warehouse/sqlite-page-committer.js';
 import {
-  ADMIN_KEY,
   CLI_FROM_SOURCE,
   createTestWarehouse,
   expectWarehouseEqualsSource,
@@ -29,6 +27,7 @@ import {
   temporaryDirectory,
   testDialects,
   type TestWarehouse,
+  testSource,
 } from './support.js';
 
 const RESOURCE = 'chat_messages';
@@ -153,18 +152,7 @@ describe.each(testDialects)('write-behind (%s)', (dialect) => {
         };
       },
     }) as Warehouse;
-    const source = new HttpExportSource({
-      baseUrl: server.url,
-      apiKey: ADMIN_KEY,
-      authScheme: 'api-key',
-      requestTimeoutMs: 10_000,
-      maxAttempts: 3,
-      minRetryDelayMs: 10,
-      maxRetryDelayMs: 1_000,
-      maxRequestsPerMinute: 0,
-      userAgent: 'ocs-sync-test',
-      logger: silentLogger(),
-    });
+    const source = testSource(server.url);
     try {
       const report = await runSync({
         source,
