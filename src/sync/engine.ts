@@ -773,11 +773,12 @@ class SyncRun {
               valuesAltered: result.valuesAltered,
             });
           });
-        // Awaited by settle(); a failure of the page ahead of it is the one reported.
+        // Awaited below or in `finally`; a failure of the page ahead of it is the one reported.
         written.catch(() => undefined);
         cursor = after;
-        await settle();
+        const ahead = committing;
         committing = written;
+        await ahead;
       }
       await settle();
     } finally {
