@@ -131,6 +131,39 @@ async function closeTarget(warehouse: Warehouse, target: WarehouseTarget): Promi
   if (target.dropSchemaAfter && target.schema) await dropPostgresSchema(target.url, target.schema);
 }
 
+/** Opens the stage's warehouse and HTTP source, runs `work`, and closes both. */
+async function withWarehouseAndSource<T>(
+  targets: { warehouse: WarehouseTarget; server: ServerTarget },
+  logger: Logger,
+  connections: number,
+  work: (warehouse: Warehouse, source: HttpExportSource) => Promise<T>,
+): Promise<T> {
+  const warehouse = await openTarget(targets.warehouse, logger);
+  const source = createSource(targets.server, logger, connections);
+  try {
+    return await work(warehouse, source);
+  } finally {
+    await source.close();
+    await closeTarget(warehouse, targets.warehouse);
+  }
+}
+
+/** As a sync starts: the lock, the table from the OpenAPI document, a run; finish() ends both. */
+async function startBenchRun(warehouse: Warehouse, source: HttpExportSource) {
+  const lock = await warehouse.acquireLock(10_000);
+  const manifest = await source.manifest();
+  const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
+  const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
+  return {
+    columns,
+    runId,
+    async finish(summary: { rows: number; pages: number; requests: number }): Promise<void> {
+      await warehouse.finishRun(runId, { status: 'ok', ...summary });
+      await lock.release();
+    },
+  };
+}
+
 export async function dropPostgresSchema(url: string, schema: string): Promise<void> {
   const client = new pg.Client({ connectionString: url });
   await client.connect();
@@ -146,35 +179,35 @@ async function syncStage(
   logger: Logger,
   sampler: RssSampler,
 ): Promise<Measured> {
-  const warehouse = await openTarget(request.warehouse, logger);
-  const source = createSource(request.server, logger, request.pagesInFlight + 1);
-  try {
-    const started = sampler.begin();
-    const report = await runSync({
-      source,
-      warehouse,
-      logger,
-      pageSize: request.pageSize,
-      secrets: { policyFor: () => 'plaintext', keys: {} },
-      onSchemaChange: 'evolve',
-      history: false,
-      deletes: 'mark',
-      pagesInFlight: request.pagesInFlight,
-      concurrency: 1,
-      lockWaitMs: 10_000,
-    });
-    const seconds = (performance.now() - started) / 1000;
-    sampler.end();
-    if (report.status !== 'ok') {
-      throw new Error(
-        `The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`,
-      );
-    }
-    return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
-  } finally {
-    await source.close();
-    await closeTarget(warehouse, request.warehouse);
-  }
+  return withWarehouseAndSource(
+    request,
+    logger,
+    request.pagesInFlight + 1,
+    async (warehouse, source) => {
+      const started = sampler.begin();
+      const report = await runSync({
+        source,
+        warehouse,
+        logger,
+        pageSize: request.pageSize,
+        secrets: { policyFor: () => 'plaintext', keys: {} },
+        onSchemaChange: 'evolve',
+        history: false,
+        deletes: 'mark',
+        pagesInFlight: request.pagesInFlight,
+        concurrency: 1,
+        lockWaitMs: 10_000,
+      });
+      const seconds = (performance.now() - started) / 1000;
+      sampler.end();
+      if (report.status !== 'ok') {
+        throw new Error(
+          `The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`,
+        );
+      }
+      return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
+    },
+  );
 }
 
 async function fetchOnlyStage(
@@ -293,14 +326,9 @@ async function baselineStage(
   logger: Logger,
   sampler: RssSampler,
 ): Promise<Measured> {
-  const warehouse = await openTarget(request.warehouse, logger);
-  const source = createSource(request.server, logger, 1);
-  try {
+  return withWarehouseAndSource(request, logger, 1, async (warehouse, source) => {
     const started = sampler.begin();
-    const lock = await warehouse.acquireLock(10_000);
-    const manifest = await source.manifest();
-    const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
-    const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
+    const { columns, runId, finish } = await startBenchRun(warehouse, source);
     let cursor: string | null = null;
     let rows = 0;
     let pages = 0;
@@ -324,15 +352,11 @@ async function baselineStage(
       cursor = after;
       if (!hasNextPage(page, request.pageSize)) break;
     }
-    await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: source.requestCount });
-    await lock.release();
+    await finish({ rows, pages, requests: source.requestCount });
     const seconds = (performance.now() - started) / 1000;
     sampler.end();
     return { rows, pages, seconds, requests: source.requestCount };
-  } finally {
-    await source.close();
-    await closeTarget(warehouse, request.warehouse);
-  }
+  });
 }
 
 async function designStage(
@@ -340,40 +364,30 @@ async function designStage(
   logger: Logger,
   sampler: RssSampler,
 ): Promise<Measured> {
-  const warehouse = await openTarget(request.warehouse, logger);
-  const source = createSource(request.server, logger, request.pagesInFlight + 1);
-  try {
-    // As a sync starts: the lock, the table from the OpenAPI document, a run.
-    const started = sampler.begin();
-    const lock = await warehouse.acquireLock(10_000);
-    const manifest = await source.manifest();
-    const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
-    const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
-    const walked = await runDesign({
-      design: request.design,
-      server: request.server,
-      path: request.warehouse.url,
-      columns,
-      runId,
-      pageSize: request.pageSize,
-      depth: request.pagesInFlight,
-      source,
-      logger,
-    });
-    await warehouse.finishRun(runId, {
-      status: 'ok',
-      rows: walked.rows,
-      pages: walked.pages,
-      requests: walked.requests,
-    });
-    await lock.release();
-    const seconds = (performance.now() - started) / 1000;
-    sampler.end();
-    return { ...walked, seconds, requests: walked.requests + source.requestCount };
-  } finally {
-    await source.close();
-    await closeTarget(warehouse, request.warehouse);
-  }
+  return withWarehouseAndSource(
+    request,
+    logger,
+    request.pagesInFlight + 1,
+    async (warehouse, source) => {
+      const started = sampler.begin();
+      const { columns, runId, finish } = await startBenchRun(warehouse, source);
+      const walked = await runDesign({
+        design: request.design,
+        server: request.server,
+        path: request.warehouse.url,
+        columns,
+        runId,
+        pageSize: request.pageSize,
+        depth: request.pagesInFlight,
+        source,
+        logger,
+      });
+      await finish(walked);
+      const seconds = (performance.now() - started) / 1000;
+      sampler.end();
+      return { ...walked, seconds, requests: walked.requests + source.requestCount };
+    },
+  );
 }
 
 interface RssSampler {

@@ -20,19 +20,17 @@ import { SyncMetrics } from '../src/daemon/metrics.js';
 import { canonicalTimestamp, fetchReason, nextAttemptAt, planFetches } from '../src/files/plan.js';
 import type { FileCandidate, FileRecord } from '../src/interfaces.js';
 import {
-  createTestWarehouse,
   runCli,
   syncEnv,
   teamKeys,
   temporaryDirectory,
   testDialects,
   type TestWarehouse,
+  closeCliTestBed,
+  openCliTestBed,
 } from './support.js';
 
 import { expectBlobsMatchServer, readLedger, storedFiles } from './files-support.js';
-
-const FAST_RETRIES_YAML =
-  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 
 describe.each(testDialects)('file contents (%s)', (dialect) => {
   let server: FakeServer;
@@ -54,16 +52,9 @@ describe.each(testDialects)('file contents (%s)', (dialect) => {
   const requestedIds = () => fileRequests().map((request) => request.path.split('/')[3]);
 
   beforeEach(async () => {
-    directory = temporaryDirectory();
-    warehouse = await createTestWarehouse(dialect);
-    configFile = join(directory.path, 'config.yaml');
-    writeFileSync(configFile, FAST_RETRIES_YAML);
+    ({ directory, warehouse, configFile } = await openCliTestBed(dialect));
   });
-  afterEach(async () => {
-    await server?.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => closeCliTestBed({ directory, warehouse, configFile }, server));
 
   it('stores every file once by hash, records 404s as missing and still exits 0', async () => {
     await start();

@@ -17,7 +17,6 @@ import { SqliteWarehouse } from '../src/warehouse/sqlite.js';
 import {
   ADMIN_KEY,
   MEMBER_KEY,
-  createTestWarehouse,
   runCli,
   syncEnv,
   teamKeys,
@@ -25,6 +24,8 @@ import {
   testDialects,
   waitFor,
   type TestWarehouse,
+  closeCliTestBed,
+  openCliTestBed,
 } from './support.js';
 
 /** Quick retries so failure tests do not wait long. */
@@ -69,16 +70,9 @@ describe.each(testDialects)('operating ocs-sync without SQL (%s)', (dialect) => 
   };
 
   beforeEach(async () => {
-    directory = temporaryDirectory();
-    warehouse = await createTestWarehouse(dialect);
-    configFile = join(directory.path, 'config.yaml');
-    writeFileSync(configFile, FAST_RETRIES_YAML);
+    ({ directory, warehouse, configFile } = await openCliTestBed(dialect, FAST_RETRIES_YAML));
   });
-  afterEach(async () => {
-    await server?.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => closeCliTestBed({ directory, warehouse, configFile }, server));
 
   it('records every failed run (401, 403, server down, unreadable key) and status exits 4 naming it', async () => {
     await start();

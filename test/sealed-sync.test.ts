@@ -27,13 +27,14 @@ import {
   testDialects,
   type CliResult,
   type TestWarehouse,
+  FAST_RETRIES_YAML,
+  closeCliTestBed,
+  openCliTestBed,
 } from './support.js';
 
 /** 20 rows per resource in pages of 7: three pages, so "an earlier page" exists. */
 const PAGE_SIZE = 7;
 const ROWS_PER_RESOURCE = 20;
-const FAST_RETRIES_YAML =
-  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 /** Overrides syncEnv's OCS_PRIVATE_KEY: the run has no private key at all. */
 const NO_PRIVATE_KEY = { OCS_PRIVATE_KEY: undefined };
 /** Every sealed value on the wire is base64 of `{"k": "`…: this prefix marks a leaked token. */
@@ -208,16 +209,9 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
   const writeConfig = (yaml: string) => writeFileSync(configFile, FAST_RETRIES_YAML + yaml);
 
   beforeEach(async () => {
-    directory = temporaryDirectory();
-    warehouse = await createTestWarehouse(dialect);
-    configFile = join(directory.path, 'config.yaml');
-    writeConfig('');
+    ({ directory, warehouse, configFile } = await openCliTestBed(dialect));
   });
-  afterEach(async () => {
-    await server?.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => closeCliTestBed({ directory, warehouse, configFile }, server));
 
   it('plaintext (the default with a private key): sealed columns hold the opened JSON values', async () => {
     await start();

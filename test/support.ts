@@ -1,7 +1,7 @@
 /** Shared test plumbing: a fake server, a fresh warehouse, the CLI with captured output. */
 import Database from 'better-sqlite3';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
@@ -375,4 +375,36 @@ export function testSource(
     logger: silentLogger(),
     ...options,
   });
+}
+
+/** Quick retries so fault tests do not wait long. */
+export const FAST_RETRIES_YAML =
+  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
+
+/** What a CLI test starts from: a fresh warehouse, a temporary folder, a config file in it. */
+export interface CliTestBed {
+  directory: ReturnType<typeof temporaryDirectory>;
+  warehouse: TestWarehouse;
+  configFile: string;
+}
+
+export async function openCliTestBed(
+  dialect: 'sqlite' | 'postgres',
+  configText = FAST_RETRIES_YAML,
+): Promise<CliTestBed> {
+  const directory = temporaryDirectory();
+  const warehouse = await createTestWarehouse(dialect);
+  const configFile = join(directory.path, 'config.yaml');
+  writeFileSync(configFile, configText);
+  return { directory, warehouse, configFile };
+}
+
+/** Stops the test's server (when it started one) and removes what openCliTestBed made. */
+export async function closeCliTestBed(
+  bed: CliTestBed,
+  server: { close(): Promise<void> } | undefined,
+): Promise<void> {
+  await server?.close();
+  await bed.warehouse.dispose();
+  bed.directory.remove();
 }

@@ -2,7 +2,7 @@
  * End-to-end sync against the fake export server, through the CLI (`main`) and the engine's
  * public API, into a real SQLite warehouse.
  */
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -23,12 +23,11 @@ import {
   sourceRowsAsStored,
   testDialects,
   type TestWarehouse,
+  closeCliTestBed,
+  openCliTestBed,
 } from './support.js';
 
 const SMALL_PAGES = { OCS_PAGE_SIZE: '7' };
-/** Quick retries so fault tests do not wait long. */
-const FAST_RETRIES_YAML =
-  'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 4\n';
 
 describe.each(testDialects)('sync against the fake export server (%s)', (dialect) => {
   let server: FakeServer;
@@ -49,16 +48,9 @@ describe.each(testDialects)('sync against the fake export server (%s)', (dialect
   const pageRequests = () => server.requests.filter((request) => request.resource !== undefined);
 
   beforeEach(async () => {
-    directory = temporaryDirectory();
-    warehouse = await createTestWarehouse(dialect);
-    configFile = join(directory.path, 'config.yaml');
-    writeFileSync(configFile, FAST_RETRIES_YAML);
+    ({ directory, warehouse, configFile } = await openCliTestBed(dialect));
   });
-  afterEach(async () => {
-    await server?.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => closeCliTestBed({ directory, warehouse, configFile }, server));
 
   it('copies every resource exactly, then an unchanged rerun costs one page request per resource', async () => {
     await start();
