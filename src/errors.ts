@@ -140,6 +140,9 @@ export class SchemaChangeStoppedError extends OcsSyncError {
 /** The warehouse could not be opened or used. */
 export class WarehouseError extends OcsSyncError {}
 
+/** The audit chain refuses what would break it, or cannot be used as configured. */
+export class AuditError extends OcsSyncError {}
+
 /** `serve` cannot answer as the server would; `reasons` lists every one. */
 export class ServeRefusedError extends OcsSyncError {
   constructor(readonly reasons: string[]) {

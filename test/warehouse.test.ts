@@ -27,12 +27,8 @@ import {
   servedValueHash,
   valueChangesInColumn,
 } from '../src/warehouse/original-values.js';
-import {
-  canonicalJson,
-  fromJsonText,
-  rowContentHash,
-  toJsonText,
-} from '../src/warehouse/values.js';
+import { canonicalJson, rowContentHash } from '../src/warehouse/canonical.js';
+import { fromJsonText, toJsonText } from '../src/warehouse/values.js';
 
 type DialectName = 'sqlite' | 'postgres';
 type QueryRow = Record<string, unknown>;

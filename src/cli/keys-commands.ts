@@ -6,15 +6,34 @@ import {
   loadArchiveSecretKey,
 } from '../sealing/keys.js';
 import { unsealArchived } from '../sealing/unseal.js';
+import { generateSigningKeyPair, keyId } from '../audit/signing.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import type { CommandContext } from './context.js';
 import { createWarehouse } from './wiring.js';
 
 export async function runKeygenCommand(
   context: CommandContext,
-  options: { out: string; bits: string; archive?: boolean },
+  options: { out: string; bits: string; archive?: boolean; signing?: boolean },
 ): Promise<number> {
   const { out } = context.output;
+  if (options.archive && options.signing) {
+    throw new UsageError('--archive and --signing make different key pairs; give one of them.');
+  }
+  if (options.signing) {
+    const pair = await generateSigningKeyPair(options.out);
+    out(
+      `Wrote the audit signing key to ${pair.privateKeyPath} (mode 0600) and its public key to ${pair.publicKeyPath} (key ${keyId(pair.publicKey)}).`,
+    );
+    out('');
+    out('Sign a checkpoint at the end of every run:');
+    out(`  OCS_AUDIT=true OCS_AUDIT_SIGNING_KEY_FILE=${pair.privateKeyPath} \\`);
+    out('  OCS_AUDIT_CHECKPOINT_FILE=/path/to/ocs-checkpoints.jsonl npx ocs-sync sync');
+    out('Ship the checkpoint file and the public key off this machine; verify with:');
+    out(
+      `  npx ocs-sync audit verify --public-key ${pair.publicKeyPath} --checkpoints /path/to/ocs-checkpoints.jsonl`,
+    );
+    return ExitCode.ok;
+  }
   if (options.archive) {
     const archive = await generateArchiveKeyPair(options.out);
     out(`Wrote the archive secret key to ${archive.secretKeyPath} (mode 0600). Keep it offline.`);

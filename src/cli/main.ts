@@ -189,11 +189,38 @@ export function buildProgram(
 
   program
     .command('keygen')
-    .description("Create the team's RSA key pair (or, with --archive, an X25519 archive key pair).")
+    .description(
+      "Create the team's RSA key pair (or, with --archive, an X25519 archive key pair; with --signing, the Ed25519 key pair that signs audit checkpoints).",
+    )
     .option('--out <dir>', 'directory for the key files', '.')
     .option('--bits <bits>', 'RSA key size', '3072')
     .option('--archive', 'create the archive key pair used by the reseal policy')
+    .option('--signing', 'create the Ed25519 key pair that signs audit checkpoints')
     .action(lazy(async () => (await import('./keys-commands.js')).runKeygenCommand));
+
+  const audit = program
+    .command('audit')
+    .description('The audit chain: check that the warehouse holds exactly what it was given.');
+  audit
+    .command('verify')
+    .description(
+      'Recompute every digest, walk the chain, check every signed checkpoint. Exit 0 intact, 3 broken (naming the first broken link), 1 cannot verify.',
+    )
+    .option(
+      '--public-key <file>',
+      'the public key checkpoints must be signed by (ocs-audit-signing.pub)',
+    )
+    .option(
+      '--checkpoints <file>',
+      'the checkpoint file kept off this machine (audit.checkpoint_file)',
+    )
+    .option('--json', 'print the report as JSON')
+    .action(lazy(async () => (await import('./audit-command.js')).runAuditVerifyCommand));
+  audit
+    .command('checkpoints')
+    .description('List the signed checkpoints stored in the warehouse.')
+    .option('--json', 'print as JSON')
+    .action(lazy(async () => (await import('./audit-command.js')).runAuditCheckpointsCommand));
 
   program
     .command('unseal')

@@ -173,6 +173,7 @@ export function formatSyncSummary(report: SyncReport): string {
     );
   }
   if (report.files) lines.push(...formatFilesSummary(report.files));
+  if (report.audit) lines.push(formatAuditOutcome(report.audit));
   for (const problem of report.problems) say('problem', problem);
   // Resources that stopped for the same reason share one line: a thing is said once.
   const byReason = new Map<string, string[]>();
@@ -198,6 +199,15 @@ export function formatSyncSummary(report: SyncReport): string {
   }
   for (const hint of hints) lines.push(`hint: ${hint}`);
   return lines.join('\n');
+}
+
+function formatAuditOutcome(audit: NonNullable<SyncReport['audit']>): string {
+  if (audit.error !== undefined) {
+    return `  Audit: the checkpoint was not written: ${audit.error.replace(/\n\s*/g, ' ')}`;
+  }
+  if (!audit.checkpoint) return '  Audit: the chain is empty; no checkpoint.';
+  const { run, seq, head } = audit.checkpoint;
+  return `  Audit: checkpoint of run ${run ?? '-'} at entry ${seq} (head ${head.slice(0, 12)}…) signed, ${audit.appended ?? 0} line(s) appended to ${audit.checkpointFile}`;
 }
 
 /** "message\n  hint: next step" (describeError's form) -> [message, hint]. */

@@ -5,7 +5,9 @@
 import { ExitCode } from '../errors.js';
 import type { ResourceStatus } from '../interfaces.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
-import { SYNC_RUN_KINDS, type RunRecord } from '../warehouse/reader.js';
+import { SYNC_RUN_KINDS, type AuditSummary, type RunRecord } from '../warehouse/reader.js';
+import { keyId } from '../audit/signing.js';
+import { formatAgo } from './time-text.js';
 import { MANIFEST_ORDER_STATE_KEY } from '../warehouse/state-keys.js';
 import type { CommandContext } from './context.js';
 import {
@@ -100,6 +102,7 @@ export async function runStatusCommand(
       await reader.getState(MANIFEST_ORDER_STATE_KEY),
     );
     const files = await reader.fileTotals();
+    const audit = await reader.audit();
     const now = Date.now();
     const health = judgeHealth(lastRun, resources, maxLagSeconds, now);
     if (options.json) {
@@ -123,6 +126,7 @@ export async function runStatusCommand(
               cursor_position: describeCursor(resource.cursor, resource.cursorKind),
             })),
             files,
+            audit: auditJson(audit),
             healthy: health.exitCode === ExitCode.ok,
             problems: health.problems,
             exit_code: health.exitCode,
@@ -140,6 +144,7 @@ export async function runStatusCommand(
     context.output.out(
       `Health:        ${health.problems.length === 0 ? 'ok' : health.problems.join('; ')}`,
     );
+    context.output.out(`Audit:         ${formatAudit(audit, now)}`);
     context.output.out('');
     context.output.out(
       resources.length > 0
@@ -154,6 +159,44 @@ export async function runStatusCommand(
   } finally {
     await reader.close();
   }
+}
+
+/** One line: on or off, the chain's length, the last checkpoint, the last verify. */
+export function formatAudit(audit: AuditSummary, now: number): string {
+  if (!audit.enabled) return 'off';
+  const parts = [`on (${audit.entries} entries)`];
+  const checkpoint = audit.lastCheckpoint;
+  parts.push(
+    checkpoint
+      ? `last checkpoint: run ${checkpoint.run ?? '-'} at entry ${checkpoint.seq}, ${formatAgo(checkpoint.time, now)}, key ${keyId(checkpoint.key)}`
+      : 'no checkpoint yet (audit.signing_key_file)',
+  );
+  const verification = audit.lastVerification;
+  parts.push(
+    verification
+      ? `last verify: ${verification.intact ? 'intact' : `BROKEN (${verification.problems} problem(s); first: ${verification.first ?? '?'})`}, ${formatAgo(verification.at, now)}`
+      : 'never verified (ocs-sync audit verify)',
+  );
+  return parts.join('; ');
+}
+
+function auditJson(audit: AuditSummary): Record<string, unknown> {
+  const checkpoint = audit.lastCheckpoint;
+  return {
+    enabled: audit.enabled,
+    since: audit.since,
+    entries: audit.entries,
+    last_checkpoint: checkpoint
+      ? {
+          run: checkpoint.run,
+          seq: checkpoint.seq,
+          head: checkpoint.head,
+          time: checkpoint.time,
+          key: keyId(checkpoint.key),
+        }
+      : null,
+    last_verify: audit.lastVerification,
+  };
 }
 
 function runJson(run: RunRecord | undefined): Record<string, unknown> | null {

@@ -14,11 +14,15 @@ import { createProgressEvents } from './progress.js';
 import {
   createFiles,
   createSecrets,
+  createSigner,
   createSource,
   createWarehouse,
+  startAudit,
   syncOptionsFromConfig,
   warnIfSecretsReadableByOthers,
 } from './wiring.js';
+import { writeCheckpoint } from '../audit/checkpoints.js';
+import type { CheckpointSigner } from '../interfaces.js';
 
 export interface SyncCommandOptions {
   fullRefresh?: boolean | string[];
@@ -94,10 +98,13 @@ export async function syncOnce(
 ): Promise<SyncReport> {
   const warehouse = await createWarehouse(config, logger);
   try {
+    await startAudit(config, warehouse, logger);
     let secrets: SecretsSettings;
     let source: ReturnType<typeof createSource>;
+    let signer: CheckpointSigner | undefined;
     try {
       secrets = createSecrets(config, logger);
+      signer = createSigner(config, logger);
       source = createSource(config, logger, extra.onAttempt);
     } catch (error) {
       // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
@@ -110,8 +117,9 @@ export async function syncOnce(
       );
       throw error;
     }
+    let report: SyncReport | undefined;
     try {
-      return await runSync({
+      report = await runSync({
         ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }),
         fullRefresh: extra.fullRefresh,
         acceptSchemaChange: extra.acceptSchemaChange,
@@ -122,14 +130,22 @@ export async function syncOnce(
     } finally {
       await source.close();
       await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
+      // Every run ends with a checkpoint, a failed or interrupted one too.
+      const audit = signer
+        ? await writeCheckpoint(warehouse.audit, signer, config.audit.checkpointFile!, logger)
+        : undefined;
+      if (report && audit) report = { ...report, audit };
     }
+    return report!;
   } finally {
     await warehouse.close();
   }
 }
 
 export function exitCodeFor(report: SyncReport): number {
-  return report.status === 'ok' ? ExitCode.ok : ExitCode.partial;
+  return report.status === 'ok' && report.audit?.error === undefined
+    ? ExitCode.ok
+    : ExitCode.partial;
 }
 
 /** JSON.stringify that writes bigint ids as their digits. */

@@ -10,7 +10,8 @@ import type { SealingKeys } from '../sealing/policy.js';
 import { HttpExportSource, type RequestEvent } from '../source/http-source.js';
 import type { SecretsSettings, SyncOptions } from '../sync/engine.js';
 import { openWarehouse } from '../warehouse/open.js';
-import type { Warehouse } from '../interfaces.js';
+import type { CheckpointSigner, Warehouse } from '../interfaces.js';
+import { loadSigner } from '../audit/signing.js';
 import { resolve } from 'node:path';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
@@ -64,6 +65,30 @@ export function createWarehouse(
     lockStaleAfterSeconds: config.lock.staleAfterSeconds,
     logger,
   });
+}
+
+/**
+ * Turns the audit chain on when the configuration asks (refused for a warehouse that already
+ * holds data without one); a warehouse with a chain keeps it whatever the configuration says.
+ */
+export async function startAudit(
+  config: Config,
+  warehouse: Warehouse,
+  logger: Logger,
+): Promise<void> {
+  if (config.audit.enabled) {
+    await warehouse.audit.enable();
+  } else if (warehouse.audit.enabled) {
+    logger.warn(
+      'audit.enabled is off, but this warehouse keeps an audit chain: it stays on (history for every resource, every version chained); checkpoints need audit.enabled and a signing key',
+    );
+  }
+}
+
+/** The checkpoint signer, when a signing key is configured. A bad key stops the run at start. */
+export function createSigner(config: Config, logger: Logger): CheckpointSigner | undefined {
+  if (!config.audit.signingKeyFile) return undefined;
+  return loadSigner(config.audit.signingKeyFile, (message) => logger.warn(message));
 }
 
 /** Load the keys the configured policies may need. Key problems stop the run at start. */

@@ -543,6 +543,25 @@ function crossKeyProblems(
     );
   }
 
+  const audit = merged.audit;
+  if (isPlainObject(audit)) {
+    const signing = audit.signing_key_file !== undefined;
+    const checkpoints = audit.checkpoint_file !== undefined;
+    if (audit.enabled !== true && (signing || checkpoints)) {
+      problems.push(
+        `${label(['audit', signing ? 'signing_key_file' : 'checkpoint_file'])} is set but audit.enabled is not: set audit.enabled: true (OCS_AUDIT=true) to keep the audit chain, or remove it`,
+      );
+    } else if (signing && !checkpoints) {
+      problems.push(
+        `${label(['audit', 'signing_key_file'])} is set without audit.checkpoint_file (OCS_AUDIT_CHECKPOINT_FILE): name the file each run's signed checkpoint is appended to, and ship it off this machine`,
+      );
+    } else if (checkpoints && !signing) {
+      problems.push(
+        `${label(['audit', 'checkpoint_file'])} is set without audit.signing_key_file (OCS_AUDIT_SIGNING_KEY_FILE): checkpoints are signed; create a key with \`ocs-sync keygen --signing --out DIR\``,
+      );
+    }
+  }
+
   const http = merged.http;
   if (
     isPlainObject(http) &&

@@ -118,6 +118,17 @@ export interface Config {
     /** Downloads at once. */
     concurrency: number;
   };
+  audit: {
+    /**
+     * Keep the audit chain (history for every resource, every version chained). Once a
+     * warehouse has a chain it stays on whatever this says.
+     */
+    enabled: boolean;
+    /** The Ed25519 key that signs a checkpoint at the end of every run. */
+    signingKeyFile: string | undefined;
+    /** Where each checkpoint is appended as one JSON line (shipped elsewhere by the operator). */
+    checkpointFile: string | undefined;
+  };
 }
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
@@ -163,6 +174,7 @@ export interface ConfigFileValues {
   timezone?: string;
   health?: { listen?: string | false; max_age_seconds?: number };
   files?: { enabled?: boolean; dir?: string; concurrency?: number };
+  audit?: { enabled?: boolean; signing_key_file?: string; checkpoint_file?: string };
 }
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -223,6 +235,7 @@ export function configDefaults(version: string) {
     timezone: 'UTC',
     health: { listen: DEFAULT_HEALTH_LISTEN as string | false, max_age_seconds: 3600 },
     files: { enabled: true, concurrency: 2 },
+    audit: { enabled: false },
   } satisfies ConfigFileValues;
 }
 
@@ -433,6 +446,19 @@ export const SETTINGS: readonly SettingInfo[] = [
     kind: 'integer',
     allowed: 'an integer from 1 to 16',
   },
+  { path: 'audit.enabled', env: 'OCS_AUDIT', kind: 'boolean', allowed: 'true or false' },
+  {
+    path: 'audit.signing_key_file',
+    env: 'OCS_AUDIT_SIGNING_KEY_FILE',
+    kind: 'text',
+    allowed: 'the path of the Ed25519 key file written by `ocs-sync keygen --signing`',
+  },
+  {
+    path: 'audit.checkpoint_file',
+    env: 'OCS_AUDIT_CHECKPOINT_FILE',
+    kind: 'text',
+    allowed: 'the path of the file checkpoints are appended to (created with mode 0600)',
+  },
 ];
 
 export const SETTINGS_BY_PATH: ReadonlyMap<string, SettingInfo> = new Map(
@@ -602,6 +628,10 @@ const resourceList = z.array(resourceName);
 
 const cron = checked(isString, checkCron);
 
+const nonEmptyText = checked(isString, (value) =>
+  value.trim() === '' ? 'must not be empty' : undefined,
+);
+
 export const configSchema = z.strictObject({
   base_url: checked(isString, checkBaseUrl).optional(),
   api_key: checked(isString, (value) =>
@@ -669,6 +699,11 @@ export const configSchema = z.strictObject({
       value.trim() === '' ? 'must not be empty' : undefined,
     ).optional(),
     concurrency: integer(1, 16),
+  }),
+  audit: z.strictObject({
+    enabled: z.boolean(),
+    signing_key_file: nonEmptyText.optional(),
+    checkpoint_file: nonEmptyText.optional(),
   }),
 });
 
@@ -752,6 +787,11 @@ export function toConfig(values: MergedConfigValues): Config {
       enabled: values.files.enabled,
       dir: values.files.dir?.trim() ?? defaultFilesDir(target.target),
       concurrency: values.files.concurrency,
+    },
+    audit: {
+      enabled: values.audit.enabled,
+      signingKeyFile: values.audit.signing_key_file?.trim(),
+      checkpointFile: values.audit.checkpoint_file?.trim(),
     },
   };
 }

@@ -12,7 +12,8 @@ import type {
   FileStatus,
   FileTotals,
 } from '../interfaces.js';
-import { toIsoText } from '../warehouse/bookkeeping.js';
+import { appendRecordEntries } from '../warehouse/audit-chain.js';
+import { kyselyRun, nowIso, toIsoText } from '../warehouse/bookkeeping.js';
 import { canonicalTimestamp } from './plan.js';
 
 /** The table that holds the rows whose contents we fetch. */
@@ -78,9 +79,14 @@ type LedgerRow = {
 export class KyselyFileLedger implements FileLedgerStore {
   private readonly db: Kysely<FileLedgerTables>;
 
+  /**
+   * @param chained the warehouse keeps an audit chain: every record written is chained in the
+   *   same transaction (warehouse/audit-chain.ts)
+   */
   constructor(
     db: Kysely<never>,
     private readonly dialect: 'sqlite' | 'postgres',
+    private readonly chained = false,
   ) {
     this.db = db as unknown as Kysely<FileLedgerTables>;
   }
@@ -171,11 +177,37 @@ export class KyselyFileLedger implements FileLedgerStore {
       next_attempt_at: record.nextAttemptAt,
     };
     const { file_id: _key, ...changes } = values;
-    await this.db
-      .insertInto('_ocs_files')
-      .values(values)
-      .onConflict((conflict) => conflict.column('file_id').doUpdateSet(changes))
-      .execute();
+    const upsert = (db: Kysely<FileLedgerTables>) =>
+      db
+        .insertInto('_ocs_files')
+        .values(values)
+        .onConflict((conflict) => conflict.column('file_id').doUpdateSet(changes))
+        .execute();
+    if (!this.chained) {
+      await upsert(this.db);
+      return;
+    }
+    await this.db.transaction().execute(async (trx) => {
+      const existed = await trx
+        .selectFrom('_ocs_files')
+        .select('file_id')
+        .where('file_id', '=', record.fileId)
+        .executeTakeFirst();
+      await upsert(trx);
+      await appendRecordEntries(
+        kyselyRun(trx as unknown as Kysely<never>, this.dialect),
+        this.dialect,
+        [
+          {
+            table: '_ocs_files',
+            key: record.fileId,
+            operation: existed ? 'update' : 'insert',
+            runId: null,
+          },
+        ],
+        nowIso(),
+      );
+    });
   }
 
   /** The stored `updated_at` as text that canonicalTimestamp reads. */

@@ -133,7 +133,7 @@ function checkRsaKey(key: KeyObject, origin: string): void {
   }
 }
 
-function readKeyFile(file: string, what: string): string {
+export function readKeyFile(file: string, what: string): string {
   try {
     return readFileSync(file, 'utf8');
   } catch (error) {
@@ -151,7 +151,7 @@ function readKeyFile(file: string, what: string): string {
 }
 
 /** Warn when anyone but the owner may read (or change) a secret key file. */
-function warnIfExposed(file: string, what: string, warn: (message: string) => void): void {
+export function warnIfExposed(file: string, what: string, warn: (message: string) => void): void {
   if (process.platform === 'win32') return;
   try {
     const mode = statSync(file).mode & 0o777;
@@ -270,6 +270,18 @@ async function prepareOutput(outDir: string, files: string[]): Promise<void> {
       });
     }
   }
+}
+
+/** New key files in `outDir` (created 0700 when missing): refuses to overwrite any. */
+export async function writeNewKeyFiles(
+  outDir: string,
+  files: Array<{ file: string; content: string; mode: number }>,
+): Promise<void> {
+  await prepareOutput(
+    outDir,
+    files.map(({ file }) => file),
+  );
+  await writeKeyFiles(files);
 }
 
 /** Write each file exclusively; on any failure remove what this call created. */

@@ -7,6 +7,7 @@
 import { unknownNameAdvice } from '../did-you-mean.js';
 import {
   AuthError,
+  ConfigError,
   HttpStatusError,
   InterruptedError,
   OcsSyncError,
@@ -17,6 +18,7 @@ import {
   describeError,
 } from '../errors.js';
 import type {
+  AuditOutcome,
   ColumnSpec,
   DeleteMode,
   ExportSource,
@@ -42,9 +44,11 @@ import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
 import {
   detectSealedFields,
   formatSealedFieldsState,
+  keepStoredSealedValues,
   parseSealedFieldsState,
   planSealedColumns,
 } from './sealed-fields.js';
+import { rowContentHasher } from '../warehouse/canonical.js';
 import {
   cursorAfterPage,
   describeSchemaChange,
@@ -148,6 +152,8 @@ export interface SyncReport {
   durationMs: number;
   /** The files step, when it ran. */
   files?: FilesReport;
+  /** The audit checkpoint written after the run (added by the caller that writes it). */
+  audit?: AuditOutcome;
 }
 
 const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
@@ -199,15 +205,21 @@ class SyncRun {
       );
       throw error;
     }
-    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
-    this.checksums = { from: previous, to: manifest.schemaChecksum || null };
-    this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
-
     const { selected, unknown } = selectEntries(
       manifest.entries,
       this.requestedResources(),
       this.options.excludeResources ?? [],
     );
+    try {
+      this.checkHistoryForAudit(selected);
+    } catch (error) {
+      await recordFailedRun(warehouse, kind, error, (source.requestCount ?? 0) - requestsBefore);
+      throw error;
+    }
+    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
+    this.checksums = { from: previous, to: manifest.schemaChecksum || null };
+    this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
+
     for (const name of unknown) {
       this.problems.push(
         `Resource ${JSON.stringify(name)} is not in the server's manifest; ${unknownNameAdvice(
@@ -749,6 +761,9 @@ class SyncRun {
         }
         if (rowPlan.changes.length > 0) await settle();
         columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
+        if (sealed.all.size > 0) {
+          rows = await this.stableSealedValues(resource, columns, rows, [...sealed.all], policy);
+        }
         // Saved beside the page, not in it: no need to wait for the page ahead.
         await keepOriginalValues(warehouse, resource, columns, rows);
         const written = warehouse
@@ -887,8 +902,52 @@ class SyncRun {
   }
 
   private historyFor(resource: string): boolean {
+    // The audit chain holds every version of every resource.
+    if (this.options.warehouse.audit.enabled) return true;
     const { history } = this.options;
     return history === true || (Array.isArray(history) && history.includes(resource));
+  }
+
+  /**
+   * With the audit chain on, history is kept for every resource: a `history` list that leaves
+   * some of this run's resources out is a configuration error naming them (the resources are
+   * known only from the manifest, so this is checked here, before the run writes anything).
+   */
+  private checkHistoryForAudit(selected: readonly ManifestEntry[]): void {
+    const { history, warehouse } = this.options;
+    if (!warehouse.audit.enabled || !Array.isArray(history)) return;
+    const missing = [TEAM_TABLE, ...selected.map((entry) => entry.resource)].filter(
+      (resource) => isSafeResourceName(resource) && !history.includes(resource),
+    );
+    if (missing.length === 0) return;
+    throw new ConfigError([
+      `history lists some resources, but audit is on for this warehouse, which keeps the history of every resource; it leaves out ${missing.join(', ')}: set history: true (OCS_HISTORY=true), or leave history out`,
+    ]);
+  }
+
+  /**
+   * Under the `sealed` and `reseal` policies, sealed text changes on every export for the same
+   * content: rows whose other fields are as stored keep their stored sealed text (history only,
+   * where it would make a version of every such row on every full refresh).
+   */
+  private async stableSealedValues(
+    resource: string,
+    columns: readonly ColumnSpec[],
+    rows: Row[],
+    sealed: readonly string[],
+    policy: SecretPolicy,
+  ): Promise<Row[]> {
+    if (policy !== 'sealed' && policy !== 'reseal') return rows;
+    if (!this.historyFor(resource) || rows.length === 0) return rows;
+    const kept = sealed.filter((field) => columns.some((column) => column.name === field));
+    if (kept.length === 0) return rows;
+    const stored = await this.options.warehouse.readRowsById(
+      resource,
+      columns,
+      rows.map((row) => String(row.id)),
+    );
+    const others = rowContentHasher(columns.filter((column) => !kept.includes(column.name)));
+    return keepStoredSealedValues(rows, stored as Row[], kept, others);
   }
 
   private isFullRefresh(resource: string): boolean {

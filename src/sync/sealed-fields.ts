@@ -99,3 +99,34 @@ export function formatSealedFieldsState(fields: ReadonlyMap<string, ReadonlySet<
     ),
   );
 }
+
+/**
+ * A sealed value the server sealed again (each export seals afresh) or the `reseal` policy sealed
+ * again is new text for the same content. For a row whose every other field is what is stored,
+ * the stored text is kept, so a full refresh does not make a new history version (and audit
+ * entry) of every such row. A row with any other field changed (an edit moves `updated_at` on the
+ * server) takes the new text. `hash` gives a row's content hash over the columns that are not
+ * sealed; `stored` are the stored rows of the page's ids.
+ */
+export function keepStoredSealedValues(
+  rows: readonly Row[],
+  stored: readonly Row[],
+  sealed: readonly string[],
+  hash: (row: Row) => string,
+): Row[] {
+  if (stored.length === 0) return [...rows];
+  const byId = new Map(stored.map((row) => [String(row.id), row]));
+  return rows.map((row) => {
+    const before = byId.get(String(row.id));
+    if (!before) return row;
+    const sameSealedNulls = sealed.every(
+      (field) => (row[field] === null || row[field] === undefined) === (before[field] === null),
+    );
+    if (!sameSealedNulls || hash(row) !== hash(before)) return row;
+    const kept: Row = { ...row };
+    for (const field of sealed) {
+      if (Object.prototype.hasOwnProperty.call(row, field)) kept[field] = before[field];
+    }
+    return kept;
+  });
+}

@@ -4,6 +4,7 @@
  * Kysely instance; reading (status, runs) is in reader.ts.
  */
 import {
+  CompiledQuery,
   sql,
   type ColumnType as KyselyColumnType,
   type Compilable,
@@ -24,6 +25,7 @@ import type {
 import { WarehouseError } from '../errors.js';
 import { nowSortableUtc } from './timestamps.js';
 import { toIsoText, toResourceState } from './reader.js';
+import { appendRecordEntries, type AuditedRecordTable, type SqlRun } from './audit-chain.js';
 
 export { toIsoText };
 
@@ -102,42 +104,101 @@ export function nowIso(): string {
   return nowSortableUtc();
 }
 
+/** SqlRun (audit-chain.ts) on a kysely connection or transaction: `?` placeholders. */
+export function kyselyRun(db: Kysely<never>, dialect: 'sqlite' | 'postgres'): SqlRun {
+  return async (text, parameters) => {
+    let index = 0;
+    const query = dialect === 'postgres' ? text.replace(/\?/g, () => `$${++index}`) : text;
+    const result = await db.executeQuery(CompiledQuery.raw(query, [...parameters]));
+    return result.rows as Array<Record<string, unknown>>;
+  };
+}
+
+/** A record the chain gets an entry for (audit-chain.ts). */
+interface ChainedRecord {
+  table: AuditedRecordTable;
+  key: string | number;
+  operation: 'insert' | 'update';
+  runId: number | null;
+}
+
 export class Bookkeeping {
+  /** Set once the warehouse keeps an audit chain: every record written is chained. */
+  private chainDialect?: 'sqlite' | 'postgres';
+
   constructor(private readonly db: Kysely<BookkeepingTables>) {}
 
-  async startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
-    const row = await this.db
-      .insertInto('_ocs_runs')
-      .values({
-        kind,
-        status: 'running',
-        started_at: nowIso(),
-        schema_checksum: schemaChecksum,
-        rows: 0,
-        pages: 0,
-        requests: 0,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return Number(row.id);
+  /** From now on every run record, outcome and reset is chained in its own transaction. */
+  chainRecords(dialect: 'sqlite' | 'postgres'): void {
+    this.chainDialect = dialect;
   }
 
-  async finishRun(runId: number, summary: RunSummary): Promise<void> {
-    const result = await this.db
-      .updateTable('_ocs_runs')
-      .set({
-        status: summary.status,
-        finished_at: nowIso(),
-        rows: summary.rows,
-        pages: summary.pages,
-        requests: summary.requests,
-        error: summary.error ?? null,
-      })
-      .where('id', '=', runId)
-      .executeTakeFirst();
-    if (Number(result.numUpdatedRows) === 0) {
-      throw new WarehouseError(`Run ${runId} is not recorded in _ocs_runs; cannot finish it.`);
-    }
+  /**
+   * Runs `work` in a transaction whose records are chained before it commits; without a chain,
+   * as it is.
+   */
+  private async chained<T>(
+    work: (db: Kysely<BookkeepingTables>) => Promise<{ result: T; records: ChainedRecord[] }>,
+  ): Promise<T> {
+    const dialect = this.chainDialect;
+    if (dialect === undefined) return (await work(this.db)).result;
+    return this.db.transaction().execute(async (trx) => {
+      const { result, records } = await work(trx);
+      await appendRecordEntries(
+        kyselyRun(trx as unknown as Kysely<never>, dialect),
+        dialect,
+        records,
+        nowIso(),
+      );
+      return result;
+    });
+  }
+
+  startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
+    return this.chained(async (db) => {
+      const row = await db
+        .insertInto('_ocs_runs')
+        .values({
+          kind,
+          status: 'running',
+          started_at: nowIso(),
+          schema_checksum: schemaChecksum,
+          rows: 0,
+          pages: 0,
+          requests: 0,
+        })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      const runId = Number(row.id);
+      return {
+        result: runId,
+        records: [{ table: '_ocs_runs', key: runId, operation: 'insert', runId }],
+      };
+    });
+  }
+
+  finishRun(runId: number, summary: RunSummary): Promise<void> {
+    return this.chained(async (db) => {
+      const result = await db
+        .updateTable('_ocs_runs')
+        .set({
+          status: summary.status,
+          finished_at: nowIso(),
+          rows: summary.rows,
+          pages: summary.pages,
+          requests: summary.requests,
+          error: summary.error ?? null,
+        })
+        .where('id', '=', runId)
+        .executeTakeFirst();
+      if (Number(result.numUpdatedRows) === 0) {
+        throw new WarehouseError(`Run ${runId} is not recorded in _ocs_runs; cannot finish it.`);
+      }
+      return {
+        result: undefined,
+        records: [{ table: '_ocs_runs', key: runId, operation: 'update', runId }],
+      };
+    });
   }
 
   async runKind(runId: number): Promise<RunKind | undefined> {
@@ -195,8 +256,8 @@ export class Bookkeeping {
           ...(kind === 'full_refresh' ? { last_full_refresh_at: now } : {}),
         }
       : { last_error: error, last_error_at: now };
-    await this.db.transaction().execute(async (trx) => {
-      await trx
+    const write = async (db: Kysely<BookkeepingTables>) => {
+      const row = await db
         .insertInto('_ocs_resource_runs')
         .values({
           run_id: outcome.runId,
@@ -208,13 +269,23 @@ export class Bookkeeping {
           error,
           recorded_at: now,
         })
-        .execute();
-      await trx
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      await db
         .insertInto('_ocs_resources')
         .values({ resource: outcome.resource, ...changes })
         .onConflict((conflict) => conflict.column('resource').doUpdateSet(changes))
         .execute();
-    });
+      const record: ChainedRecord = {
+        table: '_ocs_resource_runs',
+        key: String(row.id),
+        operation: 'insert',
+        runId: outcome.runId,
+      };
+      return { result: undefined, records: [record] };
+    };
+    if (this.chainDialect !== undefined) return this.chained(write);
+    await this.db.transaction().execute(async (trx) => (await write(trx)).result);
   }
 
   async resetCursor(resource: string): Promise<void> {
@@ -231,7 +302,7 @@ export class Bookkeeping {
    */
   async recordReset(resources: readonly string[], note: string): Promise<number> {
     const now = nowIso();
-    return this.db.transaction().execute(async (trx) => {
+    const write = async (trx: Kysely<BookkeepingTables>) => {
       const run = await trx
         .insertInto('_ocs_runs')
         .values({
@@ -248,8 +319,11 @@ export class Bookkeeping {
         .returning('id')
         .executeTakeFirstOrThrow();
       const runId = Number(run.id);
+      const records: ChainedRecord[] = [
+        { table: '_ocs_runs', key: runId, operation: 'insert', runId },
+      ];
       if (resources.length > 0) {
-        await trx
+        const outcomes = await trx
           .insertInto('_ocs_resource_runs')
           .values(
             resources.map((resource) => ({
@@ -263,10 +337,21 @@ export class Bookkeeping {
               recorded_at: now,
             })),
           )
+          .returning('id')
           .execute();
+        for (const outcome of outcomes) {
+          records.push({
+            table: '_ocs_resource_runs',
+            key: String(outcome.id),
+            operation: 'insert',
+            runId,
+          });
+        }
       }
-      return runId;
-    });
+      return { result: runId, records };
+    };
+    if (this.chainDialect !== undefined) return this.chained(write);
+    return this.db.transaction().execute(async (trx) => (await write(trx)).result);
   }
 
   /** After `DROP TABLE`: forget its columns and log the drop (run inside the dialect's transaction). */

@@ -10,39 +10,19 @@
  *   as digits, which read back as bigint.
  */
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
-import { toServerTimestamp } from './timestamps.js';
+import { integralNumberText, storableText } from './canonical.js';
+import { isServerTimestamp, servedTimestamp } from './timestamps.js';
 import { sha256Hex, toJsonText } from './values.js';
+
+export { servedTimestamp };
 
 export type Dialect = 'sqlite' | 'postgres';
 
-const SERVER_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?Z$/;
-
-/** A date-time text as a datetime column gives it back. */
-export function servedTimestamp(text: string): string {
-  try {
-    return toServerTimestamp(text);
-  } catch {
-    // Not a date-time after all: the column keeps the text as it is.
-    return text;
-  }
-}
-
-function isServerTimestamp(text: string): boolean {
-  return SERVER_TIMESTAMP.test(text) && !text.endsWith('.000000Z');
-}
-
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
-
 /** Text as PostgreSQL stores it: NUL removed, lone surrogates replaced. */
-function postgresText(text: string): string {
-  return text.replaceAll('\u0000', '').replace(LONE_SURROGATE, '\uFFFD');
-}
-
-/** LONE_SURROGATE without the g flag: test() then keeps no lastIndex, so one instance serves. */
-const HAS_LONE_SURROGATE = new RegExp(LONE_SURROGATE.source);
+const postgresText = storableText;
 
 function postgresTextChanges(text: string): boolean {
-  return text.includes('\u0000') || HAS_LONE_SURROGATE.test(text);
+  return storableText(text) !== text;
 }
 
 const utf8 = new TextEncoder();
@@ -67,24 +47,14 @@ function jsonbKeyOrder(left: string, right: string): number {
   return Buffer.compare(a, b);
 }
 
-/** The exact integer a double's shortest decimal text names (as numeric reads `1.5e+300`). */
-function decimalInteger(value: number): bigint {
-  const text = JSON.stringify(value);
-  const match = /^(-?)(\d+)(?:\.(\d+))?(?:e([+-]?\d+))?$/i.exec(text);
-  if (!match) return BigInt(value);
-  const [, sign, whole, fraction = '', exponent = '0'] = match;
-  const shift = Number(exponent) - fraction.length;
-  const digits = BigInt(`${whole}${fraction}`);
-  const magnitude = shift >= 0 ? digits * 10n ** BigInt(shift) : digits / 10n ** BigInt(-shift);
-  return sign === '-' ? -magnitude : magnitude;
-}
-
 /** A JSON value as a jsonb column gives it back. */
 function jsonbValue(value: unknown): unknown {
   if (typeof value === 'string') return postgresText(value);
   if (typeof value === 'number') {
     if (Object.is(value, -0)) return 0;
-    return Number.isInteger(value) && !Number.isSafeInteger(value) ? decimalInteger(value) : value;
+    return Number.isInteger(value) && !Number.isSafeInteger(value)
+      ? BigInt(integralNumberText(value))
+      : value;
   }
   if (Array.isArray(value)) return value.map(jsonbValue);
   if (value !== null && typeof value === 'object') {

@@ -8,24 +8,20 @@
 import type pg from 'pg';
 import type { ColumnSpec, PageWrite, Row } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { planHistoryVersions } from './history.js';
 import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
 import { advisoryLockKey, named, type PostgresConnection } from './postgres-connection.js';
 import { POSTGRES_TYPE, POSTGRES_TYPES, type EncodedPage } from './postgres-values.js';
 import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
 import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
-import { rowContentHasher } from './values.js';
+import { rowContentHasher } from './canonical.js';
+import { openVersions, type HistoryStatements } from './postgres-history.js';
 
 export interface PageStatements {
   columns: ColumnSpec[];
   /** History content hash of a row, built once per column list. */
   hash: (row: Row) => string;
   upsert: { name: string; text: string };
-  history?: {
-    openHashes: { name: string; text: string };
-    close: { name: string; text: string };
-    insert: { name: string; text: string };
-  };
+  history?: HistoryStatements;
 }
 
 export class PostgresPageWriter {
@@ -38,13 +34,17 @@ export class PostgresPageWriter {
     this.statements.clear();
   }
 
-  /** Upserts an encoded page and its history versions on `client`, inside the caller's transaction. */
+  /**
+   * Upserts an encoded page and its history versions on `client`, inside the caller's
+   * transaction; with `audit`, chains each version.
+   */
   async write(
     client: pg.ClientBase,
     statements: PageStatements,
     page: PageWrite,
     encoded: EncodedPage,
     syncedAt: string,
+    audit: boolean,
   ): Promise<number> {
     const upsertColumns = encoded.lastIndexOfEachId
       ? encoded.columns.map((values) => encoded.lastIndexOfEachId!.map((index) => values[index]))
@@ -56,53 +56,9 @@ export class PostgresPageWriter {
       ...statements.upsert,
       values: [upsertIds, ...upsertColumns, syncedAt, page.runId],
     });
-    return statements.history ? this.writeVersions(client, statements, page, encoded, syncedAt) : 0;
-  }
-
-  private async writeVersions(
-    client: pg.ClientBase,
-    statements: PageStatements,
-    page: PageWrite,
-    encoded: EncodedPage,
-    now: string,
-  ): Promise<number> {
-    const history = statements.history!;
-    const keys = encoded.ids;
+    if (!statements.history) return 0;
     const hashes = page.rows.map(statements.hash);
-    const open = await client.query<{ id: string; hash: string }>({
-      ...history.openHashes,
-      values: [[...new Set(keys)]],
-    });
-    const openHashes = new Map(open.rows.map((row) => [row.id, row.hash]));
-    const plan = planHistoryVersions(keys, hashes, openHashes);
-    if (plan.length === 0) return 0;
-    // A row repeated within the page gets a version per distinct content; all but its last
-    // version close at once (the same instant they opened), as one-at-a-time writes would.
-    const lastPlanned = new Map<string, number>();
-    plan.forEach((version, position) => lastPlanned.set(keys[version.index]!, position));
-    const closeIds = [
-      ...new Set(
-        plan.filter((version) => version.closeOpen).map((version) => keys[version.index]!),
-      ),
-    ];
-    if (closeIds.length > 0) {
-      await client.query({ ...history.close, values: [now, closeIds] });
-    }
-    const indexes = plan.map((version) => version.index);
-    await client.query({
-      ...history.insert,
-      values: [
-        indexes.map((index) => keys[index]!),
-        ...encoded.columns.map((values) => indexes.map((index) => values[index])),
-        plan.map((version, position) =>
-          lastPlanned.get(keys[version.index]!) === position ? null : now,
-        ),
-        indexes.map((index) => hashes[index]!),
-        now,
-        page.runId,
-      ],
-    });
-    return plan.length;
+    return openVersions(client, statements.history, page, encoded, hashes, syncedAt, audit);
   }
 
   /** The page statements for a table and column list, built and checked once. */

@@ -6,6 +6,7 @@
 import type { ColumnSpec, ColumnType, PageWrite } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { isInt64 } from '../sync/column-types.js';
+import { hasUnstorableEscape, storableJsonValue, storableText } from './canonical.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import type { DialectTypes } from './table-definitions.js';
 import {
@@ -115,63 +116,17 @@ export interface AlteredCounter {
   count: number;
 }
 
-type WellFormedString = string & { isWellFormed?: () => boolean; toWellFormed?: () => string };
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
-const LONE_SURROGATES = new RegExp(LONE_SURROGATE.source, 'g');
-
-function isWellFormed(text: string): boolean {
-  const candidate = text as WellFormedString;
-  return candidate.isWellFormed ? candidate.isWellFormed() : !LONE_SURROGATE.test(text);
-}
-
-/** Text PostgreSQL accepts: no NUL; lone surrogates (which UTF-8 cannot carry) become U+FFFD. */
-function cleanString(text: string): string {
-  let cleaned = text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
-  if (!isWellFormed(cleaned)) cleaned = cleaned.replace(LONE_SURROGATES, '\uFFFD');
-  return cleaned;
-}
-
 export function cleanText(text: string, altered: AlteredCounter): string {
-  const cleaned = cleanString(text);
+  const cleaned = storableText(text);
   if (cleaned !== text) altered.count += 1;
   return cleaned;
 }
 
-/** Strings and object keys cleaned at every depth; the same object when nothing changed. */
-function cleanJsonValue(value: unknown): unknown {
-  if (typeof value === 'string') return cleanString(value);
-  if (Array.isArray(value)) {
-    let changed = false;
-    const cleaned = value.map((item) => {
-      const next = cleanJsonValue(item);
-      if (next !== item) changed = true;
-      return next;
-    });
-    return changed ? cleaned : value;
-  }
-  if (value !== null && typeof value === 'object') {
-    let changed = false;
-    const cleaned: Record<string, unknown> = {};
-    for (const [key, item] of Object.entries(value)) {
-      const cleanKey = cleanString(key);
-      const next = cleanJsonValue(item);
-      if (cleanKey !== key || next !== item) changed = true;
-      cleaned[cleanKey] = next;
-    }
-    return changed ? cleaned : value;
-  }
-  return value;
-}
-
-/** `\u0000` or a lone surrogate, as JSON.stringify escapes them. */
-const SUSPECT_JSON_ESCAPE = /\\u(?:0000|[dD][89a-fA-F])/;
-
 /** JSON text jsonb accepts; the value is only walked when its text shows a suspect escape. */
 export function cleanJsonText(value: unknown, altered: AlteredCounter): string {
   const text = toJsonText(value);
-  // JSON.stringify writes NUL and lone surrogates only as \u escapes: most texts have none.
-  if (!text.includes('\\u') || !SUSPECT_JSON_ESCAPE.test(text)) return text;
-  const cleaned = cleanJsonValue(value);
+  if (!hasUnstorableEscape(text)) return text;
+  const cleaned = storableJsonValue(value);
   if (cleaned === value) return text;
   altered.count += 1;
   return toJsonText(cleaned);

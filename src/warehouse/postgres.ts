@@ -28,7 +28,8 @@ import type {
   Warehouse,
 } from '../interfaces.js';
 import type pg from 'pg';
-import { WarehouseError } from '../errors.js';
+import { AuditError, WarehouseError } from '../errors.js';
+import { KyselyAuditStore } from './audit-store.js';
 import { nowIso } from './bookkeeping.js';
 import { readResourceStatuses } from './reader.js';
 import { postgresRows, postgresTableFacts } from './reader-postgres.js';
@@ -46,6 +47,8 @@ import { advisoryLockKey, named, PostgresConnection } from './postgres-connectio
 import { PostgresArchiveStore } from './postgres-archive.js';
 import { PostgresWriterLock } from './postgres-lock.js';
 import { PostgresPageWriter } from './postgres-page-writes.js';
+import { openPostgresSnapshot } from './postgres-audit.js';
+import { closeVersions } from './postgres-history.js';
 import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
 import {
   applyPostgresSchemaChange,
@@ -110,6 +113,7 @@ export class PostgresWarehouse implements Warehouse {
   private readonly lastPageOf = new Map<string, Promise<void>>();
   private readonly saveCursor: { name: string; text: string };
   private archiveStore?: PostgresArchiveStore;
+  private readonly auditStore: KyselyAuditStore;
 
   constructor(options: PostgresWarehouseOptions) {
     this.connection = new PostgresConnection({
@@ -133,6 +137,29 @@ export class PostgresWarehouse implements Warehouse {
        VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
        cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
     );
+    this.auditStore = new KyselyAuditStore({
+      dialect: 'postgres',
+      kysely: this.connection.kysely as unknown as Kysely<never>,
+      exclusive: (work, what) => this.guard(what, work),
+      openSnapshot: () =>
+        this.guard('Opening a view for audit verify', () => openPostgresSnapshot(this.connection)),
+      onEnabled: () => this.bookkeeping.chainRecords('postgres'),
+    });
+  }
+
+  get audit(): KyselyAuditStore {
+    return this.auditStore;
+  }
+
+  /** What would rewrite or drop archived versions is refused while the chain is on. */
+  private refuseUnderAudit(what: string): void {
+    if (!this.auditStore.enabled) return;
+    throw new AuditError(
+      `${what} is refused: this warehouse keeps an audit chain, and it would change versions the chain holds.`,
+      {
+        hint: 'An audit archive is append-only; make the change in a copy of the warehouse, or in a new one synced without audit.',
+      },
+    );
   }
 
   // ---------------------------------------------------------------- plumbing
@@ -148,8 +175,6 @@ export class PostgresWarehouse implements Warehouse {
   private guard<T>(action: string, work: () => Promise<T>): Promise<T> {
     return this.connection.guard(action, work);
   }
-
-  // ---------------------------------------------------------------- migrations
 
   // ---------------------------------------------------------------- migrations
 
@@ -199,6 +224,7 @@ export class PostgresWarehouse implements Warehouse {
           }),
       });
     });
+    await this.auditStore.load();
   }
 
   // ---------------------------------------------------------------- bookkeeping
@@ -240,6 +266,7 @@ export class PostgresWarehouse implements Warehouse {
   dropTable(table: string): Promise<void> {
     return this.guard(`Dropping ${table}`, async () => {
       assertSafeTableName(table);
+      this.refuseUnderAudit(`Dropping the table ${table}`);
       try {
         await this.connection.transaction(async (client) => {
           await client.query(`DROP VIEW IF EXISTS ${this.table(liveViewName(table))}`);
@@ -288,6 +315,10 @@ export class PostgresWarehouse implements Warehouse {
   ): Promise<void> {
     return this.guard('Changing the warehouse schema', async () => {
       assertSafeSchemaChanges(changes);
+      const dropping = changes.find((change) => change.kind === 'drop_column');
+      if (dropping) {
+        this.refuseUnderAudit(`Dropping ${dropping.table}.${dropping.column} (exclude_fields)`);
+      }
       try {
         // DDL is transactional in PostgreSQL: all the changes land, or none.
         await this.connection.transaction(async (client) => {
@@ -359,9 +390,11 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard(`Writing a page of ${table}`, async () => {
       this.lock.assertNotLost();
       assertSafeTableName(table);
+      const audit = this.auditStore.enabled;
+      // With the chain on, every row has versions: the chain must hold each one.
       const statements =
         page.rows.length > 0
-          ? await this.pages.statementsFor(table, page.columns, page.history)
+          ? await this.pages.statementsFor(table, page.columns, page.history || audit)
           : undefined;
       const syncedAt = nowIso();
       const altered: AlteredCounter = { count: 0 };
@@ -370,14 +403,22 @@ export class PostgresWarehouse implements Warehouse {
         : undefined;
       let versionsWritten = 0;
       await this.connection.transaction(async (client) => {
-        if (statements && encoded) {
-          versionsWritten = await this.pages.write(client, statements, page, encoded, syncedAt);
-        }
         if (page.cursor !== null) {
           await client.query({
             ...this.saveCursor,
             values: [table, page.cursor, page.cursorKind, page.runId],
           });
+        }
+        // Last: the audit chain's head stays locked from its entries to the commit.
+        if (statements && encoded) {
+          versionsWritten = await this.pages.write(
+            client,
+            statements,
+            page,
+            encoded,
+            syncedAt,
+            audit,
+          );
         }
       });
       return { rowsWritten: page.rows.length, valuesAltered: altered.count, versionsWritten };
@@ -399,11 +440,14 @@ export class PostgresWarehouse implements Warehouse {
           `WHERE "_run_id" IS DISTINCT FROM ${runParameter}::bigint AND "_deleted_at" IS NULL`;
         const now = nowIso();
         const historyTable = historyTableName(table);
-        if (history && (await this.connection.tableExistsOn(client, historyTable))) {
-          await client.query(
-            `UPDATE ${this.table(historyTable)} SET "_valid_to" = $1::timestamptz
-             WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${this.table(table)} ${missing('$2')})`,
-            [now, runId],
+        const audit = this.auditStore.enabled;
+        if ((history || audit) && (await this.connection.tableExistsOn(client, historyTable))) {
+          await closeVersions(
+            client,
+            { table: this.table(table), history: this.table(historyTable) },
+            table,
+            { sql: missing('$1'), parameters: [runId] },
+            { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
           );
         }
         const result =
@@ -459,6 +503,7 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard(`Updating ${table}.${column}`, async () => {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
+      this.refuseUnderAudit(`Rewriting ${table}.${column}`);
       if (values.length === 0) return;
       await this.connection.transaction(async (client) => {
         const type = await this.connection.columnType(client, table, column);
@@ -519,16 +564,8 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live, jsonAsText } = query;
+    const { table, afterId, limit, live } = query;
     return this.guard(`Reading rows of ${table}`, async () => {
-      assertSafeTableName(table);
-      for (const column of columns) assertSafeColumnName(column.name, table);
-      // Aliased by position: a column may be named like one of ours.
-      const read = [...columns, ...OWN_COLUMNS];
-      const selected = [
-        '"id"::text AS id_text',
-        ...read.map((column, index) => `${readExpression(column.name, column.type)} AS c${index}`),
-      ];
       const conditions: string[] = [];
       const parameters: unknown[] = [];
       if (afterId !== null) {
@@ -538,19 +575,53 @@ export class PostgresWarehouse implements Warehouse {
       if (live) conditions.push('"_deleted_at" IS NULL');
       parameters.push(limit);
       const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
-      const result = await this.connection.pool.query<Record<string, unknown>>(
-        `SELECT ${selected.join(', ')} FROM ${this.table(table)} ${where} ORDER BY "id" LIMIT $${parameters.length}`,
+      return this.selectRows(
+        query,
+        `${where} ORDER BY "id" LIMIT $${parameters.length}`,
         parameters,
       );
-      return result.rows.map((stored) => {
-        const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
-        read.forEach((column, index) => {
-          const value = stored[`c${index}`];
-          row[column.name] =
-            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
-        });
-        return row;
+    });
+  }
+
+  readRowsById(
+    table: string,
+    columns: readonly ColumnSpec[],
+    ids: readonly string[],
+  ): Promise<StoredRow[]> {
+    return this.guard(`Reading rows of ${table}`, () =>
+      this.selectRows({ table, columns }, 'WHERE "id" = ANY($1::bigint[])', [
+        ids.map((id) => parseIdText(id, table).toString()),
+      ]),
+    );
+  }
+
+  /** Rows of a table, `id`, the columns and our own, decoded. */
+  private async selectRows(
+    query: Pick<RowBatchQuery, 'table' | 'columns' | 'jsonAsText'>,
+    rest: string,
+    parameters: unknown[],
+  ): Promise<StoredRow[]> {
+    const { table, columns, jsonAsText } = query;
+    assertSafeTableName(table);
+    for (const column of columns) assertSafeColumnName(column.name, table);
+    // Aliased by position: a column may be named like one of ours.
+    const read = [...columns, ...OWN_COLUMNS];
+    const selected = [
+      '"id"::text AS id_text',
+      ...read.map((column, index) => `${readExpression(column.name, column.type)} AS c${index}`),
+    ];
+    const result = await this.connection.pool.query<Record<string, unknown>>(
+      `SELECT ${selected.join(', ')} FROM ${this.table(table)} ${rest}`,
+      parameters,
+    );
+    return result.rows.map((stored) => {
+      const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
+      read.forEach((column, index) => {
+        const value = stored[`c${index}`];
+        row[column.name] =
+          jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
       });
+      return row;
     });
   }
 
@@ -576,7 +647,11 @@ export class PostgresWarehouse implements Warehouse {
   }
 
   fileLedger(): FileLedgerStore {
-    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'postgres');
+    return new KyselyFileLedger(
+      this.connection.kysely as unknown as Kysely<never>,
+      'postgres',
+      this.auditStore.enabled,
+    );
   }
 
   async close(): Promise<void> {

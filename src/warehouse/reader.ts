@@ -6,12 +6,28 @@
  */
 import type {
   FileTotals,
+  SignedCheckpoint,
+  VerificationRecord,
   LockHolder,
   ResourceState,
   ResourceStatus,
   RunKind,
   RunStatus,
 } from '../interfaces.js';
+
+import { toCheckpoint } from './audit-chain.js';
+import { AUDIT_STATE_KEY, AUDIT_VERIFICATION_STATE_KEY } from './state-keys.js';
+
+/** Whether a warehouse keeps an audit chain, and what `status` says of it. */
+export interface AuditSummary {
+  enabled: boolean;
+  /** When the chain was turned on. */
+  since: string | null;
+  /** Entries in the chain (the head's sequence number). */
+  entries: number;
+  lastCheckpoint: SignedCheckpoint | null;
+  lastVerification: VerificationRecord | null;
+}
 
 /** Plain SQL in, rows out; `?` marks a parameter. Each dialect provides one. */
 export interface SqlRows {
@@ -237,6 +253,41 @@ export class WarehouseReader {
     return row === undefined ? undefined : String(row.value);
   }
 
+  /** The audit chain's state; off for a warehouse from before it existed. */
+  async audit(): Promise<AuditSummary> {
+    const off: AuditSummary = {
+      enabled: false,
+      since: null,
+      entries: 0,
+      lastCheckpoint: null,
+      lastVerification: null,
+    };
+    if (!(await this.facts.existingTables()).has('_ocs_audit_head')) return off;
+    const state = await this.getState(AUDIT_STATE_KEY);
+    const [head] = await this.rows.all('SELECT seq FROM _ocs_audit_head WHERE one = 1');
+    const entries = Number(head?.seq ?? 0);
+    const [checkpoint] = await this.rows.all(
+      'SELECT * FROM _ocs_audit_checkpoints ORDER BY id DESC LIMIT 1',
+    );
+    const verification = await this.getState(AUDIT_VERIFICATION_STATE_KEY);
+    return {
+      enabled: state !== undefined || entries > 0,
+      since: state === undefined ? null : (parseJson<{ since?: string }>(state)?.since ?? null),
+      entries,
+      lastCheckpoint: checkpoint ? toCheckpoint(checkpoint) : null,
+      lastVerification:
+        verification === undefined ? null : (parseJson<VerificationRecord>(verification) ?? null),
+    };
+  }
+
+  /** The stored audit checkpoints, oldest first (none before the chain existed). */
+  async auditCheckpoints(): Promise<SignedCheckpoint[]> {
+    if (!(await this.facts.existingTables()).has('_ocs_audit_checkpoints')) return [];
+    return (await this.rows.all('SELECT * FROM _ocs_audit_checkpoints ORDER BY id')).map(
+      toCheckpoint,
+    );
+  }
+
   /** Who holds the writer lock, if anyone (a stale holder is still shown). */
   async lockHolder(): Promise<LockRecord | undefined> {
     const [row] = await this.rows.all(
@@ -253,5 +304,13 @@ export class WarehouseReader {
 
   close(): Promise<void> {
     return this.onClose();
+  }
+}
+
+function parseJson<T>(text: string): T | undefined {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    return undefined;
   }
 }

@@ -7,13 +7,14 @@
 import type Database from 'better-sqlite3';
 import type { ColumnSpec, PageWrite } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { planHistoryVersions } from './history.js';
 import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
 import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
 import type { SqliteHandle } from './sqlite-handle.js';
+import { SqliteHistoryWriter, type HistoryStatements } from './sqlite-history.js';
 import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
 import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
-import { assertValueFits, checkedRowId, rowContentHasher, toJsonText } from './values.js';
+import { rowContentHasher } from './canonical.js';
+import { assertValueFits, checkedRowId } from './values.js';
 
 /**
  * Rows per upsert statement. Several rows per call cut better-sqlite3's per-call cost: a page
@@ -30,11 +31,7 @@ interface PageStatements {
   /** Upserts `rowsPerBatch` rows at once (in order: a later duplicate id wins, as row by row). */
   upsertBatch: Database.Statement;
   rowsPerBatch: number;
-  history?: {
-    openHashes: Database.Statement;
-    close: Database.Statement;
-    insert: Database.Statement;
-  };
+  history?: HistoryStatements;
 }
 
 /**
@@ -55,10 +52,12 @@ export interface EncodedPage {
   cursor: string | null;
   cursorKind: PageWrite['cursorKind'];
   syncedAt: string;
+  /** Chain every history version written (the warehouse keeps an audit chain). */
+  audit?: boolean;
 }
 
 /** Encodes a page's rows; throws before anything is written when a value does not fit. */
-export function encodePage(page: PageWrite, syncedAt: string): EncodedPage {
+export function encodePage(page: PageWrite, syncedAt: string, audit = false): EncodedPage {
   const table = page.resource;
   const rows = page.rows.map((row) => {
     const id = checkedRowId(row.id, table);
@@ -81,14 +80,18 @@ export function encodePage(page: PageWrite, syncedAt: string): EncodedPage {
     cursor: page.cursor,
     cursorKind: page.cursorKind,
     syncedAt,
+    audit,
   };
 }
 
 export class SqlitePageWriter {
   private readonly statements = new Map<string, PageStatements>();
   private saveCursorStatement?: Database.Statement;
+  private readonly history: SqliteHistoryWriter;
 
-  constructor(private readonly connection: SqliteHandle) {}
+  constructor(private readonly connection: SqliteHandle) {
+    this.history = new SqliteHistoryWriter(connection.db);
+  }
 
   /** Statements prepared against an old table shape must not be reused. */
   forget(): void {
@@ -109,7 +112,12 @@ export class SqlitePageWriter {
       let versionsWritten = 0;
       if (statements) {
         this.upsertRows(statements, page);
-        if (statements.history) versionsWritten = this.writeVersions(statements, page);
+        if (statements.history) {
+          versionsWritten = this.history.open(statements.history, {
+            ...page,
+            hashes: page.hashes!,
+          });
+        }
       }
       if (page.cursor !== null) {
         this.saveCursor.run(page.resource, page.cursor, page.cursorKind, page.runId);
@@ -142,25 +150,6 @@ export class SqlitePageWriter {
     for (; next < rows.length; next++) {
       statements.upsert.run(...rows[next]!, syncedAt, runId);
     }
-  }
-
-  private writeVersions(statements: PageStatements, page: EncodedPage): number {
-    const history = statements.history!;
-    const hashes = page.hashes!;
-    const keys = page.rows.map((values) => String(values[0]));
-    // One query for every open version of the page's ids.
-    const open = history.openHashes.all(toJsonText(page.rows.map((values) => values[0]))) as Array<{
-      id: bigint;
-      hash: string;
-    }>;
-    const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
-    const plan = planHistoryVersions(keys, hashes, openHashes);
-    for (const version of plan) {
-      const values = page.rows[version.index]!;
-      if (version.closeOpen) history.close.run(page.syncedAt, values[0]);
-      history.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
-    }
-    return plan.length;
   }
 
   /** The page statements for a table and column list, prepared once and reused. */

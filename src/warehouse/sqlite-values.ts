@@ -1,5 +1,7 @@
 /** How each logical column type is declared, written and read in SQLite. */
 import type { ColumnType } from '../interfaces.js';
+import { isInt64 } from '../sync/column-types.js';
+import { integralNumberText } from './canonical.js';
 import type { DialectTypes } from './table-definitions.js';
 import { toServerTimestamp, toSortableUtc } from './timestamps.js';
 import { fromJsonText, narrowInteger, toJsonText } from './values.js';
@@ -31,9 +33,12 @@ export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
   if (value === null || value === undefined) return null;
   switch (type) {
     case 'integer':
+      return value as number | bigint;
     case 'number':
     case 'decimal':
-      return value as number | bigint;
+      return typeof value === 'number' && !Number.isSafeInteger(value) && Number.isInteger(value)
+        ? integralDouble(value)
+        : (value as number | bigint);
     case 'boolean':
       return value ? 1 : 0;
     case 'datetime':
@@ -45,6 +50,17 @@ export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
     case 'json':
       return toJsonText(value);
   }
+}
+
+/**
+ * A double past 2^53 with no fraction. NUMERIC would store its exact binary value as an integer
+ * (2**60 as 1152921504606846976); stored instead is the integer its shortest decimal names
+ * (1152921504606847000), as PostgreSQL's numeric and every JSON column hold it, so both dialects
+ * give the same digits back (canonical.ts). Past 64 bits it stays a double.
+ */
+function integralDouble(value: number): number | bigint {
+  const integer = BigInt(integralNumberText(value));
+  return isInt64(integer) ? integer : value;
 }
 
 /** Decodes a value read with safeIntegers (integers arrive as bigint). */

@@ -28,7 +28,8 @@ import type {
   StoredRow,
   Warehouse,
 } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
+import { AuditError, WarehouseError } from '../errors.js';
+import { KyselyAuditStore } from './audit-store.js';
 import { nowIso } from './bookkeeping.js';
 import { readResourceStatuses } from './reader.js';
 import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
@@ -51,6 +52,8 @@ import {
   type PageCommitter,
 } from './sqlite-page-committer.js';
 import { SqlitePageWriter, encodePage } from './sqlite-page-writes.js';
+import { openSqliteSnapshot } from './sqlite-audit.js';
+import { SqliteHistoryWriter } from './sqlite-history.js';
 import {
   applySqliteSchemaChange,
   createSqliteLiveView,
@@ -59,7 +62,7 @@ import {
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
 import { decodeValue, encodeValue } from './sqlite-values.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
-import { assertValueFits, narrowInteger, parseIdText } from './values.js';
+import { assertValueFits, narrowInteger, parseIdText, toJsonText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
 export type { WarehouseLogger } from './writer-lock.js';
@@ -84,6 +87,9 @@ export class SqliteWarehouse implements Warehouse {
   private readonly failedWalks = new FailedWalks();
   private readonly lock: SqliteWriterLock;
   private archiveStore?: SqliteArchiveStore;
+  private readonly auditStore: KyselyAuditStore;
+  /** History versions closed on this connection (full refreshes). */
+  private readonly history: SqliteHistoryWriter;
 
   constructor(options: SqliteWarehouseOptions) {
     this.description = options.path === ':memory:' ? 'sqlite::memory:' : `sqlite:${options.path}`;
@@ -105,6 +111,29 @@ export class SqliteWarehouse implements Warehouse {
       this.connection,
       (options.lockStaleAfterSeconds ?? 600) * 1000,
       options.logger,
+    );
+    this.history = new SqliteHistoryWriter(this.connection.db);
+    this.auditStore = new KyselyAuditStore({
+      dialect: 'sqlite',
+      kysely: this.connection.kysely as unknown as Kysely<never>,
+      exclusive: (work, what) => this.exclusive(work, what),
+      openSnapshot: async () => openSqliteSnapshot(options.path, this.connection.db),
+      onEnabled: () => this.bookkeeping.chainRecords('sqlite'),
+    });
+  }
+
+  get audit(): KyselyAuditStore {
+    return this.auditStore;
+  }
+
+  /** What would rewrite or drop archived versions is refused while the chain is on. */
+  private refuseUnderAudit(what: string): void {
+    if (!this.auditStore.enabled) return;
+    throw new AuditError(
+      `${what} is refused: this warehouse keeps an audit chain, and it would change versions the chain holds.`,
+      {
+        hint: 'An audit archive is append-only; make the change in a copy of the warehouse, or in a new one synced without audit.',
+      },
     );
   }
 
@@ -155,6 +184,7 @@ export class SqliteWarehouse implements Warehouse {
         },
       });
     }, 'Migrating the warehouse');
+    await this.auditStore.load();
   }
 
   // ---------------------------------------------------------------- bookkeeping
@@ -202,6 +232,7 @@ export class SqliteWarehouse implements Warehouse {
   dropTable(table: string): Promise<void> {
     return this.exclusive(() => {
       assertSafeTableName(table);
+      this.refuseUnderAudit(`Dropping the table ${table}`);
       this.connection.writeTransaction(() => {
         this.db.exec(`DROP VIEW IF EXISTS ${q(liveViewName(table))}`);
         this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
@@ -242,6 +273,10 @@ export class SqliteWarehouse implements Warehouse {
   ): Promise<void> {
     return this.exclusive(() => {
       assertSafeSchemaChanges(changes);
+      const dropping = changes.find((change) => change.kind === 'drop_column');
+      if (dropping) {
+        this.refuseUnderAudit(`Dropping ${dropping.table}.${dropping.column} (exclude_fields)`);
+      }
       const tables = [...new Set(changes.map((change) => change.table))];
       try {
         this.connection.writeTransaction(() => {
@@ -276,8 +311,11 @@ export class SqliteWarehouse implements Warehouse {
       try {
         this.lock.assertNotLost();
         assertSafeTableName(table);
+        const audit = this.auditStore.enabled;
+        // With the chain on, every row has versions: the chain must hold each one.
+        const encoded = encodePage(audit ? { ...page, history: true } : page, nowIso(), audit);
         // In an object: exclusive() would otherwise wait for the commit itself.
-        return { committed: this.committer.commit(encodePage(page, nowIso())) };
+        return { committed: this.committer.commit(encoded) };
       } catch (error) {
         this.failedWalks.fail(page.walk);
         throw error;
@@ -304,15 +342,16 @@ export class SqliteWarehouse implements Warehouse {
       // IS NOT: null-safe, so rows no run has claimed count as missing too.
       const missing = `WHERE "_run_id" IS NOT ? AND "_deleted_at" IS NULL`;
       const now = nowIso();
+      const audit = this.auditStore.enabled;
       return this.connection.writeTransaction(() => {
         const historyTable = historyTableName(table);
-        if (history && this.connection.tableExists(historyTable)) {
-          this.db
-            .prepare(
-              `UPDATE ${q(historyTable)} SET "_valid_to" = ?
-               WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${q(table)} ${missing})`,
-            )
-            .run(now, runId);
+        if ((history || audit) && this.connection.tableExists(historyTable)) {
+          this.history.close(
+            table,
+            historyTable,
+            { sql: missing, parameters: [runId] },
+            { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
+          );
         }
         const result =
           mode === 'remove'
@@ -361,6 +400,7 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
+      this.refuseUnderAudit(`Rewriting ${table}.${column}`);
       const type = this.connection.columnType(table, column);
       const encoded = values.map(({ id, value }) => {
         assertValueFits(value, type, table, column, id);
@@ -415,32 +455,59 @@ export class SqliteWarehouse implements Warehouse {
   readRows(query: RowBatchQuery): Promise<StoredRow[]> {
     const { table, columns, afterId, limit, live, jsonAsText } = query;
     return this.exclusive(() => {
-      assertSafeTableName(table);
-      for (const column of columns) assertSafeColumnName(column.name, table);
-      const names = ['id', ...[...columns, ...OWN_COLUMNS].map((column) => column.name)];
       const conditions = [
         ...(afterId === null ? [] : ['"id" > ?']),
         ...(live ? ['"_deleted_at" IS NULL'] : []),
       ];
       const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
-      const rows = this.db
-        .prepare(
-          `SELECT ${names.map(q).join(', ')} FROM ${q(table)} ${where} ORDER BY "id" LIMIT ?`,
-        )
-        .safeIntegers(true)
-        .all(...(afterId === null ? [] : [parseIdText(afterId, table)]), limit) as Array<
-        Record<string, unknown>
-      >;
-      return rows.map((stored) => {
-        const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
-        for (const column of [...columns, ...OWN_COLUMNS]) {
-          const value = stored[column.name];
-          row[column.name] =
-            jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
-        }
-        return row;
-      });
+      return this.selectRows(
+        table,
+        columns,
+        `${where} ORDER BY "id" LIMIT ?`,
+        [...(afterId === null ? [] : [parseIdText(afterId, table)]), limit],
+        jsonAsText,
+      );
     }, `Reading rows of ${table}`);
+  }
+
+  readRowsById(
+    table: string,
+    columns: readonly ColumnSpec[],
+    ids: readonly string[],
+  ): Promise<StoredRow[]> {
+    return this.exclusive(
+      () =>
+        this.selectRows(table, columns, 'WHERE "id" IN (SELECT value FROM json_each(?))', [
+          toJsonText(ids.map((id) => parseIdText(id, table))),
+        ]),
+      `Reading rows of ${table}`,
+    );
+  }
+
+  /** Rows of a table, `id`, the columns and our own, decoded. */
+  private selectRows(
+    table: string,
+    columns: readonly ColumnSpec[],
+    rest: string,
+    parameters: unknown[],
+    jsonAsText = false,
+  ): StoredRow[] {
+    assertSafeTableName(table);
+    for (const column of columns) assertSafeColumnName(column.name, table);
+    const names = ['id', ...[...columns, ...OWN_COLUMNS].map((column) => column.name)];
+    const rows = this.db
+      .prepare(`SELECT ${names.map(q).join(', ')} FROM ${q(table)} ${rest}`)
+      .safeIntegers(true)
+      .all(...parameters) as Array<Record<string, unknown>>;
+    return rows.map((stored) => {
+      const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
+      for (const column of [...columns, ...OWN_COLUMNS]) {
+        const value = stored[column.name];
+        row[column.name] =
+          jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
+      }
+      return row;
+    });
   }
 
   // ---------------------------------------------------------------- lock
@@ -459,7 +526,11 @@ export class SqliteWarehouse implements Warehouse {
   }
 
   fileLedger(): FileLedgerStore {
-    return new KyselyFileLedger(this.connection.kysely as unknown as Kysely<never>, 'sqlite');
+    return new KyselyFileLedger(
+      this.connection.kysely as unknown as Kysely<never>,
+      'sqlite',
+      this.auditStore.enabled,
+    );
   }
 
   async close(): Promise<void> {

@@ -15,3 +15,7 @@ export const SEALED_FIELDS_STATE_KEY = 'sealed_fields';
 export const MARKED_SEALED_FIELDS_STATE_KEY = 'sealed_fields_marked';
 /** The last manifest's resources in its order (a JSON array), so `status` lists them that way. */
 export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
+/** Set when the warehouse keeps an audit chain: `{since}`. Once set, the chain stays on. */
+export const AUDIT_STATE_KEY = 'audit';
+/** The last `audit verify` result (VerificationRecord), for `status`. */
+export const AUDIT_VERIFICATION_STATE_KEY = 'audit_last_verify';

@@ -81,6 +81,25 @@ export function toServerTimestamp(text: string): string {
   return sortable.endsWith('.000000Z') ? `${sortable.slice(0, 19)}Z` : sortable;
 }
 
+/** The server's own form: `Z`, and six fraction digits only when the fraction is not zero. */
+const SERVER_TIMESTAMP = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{6})?Z$/;
+
+/** Whether a date-time text is already in the server's own form (one regex test). */
+export function isServerTimestamp(text: string): boolean {
+  return SERVER_TIMESTAMP.test(text) && !text.endsWith('.000000Z');
+}
+
+/** A date-time text as a datetime column gives it back; text that is no date-time as it is. */
+export function servedTimestamp(text: string): string {
+  if (isServerTimestamp(text)) return text;
+  try {
+    return toServerTimestamp(text);
+  } catch {
+    // Not a date-time after all: the column keeps the text as it is.
+    return text;
+  }
+}
+
 /** Whether text is already in the fixed form (a cheap check for readers). */
 export function isSortableUtc(text: string): boolean {
   return SORTABLE_UTC.test(text);

@@ -5,7 +5,7 @@ import {
   parse as parseLossless,
   stringify as stringifyLossless,
 } from 'lossless-json';
-import type { ColumnSpec, ColumnType, Row } from '../interfaces.js';
+import type { ColumnType } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { valueFits } from '../sync/column-types.js';
 
@@ -38,34 +38,6 @@ export function fromJsonText(text: string): unknown {
   return parseLossless(text, null, parseJsonNumber);
 }
 
-/** JSON with object keys sorted at every depth, so equal content gives equal text. */
-export function canonicalJson(value: unknown): string {
-  if (value === null || value === undefined) return 'null';
-  switch (typeof value) {
-    case 'bigint':
-      return value.toString();
-    case 'number':
-      return Number.isFinite(value) ? JSON.stringify(value) : 'null';
-    case 'string':
-      return JSON.stringify(value);
-    case 'boolean':
-      return value ? 'true' : 'false';
-    case 'object': {
-      if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-      const entries = Object.keys(value)
-        .filter((key) => (value as Record<string, unknown>)[key] !== undefined)
-        .sort()
-        .map(
-          (key) =>
-            `${JSON.stringify(key)}:${canonicalJson((value as Record<string, unknown>)[key])}`,
-        );
-      return `{${entries.join(',')}}`;
-    }
-    default:
-      return 'null';
-  }
-}
-
 /** One-shot sha256 (crypto.hash, Node >= 20.12) is about twice as fast as createHash per row. */
 export const sha256Hex: (text: string) => string =
   typeof (crypto as { hash?: unknown }).hash === 'function'
@@ -75,31 +47,6 @@ export const sha256Hex: (text: string) => string =
           text,
         )
     : (text) => crypto.createHash('sha256').update(text).digest('hex');
-
-/**
- * A function giving the sha256 (hex) of a row's data fields, for history: the canonical JSON of
- * the non-null fields, keys sorted. Null and missing fields are left out, so adding a column (old
- * rows read null) or widening one (same JSON value) does not make every row look edited. Built
- * once per column list: the top-level keys are sorted and quoted once, not per row.
- */
-export function rowContentHasher(columns: readonly ColumnSpec[]): (row: Row) => string {
-  const names = columns.map((column) => column.name).sort();
-  const prefixes = names.map((name) => `${JSON.stringify(name)}:`);
-  return (row) => {
-    let text = '{';
-    for (let index = 0; index < names.length; index += 1) {
-      const value = row[names[index]!];
-      if (value === null || value === undefined) continue;
-      if (text.length > 1) text += ',';
-      text += prefixes[index]! + canonicalJson(value);
-    }
-    return sha256Hex(`${text}}`);
-  };
-}
-
-export function rowContentHash(row: Row, columns: readonly ColumnSpec[]): string {
-  return rowContentHasher(columns)(row);
-}
 
 /** A row id checked to be a 64-bit integer; bigint past 2^53, number otherwise. */
 export function checkedRowId(id: unknown, table: string): number | bigint {

@@ -1,0 +1,37 @@
+/**
+ * The end of a run with audit on: a checkpoint of the chain's head, signed with the operator's key,
+ * stored in the warehouse and appended to the checkpoint file. A failure here loses nothing already
+ * stored; it is reported (the run exits 3) and the next run writes the missing lines.
+ */
+import { describeError } from '../errors.js';
+import type { AuditOutcome, AuditStore, CheckpointSigner } from '../interfaces.js';
+import type { Logger } from '../log.js';
+import { appendCheckpoints } from './checkpoint-file.js';
+import { keyId } from './signing.js';
+
+export async function writeCheckpoint(
+  audit: AuditStore,
+  signer: CheckpointSigner,
+  file: string,
+  logger: Logger,
+): Promise<AuditOutcome> {
+  try {
+    const checkpoint = await audit.checkpoint(signer);
+    const appended = await appendCheckpoints(file, (seq) => audit.checkpoints(seq));
+    if (checkpoint) {
+      logger.info(
+        { run: checkpoint.run, seq: checkpoint.seq, key: keyId(signer.publicKey), file },
+        `Audit checkpoint at entry ${checkpoint.seq} signed and appended to ${file}`,
+      );
+    }
+    return {
+      checkpoint: checkpoint && { run: checkpoint.run, seq: checkpoint.seq, head: checkpoint.head },
+      appended,
+      checkpointFile: file,
+    };
+  } catch (error) {
+    const message = describeError(error);
+    logger.error({ err: message, file }, 'The audit checkpoint could not be written');
+    return { checkpointFile: file, error: message };
+  }
+}

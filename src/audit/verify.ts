@@ -1,0 +1,753 @@
+/**
+ * `ocs-sync audit verify`: checks that the warehouse is exactly what its audit chain says, reading
+ * one consistent snapshot in batches (memory stays flat whatever the archive's size):
+ *
+ * 1. The chain: sequence numbers without gaps, every entry's hash recomputed from its fields and
+ *    the previous hash, the head row at its end, every checkpoint's signature, and the chain
+ *    passing through every signed head (a chain rebuilt without the key cannot).
+ * 2. Every resource table: the entries of each row replayed (AUDIT_OPERATIONS) give the versions
+ *    the history table must hold, in order, with their times; each version's digest is recomputed
+ *    from its stored values; the live row must be what the last entry left.
+ * 3. Every chained bookkeeping table: each record's digest recomputed equals its last entry's.
+ */
+import type {
+  AuditEntry,
+  AuditSnapshot,
+  AuditedTable,
+  ChainHead,
+  LiveRow,
+  SignedCheckpoint,
+  StoredRecord,
+  StoredVersion,
+} from '../interfaces.js';
+import {
+  AUDITED_RECORD_TABLES,
+  GENESIS_HASH,
+  entryHash,
+  operationRule,
+} from '../warehouse/audit-chain.js';
+import { rowContentHasher } from '../warehouse/canonical.js';
+import type { CheckpointFile } from './checkpoint-file.js';
+import { hasValidSignature, keyId } from './signing.js';
+
+export const PROBLEM_KINDS = {
+  value_edited: 'a value edited',
+  valid_time_edited: 'a validity time edited',
+  version_deleted: 'a version deleted',
+  version_inserted: 'a version inserted',
+  version_reordered: 'versions reordered',
+  row_edited: 'a live row edited',
+  row_deleted: 'a live row deleted',
+  row_inserted: 'a live row inserted',
+  deleted_at_edited: '_deleted_at set or cleared by hand',
+  table_dropped: 'a table dropped',
+  record_edited: 'a record edited',
+  record_deleted: 'a record deleted',
+  record_inserted: 'a record inserted',
+  entry_edited: 'a chain entry edited',
+  entries_deleted: 'chain entries deleted',
+  entries_cut: 'chain entries cut',
+  chain_rewritten: 'the chain rewritten',
+  checkpoint_unsigned: 'a checkpoint not signed by the key',
+  checkpoint_deleted: 'a checkpoint deleted',
+  checkpoint_edited: 'a checkpoint edited',
+} as const;
+
+export type ProblemKind = keyof typeof PROBLEM_KINDS;
+
+export interface Problem {
+  kind: ProblemKind;
+  table?: string;
+  rowId?: string;
+  /** The version's place among the row's versions (1 = first), and its `_version_id`. */
+  version?: number;
+  versionId?: string;
+  /** The chain entry where the break is. */
+  seq?: number;
+  detail: string;
+}
+
+export interface VerifyReport {
+  intact: boolean;
+  head: ChainHead;
+  entries: number;
+  tables: number;
+  versions: number;
+  liveRows: number;
+  records: number;
+  checkpoints: {
+    /** In the warehouse, in the file, and checked against the chain (distinct heads). */
+    stored: number;
+    file: number;
+    checked: number;
+    /** Whether signatures were checked against a public key given by the operator. */
+    signatures: boolean;
+    key?: string;
+    filePath?: string;
+  };
+  /** The first `problemLimit` problems, ordered by sequence number where they have one. */
+  problems: Problem[];
+  problemCount: number;
+  first?: Problem;
+}
+
+export interface VerifyOptions {
+  snapshot: AuditSnapshot;
+  /** The operator's public key (base64): checkpoints not signed by it are problems. */
+  publicKey?: string;
+  /** The off-box checkpoint file. */
+  checkpointFile?: CheckpointFile;
+  batchSize?: number;
+  problemLimit?: number;
+  /** Called after each batch (progress, health). */
+  onProgress?: (done: { entries: number; versions: number }) => void;
+}
+
+const DEFAULT_BATCH = 2000;
+
+/** Reads a sorted list a batch at a time, after the last item read. */
+class BatchCursor<T> {
+  private buffer: T[] = [];
+  private index = 0;
+  private exhausted = false;
+
+  constructor(
+    private readonly fetch: (last: T | undefined) => Promise<T[]>,
+    private readonly batchSize: number,
+  ) {}
+
+  async peek(): Promise<T | undefined> {
+    if (this.index < this.buffer.length) return this.buffer[this.index];
+    if (this.exhausted) return undefined;
+    const last = this.buffer[this.buffer.length - 1];
+    this.buffer = await this.fetch(last);
+    this.index = 0;
+    if (this.buffer.length < this.batchSize) this.exhausted = true;
+    return this.buffer[0];
+  }
+
+  async next(): Promise<T | undefined> {
+    const item = await this.peek();
+    if (item !== undefined) this.index += 1;
+    return item;
+  }
+
+  /** Every next item whose key is `key`. */
+  async takeWhile(key: bigint, keyOf: (item: T) => string): Promise<T[]> {
+    const taken: T[] = [];
+    for (;;) {
+      const item = await this.peek();
+      if (item === undefined || BigInt(keyOf(item)) !== key) return taken;
+      taken.push(item);
+      this.index += 1;
+    }
+  }
+}
+
+function smallest(keys: Array<string | undefined>): bigint | undefined {
+  let found: bigint | undefined;
+  for (const key of keys) {
+    if (key === undefined) continue;
+    const value = BigInt(key);
+    if (found === undefined || value < found) found = value;
+  }
+  return found;
+}
+
+class Findings {
+  readonly list: Problem[] = [];
+  count = 0;
+
+  constructor(private readonly limit: number) {}
+
+  add(problem: Problem): void {
+    this.count += 1;
+    if (this.list.length < this.limit) this.list.push(problem);
+  }
+}
+
+export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport> {
+  const { snapshot } = options;
+  const batchSize = options.batchSize ?? DEFAULT_BATCH;
+  const findings = new Findings(options.problemLimit ?? 100);
+  const stored = await snapshot.checkpoints();
+  const trusted = checkCheckpoints(stored, options, findings);
+  const chain = await walkChain(snapshot, trusted, batchSize, findings, options.onProgress);
+  const counts = { tables: 0, versions: 0, liveRows: 0, records: 0 };
+
+  const known = await snapshot.tables();
+  const knownNames = new Set(known.map((table) => table.table));
+  const recordTables = new Set<string>(AUDITED_RECORD_TABLES);
+  const chainedOnly = [...chain.tables].filter(
+    (name) => !knownNames.has(name) && !recordTables.has(name),
+  );
+  const tables = [
+    ...known,
+    ...(await Promise.all(chainedOnly.map((name) => snapshot.table(name)))),
+  ];
+  for (const table of tables) {
+    if (table.table.startsWith('_ocs_')) continue;
+    counts.tables += 1;
+    const seen = await verifyTable(snapshot, table, batchSize, findings, options.onProgress);
+    counts.versions += seen.versions;
+    counts.liveRows += seen.liveRows;
+  }
+  for (const table of AUDITED_RECORD_TABLES) {
+    counts.records += await verifyRecords(snapshot, table, batchSize, findings);
+  }
+
+  const problems = [...findings.list].sort(
+    (left, right) => (left.seq ?? Infinity) - (right.seq ?? Infinity),
+  );
+  return {
+    intact: findings.count === 0,
+    head: chain.head,
+    entries: chain.entries,
+    ...counts,
+    checkpoints: {
+      stored: stored.length,
+      file: options.checkpointFile?.checkpoints.length ?? 0,
+      checked: trusted.length,
+      signatures: options.publicKey !== undefined,
+      key: options.publicKey === undefined ? undefined : keyId(options.publicKey),
+      filePath: options.checkpointFile?.path,
+    },
+    problems,
+    problemCount: findings.count,
+    first: problems[0],
+  };
+}
+
+function describeCheckpoint(checkpoint: SignedCheckpoint): string {
+  return `the checkpoint of run ${checkpoint.run ?? '-'} (seq ${checkpoint.seq})`;
+}
+
+function sameCheckpoint(left: SignedCheckpoint, right: SignedCheckpoint): boolean {
+  return (
+    left.run === right.run &&
+    left.seq === right.seq &&
+    left.head === right.head &&
+    left.previous_seq === right.previous_seq &&
+    left.time === right.time &&
+    left.key === right.key &&
+    left.signature === right.signature &&
+    JSON.stringify(Object.entries(left.counts).sort()) ===
+      JSON.stringify(Object.entries(right.counts).sort())
+  );
+}
+
+/**
+ * Signatures, and the warehouse's checkpoints against the file's. Returns the checkpoints the
+ * chain must pass through: those signed by the operator's key (or, without one, every checkpoint
+ * whose signature holds for the key it names), one per sequence number.
+ */
+function checkCheckpoints(
+  stored: SignedCheckpoint[],
+  options: VerifyOptions,
+  findings: Findings,
+): SignedCheckpoint[] {
+  const file = options.checkpointFile;
+  for (const unreadable of file?.unreadable ?? []) {
+    findings.add({
+      kind: 'checkpoint_edited',
+      detail: `line ${unreadable.line} of the checkpoint file ${file!.path} is ${unreadable.reason}`,
+    });
+  }
+  const trusted = new Map<number, SignedCheckpoint>();
+  const judge = (checkpoint: SignedCheckpoint, where: string) => {
+    const key = options.publicKey ?? checkpoint.key;
+    if (options.publicKey !== undefined && checkpoint.key !== options.publicKey) {
+      findings.add({
+        kind: 'checkpoint_unsigned',
+        seq: checkpoint.seq,
+        detail: `${describeCheckpoint(checkpoint)} in ${where} names another key (${keyId(checkpoint.key)}), not ${keyId(options.publicKey)}`,
+      });
+      return;
+    }
+    if (!hasValidSignature(checkpoint, key)) {
+      findings.add({
+        kind: options.publicKey === undefined ? 'checkpoint_edited' : 'checkpoint_unsigned',
+        seq: checkpoint.seq,
+        detail: `${describeCheckpoint(checkpoint)} in ${where} is not signed by key ${keyId(key)}: its signature does not match what it says`,
+      });
+      return;
+    }
+    if (!trusted.has(checkpoint.seq)) trusted.set(checkpoint.seq, checkpoint);
+  };
+  for (const checkpoint of stored) judge(checkpoint, '_ocs_audit_checkpoints');
+  if (file) {
+    for (const checkpoint of file.checkpoints) {
+      judge(checkpoint, `the checkpoint file ${file.path}`);
+      const twin = stored.find(
+        (candidate) => candidate.seq === checkpoint.seq && candidate.run === checkpoint.run,
+      );
+      if (!twin) {
+        findings.add({
+          kind: 'checkpoint_deleted',
+          seq: checkpoint.seq,
+          detail: `${describeCheckpoint(checkpoint)} in the checkpoint file is missing from _ocs_audit_checkpoints`,
+        });
+      } else if (!sameCheckpoint(twin, checkpoint)) {
+        findings.add({
+          kind: 'checkpoint_edited',
+          seq: checkpoint.seq,
+          detail: `${describeCheckpoint(checkpoint)} in _ocs_audit_checkpoints differs from the one in the checkpoint file`,
+        });
+      }
+    }
+  }
+  return [...trusted.values()].sort((left, right) => left.seq - right.seq);
+}
+
+/** Pass 1: the chain's links, its head row, and the signed heads it must pass through. */
+async function walkChain(
+  snapshot: AuditSnapshot,
+  trusted: SignedCheckpoint[],
+  batchSize: number,
+  findings: Findings,
+  onProgress: VerifyOptions['onProgress'],
+): Promise<{ head: ChainHead; entries: number; tables: Set<string> }> {
+  const bySeq = new Map<number, SignedCheckpoint[]>();
+  const countsAt = new Map<number, Map<string, number>>();
+  for (const checkpoint of trusted) {
+    bySeq.set(checkpoint.seq, [...(bySeq.get(checkpoint.seq) ?? []), checkpoint]);
+    countsAt.set(checkpoint.previous_seq, new Map());
+    countsAt.set(checkpoint.seq, new Map());
+  }
+  const counts = new Map<string, number>();
+  const tables = new Set<string>();
+  let expected = 1;
+  let previous = GENESIS_HASH;
+  let entries = 0;
+  let after = 0;
+  if (countsAt.has(0)) countsAt.set(0, new Map());
+  for (;;) {
+    const batch = await snapshot.entries(after, batchSize);
+    for (const entry of batch) {
+      entries += 1;
+      if (entry.seq !== expected) {
+        findings.add({
+          kind: 'entries_deleted',
+          seq: entry.seq,
+          table: entry.table,
+          rowId: entry.rowId,
+          detail: `chain entries ${expected}${entry.seq - 1 > expected ? `..${entry.seq - 1}` : ''} are missing: entry ${entry.seq} follows entry ${expected - 1}`,
+        });
+      } else if (entry.prevHash !== previous) {
+        findings.add({
+          kind: 'entry_edited',
+          seq: entry.seq,
+          table: entry.table,
+          rowId: entry.rowId,
+          detail: `entry ${entry.seq}'s previous hash is not the hash of entry ${entry.seq - 1}: one of them was edited, or entries were put in between`,
+        });
+      }
+      if (entryHash(entry) !== entry.hash) {
+        findings.add({
+          kind: 'entry_edited',
+          seq: entry.seq,
+          table: entry.table,
+          rowId: entry.rowId,
+          detail: `entry ${entry.seq}'s hash does not match its fields: its run, table, row id, operation, time, digest or hash was edited`,
+        });
+      }
+      if (!operationRule(entry.operation)) {
+        findings.add({
+          kind: 'entry_edited',
+          seq: entry.seq,
+          table: entry.table,
+          rowId: entry.rowId,
+          detail: `entry ${entry.seq} has an unknown operation ${JSON.stringify(entry.operation.slice(0, 40))}`,
+        });
+      }
+      counts.set(entry.operation, (counts.get(entry.operation) ?? 0) + 1);
+      if (countsAt.has(entry.seq)) countsAt.set(entry.seq, new Map(counts));
+      for (const checkpoint of bySeq.get(entry.seq) ?? []) {
+        if (checkpoint.head !== entry.hash) {
+          findings.add({
+            kind: 'chain_rewritten',
+            seq: entry.seq,
+            table: entry.table,
+            rowId: entry.rowId,
+            detail: `the chain does not pass through the signed head of ${describeCheckpoint(checkpoint)}: entries up to ${entry.seq} were rewritten`,
+          });
+        }
+      }
+      tables.add(entry.table);
+      previous = entry.hash;
+      expected = entry.seq + 1;
+      after = entry.seq;
+    }
+    onProgress?.({ entries, versions: 0 });
+    if (batch.length < batchSize) break;
+  }
+  const last = expected - 1;
+  const head = await snapshot.head();
+  if (head.seq !== last || head.hash !== previous) {
+    findings.add({
+      kind: head.seq > last ? 'entries_cut' : 'entry_edited',
+      seq: last,
+      detail:
+        head.seq > last
+          ? `entries after ${last} were cut: the head row says the chain ends at ${head.seq}`
+          : `the head row (_ocs_audit_head: seq ${head.seq}) does not name the chain's last entry (${last})`,
+    });
+  }
+  for (const checkpoint of trusted) {
+    if (checkpoint.seq > last) {
+      findings.add({
+        kind: 'entries_cut',
+        seq: last,
+        detail: `entries cut after ${describeCheckpoint(checkpoint)}: the chain ends at ${last}, before that signed head`,
+      });
+      continue;
+    }
+    const before = countsAt.get(checkpoint.previous_seq);
+    const at = countsAt.get(checkpoint.seq);
+    if (!before || !at) continue;
+    const operations = new Set([...at.keys(), ...Object.keys(checkpoint.counts)]);
+    const differs = [...operations].some(
+      (operation) =>
+        (at.get(operation) ?? 0) - (before.get(operation) ?? 0) !==
+        (checkpoint.counts[operation] ?? 0),
+    );
+    if (differs) {
+      findings.add({
+        kind: 'chain_rewritten',
+        seq: checkpoint.seq,
+        detail: `the entries between ${checkpoint.previous_seq} and ${checkpoint.seq} do not add up to the counts signed in ${describeCheckpoint(checkpoint)}`,
+      });
+    }
+  }
+  return { head: { seq: last, hash: previous }, entries, tables };
+}
+
+interface ExpectedVersion {
+  digest: string;
+  from: string;
+  to: string | null;
+  seq: number;
+}
+
+/** Pass 2 for one resource table: each row's entries against its versions and live row. */
+async function verifyTable(
+  snapshot: AuditSnapshot,
+  table: AuditedTable,
+  batchSize: number,
+  findings: Findings,
+  onProgress: VerifyOptions['onProgress'],
+): Promise<{ versions: number; liveRows: number }> {
+  const name = table.table;
+  const entries = new BatchCursor<AuditEntry>(
+    (last) =>
+      snapshot.entriesOf(name, last ? { rowId: last.rowId, seq: last.seq } : null, batchSize),
+    batchSize,
+  );
+  const first = await entries.peek();
+  if (!table.history || !table.live) {
+    if (first) {
+      const missing = !table.history ? `${name}__history` : name;
+      findings.add({
+        kind: 'table_dropped',
+        table: name,
+        seq: first.seq,
+        detail: `the table ${missing} is gone, yet the chain holds entries for ${name} (from ${first.seq})`,
+      });
+      return { versions: 0, liveRows: 0 };
+    }
+  }
+  const versions = new BatchCursor<StoredVersion>(
+    (last) =>
+      table.history
+        ? snapshot.versions(
+            table,
+            last ? { id: last.id, versionId: last.versionId } : null,
+            batchSize,
+          )
+        : Promise.resolve([]),
+    batchSize,
+  );
+  const live = new BatchCursor<LiveRow>(
+    (last) =>
+      table.live ? snapshot.liveRows(table, last ? last.id : null, batchSize) : Promise.resolve([]),
+    batchSize,
+  );
+  const hash = rowContentHasher(table.columns);
+  let versionCount = 0;
+  let liveCount = 0;
+  for (;;) {
+    const id = smallest([
+      (await entries.peek())?.rowId,
+      (await versions.peek())?.id,
+      (await live.peek())?.id,
+    ]);
+    if (id === undefined) break;
+    const rowEntries = await entries.takeWhile(id, (entry) => entry.rowId);
+    const rowVersions = await versions.takeWhile(id, (version) => version.id);
+    const liveRow = (await live.peek())?.id === id.toString() ? await live.next() : undefined;
+    versionCount += rowVersions.length;
+    if (liveRow) liveCount += 1;
+    checkRow(name, id.toString(), rowEntries, rowVersions, liveRow, hash, findings);
+    if ((versionCount + liveCount) % (batchSize * 10) === 0) {
+      onProgress?.({ entries: 0, versions: versionCount });
+    }
+  }
+  return { versions: versionCount, liveRows: liveCount };
+}
+
+function checkRow(
+  table: string,
+  rowId: string,
+  entries: AuditEntry[],
+  versions: StoredVersion[],
+  live: LiveRow | undefined,
+  hash: (row: StoredVersion['values']) => string,
+  findings: Findings,
+): void {
+  const add = (problem: Omit<Problem, 'table' | 'rowId'>) =>
+    findings.add({ table, rowId, ...problem });
+  // Replay the row's entries: the versions the history table must hold, and the live row.
+  const expected: ExpectedVersion[] = [];
+  let open: ExpectedVersion | undefined;
+  let liveState: 'none' | 'present' | 'marked_deleted' | 'absent' = 'none';
+  let last: AuditEntry | undefined;
+  for (const entry of entries) {
+    const rule = operationRule(entry.operation);
+    if (!rule || rule.subject !== 'version') {
+      add({
+        kind: 'entry_edited',
+        seq: entry.seq,
+        detail: `entry ${entry.seq} records "${entry.operation.slice(0, 40)}", which is no operation on a row of ${table}`,
+      });
+      continue;
+    }
+    if (rule.closes && !open) {
+      add({
+        kind: 'entry_edited',
+        seq: entry.seq,
+        detail: `entry ${entry.seq} (${entry.operation}) closes a version of row ${rowId} while none is open`,
+      });
+    }
+    if (rule.opens && !rule.closes && open) {
+      add({
+        kind: 'entry_edited',
+        seq: entry.seq,
+        detail: `entry ${entry.seq} (${entry.operation}) opens a version of row ${rowId} while one is open`,
+      });
+    }
+    if (rule.closes && open) {
+      open.to = entry.at;
+      open = undefined;
+    }
+    if (rule.opens) {
+      open = { digest: entry.digest, from: entry.at, to: null, seq: entry.seq };
+      expected.push(open);
+    }
+    liveState = rule.live ?? liveState;
+    last = entry;
+  }
+  const computed = versions.map((version) => hash(version.values));
+  compareVersions(expected, versions, computed, add);
+
+  // The live row is what the last entry left.
+  const lastVersion = expected[expected.length - 1];
+  const seq = last?.seq;
+  if (liveState === 'none') {
+    if (live) {
+      add({
+        kind: 'row_inserted',
+        detail: `row ${rowId} is in ${table}, but no chain entry explains it`,
+      });
+    }
+    return;
+  }
+  if (liveState === 'absent') {
+    if (live) {
+      add({
+        kind: 'row_inserted',
+        seq,
+        detail: `row ${rowId} was removed by a full refresh (entry ${seq}) but is in ${table} again, with no version`,
+      });
+    }
+    return;
+  }
+  if (!live) {
+    add({
+      kind: 'row_deleted',
+      seq,
+      detail: `row ${rowId} is missing from ${table}; its last entry (${seq}, ${last?.operation}) keeps it`,
+    });
+    return;
+  }
+  if (liveState === 'present' && live.deletedAt !== null) {
+    add({
+      kind: 'deleted_at_edited',
+      seq,
+      detail: `row ${rowId} of ${table} has _deleted_at set (${live.deletedAt}), but its last entry (${seq}, ${last?.operation}) keeps it live`,
+    });
+  }
+  if (liveState === 'marked_deleted' && live.deletedAt !== last?.at) {
+    add({
+      kind: 'deleted_at_edited',
+      seq,
+      detail:
+        live.deletedAt === null
+          ? `row ${rowId} of ${table} was marked deleted (entry ${seq}), but its _deleted_at was cleared`
+          : `row ${rowId} of ${table} has _deleted_at ${live.deletedAt}, not ${last?.at} as entry ${seq} says`,
+    });
+  }
+  if (lastVersion && hash(live.values) !== lastVersion.digest) {
+    add({
+      kind: 'row_edited',
+      seq: lastVersion.seq,
+      detail: `the values of row ${rowId} in ${table} differ from its last version (entry ${lastVersion.seq})`,
+    });
+  }
+}
+
+/** The stored versions against the ones the entries say, naming the first difference. */
+function compareVersions(
+  expected: ExpectedVersion[],
+  versions: StoredVersion[],
+  computed: string[],
+  add: (problem: Omit<Problem, 'table' | 'rowId'>) => void,
+): void {
+  const expectedKeys = expected.map((version) => `${version.digest} ${version.from}`);
+  const storedKeys = versions.map((version, index) => `${computed[index]} ${version.validFrom}`);
+  const at = (index: number) => ({
+    version: index + 1,
+    versionId: versions[index]?.versionId,
+    seq: expected[index]?.seq,
+  });
+  if (versions.length > expected.length) {
+    const index = firstUnmatched(storedKeys, expectedKeys);
+    add({
+      kind: 'version_inserted',
+      ...at(index),
+      seq: expected[index]?.seq ?? expected[expected.length - 1]?.seq,
+      detail: `version ${index + 1} (_version_id ${versions[index]!.versionId}) is not in the chain: ${versions.length} versions stored, ${expected.length} chained`,
+    });
+    return;
+  }
+  if (versions.length < expected.length) {
+    const index = firstUnmatched(expectedKeys, storedKeys);
+    add({
+      kind: 'version_deleted',
+      version: index + 1,
+      seq: expected[index]!.seq,
+      detail: `the version chained at entry ${expected[index]!.seq} (version ${index + 1}) is missing: ${versions.length} versions stored, ${expected.length} chained`,
+    });
+    return;
+  }
+  for (let index = 0; index < expected.length; index += 1) {
+    const want = expected[index]!;
+    const have = versions[index]!;
+    if (storedKeys[index] !== expectedKeys[index]) {
+      if (
+        [...storedKeys].sort().join('\n') === [...expectedKeys].sort().join('\n') &&
+        computed[index] !== want.digest
+      ) {
+        add({
+          kind: 'version_reordered',
+          ...at(index),
+          detail: `the versions are out of the chain's order from version ${index + 1} (_version_id ${have.versionId}, entry ${want.seq})`,
+        });
+        return;
+      }
+      if (computed[index] !== want.digest) {
+        add({
+          kind: 'value_edited',
+          ...at(index),
+          detail: `the stored values of version ${index + 1} (_version_id ${have.versionId}) no longer give the digest chained at entry ${want.seq}`,
+        });
+      } else {
+        add({
+          kind: 'valid_time_edited',
+          ...at(index),
+          detail: `version ${index + 1} (_version_id ${have.versionId}) has _valid_from ${have.validFrom}, not ${want.from} as entry ${want.seq} says`,
+        });
+      }
+      continue;
+    }
+    if (have.contentHash !== want.digest) {
+      add({
+        kind: 'value_edited',
+        ...at(index),
+        detail: `the _content_hash of version ${index + 1} (_version_id ${have.versionId}) was edited: it is not the digest chained at entry ${want.seq}`,
+      });
+    }
+    if (have.validTo !== want.to) {
+      add({
+        kind: 'valid_time_edited',
+        ...at(index),
+        detail: `version ${index + 1} (_version_id ${have.versionId}) has _valid_to ${have.validTo ?? 'null'}, not ${want.to ?? 'null'} as the chain says`,
+      });
+    }
+  }
+}
+
+/** The index of the first key of `keys` that `others` does not account for (as multisets). */
+function firstUnmatched(keys: string[], others: string[]): number {
+  const available = new Map<string, number>();
+  for (const key of others) available.set(key, (available.get(key) ?? 0) + 1);
+  for (let index = 0; index < keys.length; index += 1) {
+    const left = available.get(keys[index]!) ?? 0;
+    if (left === 0) return index;
+    available.set(keys[index]!, left - 1);
+  }
+  return Math.min(keys.length - 1, others.length);
+}
+
+/** Pass 3 for one bookkeeping table: each record against its last entry. */
+async function verifyRecords(
+  snapshot: AuditSnapshot,
+  table: string,
+  batchSize: number,
+  findings: Findings,
+): Promise<number> {
+  const entries = new BatchCursor<AuditEntry>(
+    (last) =>
+      snapshot.entriesOf(table, last ? { rowId: last.rowId, seq: last.seq } : null, batchSize),
+    batchSize,
+  );
+  const records = new BatchCursor<StoredRecord>(
+    (last) => snapshot.records(table, last ? last.key : null, batchSize),
+    batchSize,
+  );
+  let count = 0;
+  for (;;) {
+    const key = smallest([(await entries.peek())?.rowId, (await records.peek())?.key]);
+    if (key === undefined) break;
+    const recordEntries = await entries.takeWhile(key, (entry) => entry.rowId);
+    const record =
+      (await records.peek())?.key === key.toString() ? await records.next() : undefined;
+    const last = recordEntries[recordEntries.length - 1];
+    const rowId = key.toString();
+    if (record) count += 1;
+    if (record && !last) {
+      findings.add({
+        kind: 'record_inserted',
+        table,
+        rowId,
+        detail: `${table} record ${rowId} is not in the chain`,
+      });
+    } else if (!record && last) {
+      findings.add({
+        kind: 'record_deleted',
+        table,
+        rowId,
+        seq: last.seq,
+        detail: `${table} record ${rowId} (chained at entry ${last.seq}) is missing`,
+      });
+    } else if (record && last && record.digest !== last.digest) {
+      findings.add({
+        kind: 'record_edited',
+        table,
+        rowId,
+        seq: last.seq,
+        detail: `${table} record ${rowId} no longer gives the digest chained at entry ${last.seq}`,
+      });
+    }
+  }
+  return count;
+}

@@ -1,0 +1,147 @@
+/**
+ * Where every PostgreSQL history version is written: versions opened by a page (created,
+ * changed) and versions closed by a full refresh (deleted, removed). With audit on, each one is
+ * chained here, in the caller's transaction (audit-chain.ts), so no caller can write a version the
+ * chain does not hold.
+ */
+import type pg from 'pg';
+import type { AuditOperation, PendingEntry } from '../interfaces.js';
+import { appendEntries, type SqlRun } from './audit-chain.js';
+import { planHistoryVersions } from './history.js';
+import type { EncodedPage } from './postgres-values.js';
+
+export interface HistoryStatements {
+  openHashes: { name: string; text: string };
+  close: { name: string; text: string };
+  insert: { name: string; text: string };
+}
+
+/** Rows closed per statement when each closed version is chained. */
+const CLOSE_BATCH = 5000;
+
+/** SqlRun on a pg client: `?` placeholders become `$1, $2, …`. */
+export function clientRun(client: Pick<pg.ClientBase, 'query'>): SqlRun {
+  return async (sql, parameters) => {
+    let index = 0;
+    const text = sql.replace(/\?/g, () => `$${++index}`);
+    return (await client.query(text, parameters as unknown[])).rows as Array<
+      Record<string, unknown>
+    >;
+  };
+}
+
+/**
+ * A version for each row of the page whose content differs from its open one, in one statement
+ * of arrays; returns how many.
+ */
+export async function openVersions(
+  client: pg.ClientBase,
+  statements: HistoryStatements,
+  page: { runId: number; resource: string },
+  encoded: EncodedPage,
+  hashes: readonly string[],
+  now: string,
+  audit: boolean,
+): Promise<number> {
+  const keys = encoded.ids;
+  const open = await client.query<{ id: string; hash: string }>({
+    ...statements.openHashes,
+    values: [[...new Set(keys)]],
+  });
+  const openHashes = new Map(open.rows.map((row) => [row.id, row.hash]));
+  const plan = planHistoryVersions(keys, hashes, openHashes);
+  if (plan.length === 0) return 0;
+  // A row repeated within the page gets a version per distinct content; all but its last
+  // version close at once (the same instant they opened), as one-at-a-time writes would.
+  const lastPlanned = new Map<string, number>();
+  plan.forEach((version, position) => lastPlanned.set(keys[version.index]!, position));
+  const closeIds = [
+    ...new Set(plan.filter((version) => version.closeOpen).map((version) => keys[version.index]!)),
+  ];
+  if (closeIds.length > 0) {
+    await client.query({ ...statements.close, values: [now, closeIds] });
+  }
+  const indexes = plan.map((version) => version.index);
+  await client.query({
+    ...statements.insert,
+    values: [
+      indexes.map((index) => keys[index]!),
+      ...encoded.columns.map((values) => indexes.map((index) => values[index])),
+      plan.map((version, position) =>
+        lastPlanned.get(keys[version.index]!) === position ? null : now,
+      ),
+      indexes.map((index) => hashes[index]!),
+      now,
+      page.runId,
+    ],
+  });
+  if (audit) {
+    await appendEntries(
+      clientRun(client),
+      'postgres',
+      plan.map((version): PendingEntry => ({
+        runId: page.runId,
+        table: page.resource,
+        rowId: keys[version.index]!,
+        operation: version.closeOpen ? 'change' : 'create',
+        at: now,
+        digest: hashes[version.index]!,
+      })),
+    );
+  }
+  return plan.length;
+}
+
+/**
+ * Closes at `at` the open versions of the rows `rowsWhere` selects from `table` (a WHERE on the
+ * resource table whose parameters start at $1), as `operation`. Call before the rows change.
+ */
+export async function closeVersions(
+  client: pg.ClientBase,
+  qualified: { table: string; history: string },
+  table: string,
+  rowsWhere: { sql: string; parameters: readonly unknown[] },
+  change: { at: string; operation: AuditOperation; runId: number; audit: boolean },
+): Promise<void> {
+  const selected = `SELECT "id" FROM ${qualified.table} ${rowsWhere.sql}`;
+  const next = rowsWhere.parameters.length + 1;
+  if (!change.audit) {
+    await client.query(
+      `UPDATE ${qualified.history} SET "_valid_to" = $${next}::timestamptz
+       WHERE "_valid_to" IS NULL AND "id" IN (${selected})`,
+      [...rowsWhere.parameters, change.at],
+    );
+    return;
+  }
+  let after = String(-(2n ** 63n));
+  for (;;) {
+    const closed = await client.query<{ id: string; hash: string }>(
+      `WITH closing AS (
+         SELECT "_version_id" FROM ${qualified.history}
+         WHERE "_valid_to" IS NULL AND "id" IN (${selected}) AND "id" > $${next + 1}::bigint
+         ORDER BY "id" LIMIT ${CLOSE_BATCH})
+       UPDATE ${qualified.history} AS h SET "_valid_to" = $${next}::timestamptz
+       FROM closing WHERE h."_version_id" = closing."_version_id"
+       RETURNING h."id"::text AS id, h."_content_hash" AS hash`,
+      [...rowsWhere.parameters, change.at, after],
+    );
+    if (closed.rows.length === 0) return;
+    const rows = closed.rows.sort((left, right) => {
+      const difference = BigInt(left.id) - BigInt(right.id);
+      return difference < 0n ? -1 : difference > 0n ? 1 : 0;
+    });
+    await appendEntries(
+      clientRun(client),
+      'postgres',
+      rows.map((row): PendingEntry => ({
+        runId: change.runId,
+        table,
+        rowId: row.id,
+        operation: change.operation,
+        at: change.at,
+        digest: row.hash,
+      })),
+    );
+    after = rows[rows.length - 1]!.id;
+  }
+}

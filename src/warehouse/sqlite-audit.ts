@@ -1,0 +1,105 @@
+/**
+ * The audit chain on SQLite: appending entries with prepared statements inside the caller's
+ * write transaction (the page writer on the writer thread, and the warehouse's own connection).
+ * SQLite lets one connection write at a time, so the head read inside a write transaction is the
+ * head: nothing can append between the read and the commit.
+ */
+import Database from 'better-sqlite3';
+import type { AuditSnapshot, PendingEntry } from '../interfaces.js';
+import {
+  ENTRY_COLUMNS,
+  HEAD_UPDATE_SQL,
+  entryValues,
+  headSelectSql,
+  linkEntries,
+  toHead,
+} from './audit-chain.js';
+import { SqlAuditSnapshot } from './audit-snapshot.js';
+import { quoteIdentifier as q } from './identifiers.js';
+import { decodeValue } from './sqlite-values.js';
+
+/** Entries per multi-row INSERT (9 parameters each). */
+const ENTRIES_PER_INSERT = 64;
+
+export class SqliteChainWriter {
+  private statements?: {
+    head: Database.Statement;
+    moveHead: Database.Statement;
+    insertOne: Database.Statement;
+    insertBatch: Database.Statement;
+  };
+
+  constructor(private readonly db: Database.Database) {}
+
+  /** Links and inserts entries after the head, in the caller's write transaction. */
+  append(pending: readonly PendingEntry[]): void {
+    if (pending.length === 0) return;
+    const statements = this.prepared();
+    const { entries, head } = linkEntries(
+      toHead(statements.head.get() as { seq: unknown; hash: unknown } | undefined),
+      pending,
+    );
+    let next = 0;
+    for (; next + ENTRIES_PER_INSERT <= entries.length; next += ENTRIES_PER_INSERT) {
+      statements.insertBatch.run(
+        entries.slice(next, next + ENTRIES_PER_INSERT).flatMap(entryValues),
+      );
+    }
+    for (; next < entries.length; next++) statements.insertOne.run(entryValues(entries[next]!));
+    statements.moveHead.run(head.seq, head.hash);
+  }
+
+  /** Prepared on first use: the tables exist only after migrate(). */
+  private prepared() {
+    const insert = (count: number) =>
+      this.db.prepare(
+        `INSERT INTO _ocs_audit (${ENTRY_COLUMNS}) VALUES ${Array.from(
+          { length: count },
+          () => '(?, ?, ?, ?, ?, ?, ?, ?, ?)',
+        ).join(', ')}`,
+      );
+    this.statements ??= {
+      head: this.db.prepare(headSelectSql('sqlite')),
+      moveHead: this.db.prepare(HEAD_UPDATE_SQL),
+      insertOne: insert(1),
+      insertBatch: insert(ENTRIES_PER_INSERT),
+    };
+    return this.statements;
+  }
+}
+
+/**
+ * A read-only connection of its own in one read transaction (WAL keeps its view while syncs
+ * commit); `:memory:` has no second connection and reads through the warehouse's own.
+ */
+export function openSqliteSnapshot(path: string, own: Database.Database): AuditSnapshot {
+  const db =
+    path === ':memory:' ? own : new Database(path, { readonly: true, fileMustExist: true });
+  if (db !== own) db.pragma('busy_timeout = 10000');
+  db.exec('BEGIN');
+  const all = async (sql: string, parameters: readonly unknown[] = []) =>
+    db
+      .prepare(sql)
+      .safeIntegers(true)
+      .all(...(parameters as unknown[])) as Array<Record<string, unknown>>;
+  return new SqlAuditSnapshot({
+    name: 'sqlite',
+    all,
+    readExpression: (column) => q(column),
+    decode: decodeValue,
+    fixedTime: (column) => column,
+    existingTables: async () =>
+      new Set(
+        (await all("SELECT name FROM sqlite_master WHERE type = 'table'")).map((row) =>
+          String(row.name),
+        ),
+      ),
+    physicalColumns: async (table) =>
+      new Set((await all(`PRAGMA table_info(${q(table)})`)).map((row) => String(row.name))),
+    close: async () => {
+      if (!db.open) return;
+      db.exec('COMMIT');
+      if (db !== own) db.close();
+    },
+  });
+}

@@ -1,0 +1,124 @@
+/**
+ * Where every SQLite history version is written: versions opened by a page (created, changed)
+ * and versions closed by a full refresh (deleted, removed). With audit on, each one is chained
+ * here (sqlite-audit.ts), in the caller's transaction, so no caller can write a version the chain
+ * does not hold. Runs on the writer thread (pages) and on the warehouse's connection (closes).
+ */
+import type Database from 'better-sqlite3';
+import type { AuditOperation, PendingEntry } from '../interfaces.js';
+import { planHistoryVersions } from './history.js';
+import { quoteIdentifier as q } from './identifiers.js';
+import { SqliteChainWriter } from './sqlite-audit.js';
+import type { SqliteValue } from './sqlite-values.js';
+import { toJsonText } from './values.js';
+
+export interface HistoryStatements {
+  openHashes: Database.Statement;
+  close: Database.Statement;
+  insert: Database.Statement;
+}
+
+/** What opening versions needs of a page (sqlite-page-writes.ts's EncodedPage). */
+export interface VersionedPage {
+  runId: number;
+  resource: string;
+  /** Each row's id, then its values in column order. */
+  rows: SqliteValue[][];
+  /** Each row's content hash. */
+  hashes: string[];
+  syncedAt: string;
+  /** Chain each version written. */
+  audit?: boolean;
+}
+
+/** Rows closed per statement when each closed version is chained. */
+const CLOSE_BATCH = 5000;
+
+export class SqliteHistoryWriter {
+  private readonly chain: SqliteChainWriter;
+
+  constructor(private readonly db: Database.Database) {
+    this.chain = new SqliteChainWriter(db);
+  }
+
+  /** A version for each row whose content differs from its open one; returns how many. */
+  open(statements: HistoryStatements, page: VersionedPage): number {
+    const { hashes } = page;
+    const keys = page.rows.map((values) => String(values[0]));
+    // One query for every open version of the page's ids.
+    const open = statements.openHashes.all(
+      toJsonText(page.rows.map((values) => values[0])),
+    ) as Array<{ id: bigint; hash: string }>;
+    const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
+    const plan = planHistoryVersions(keys, hashes, openHashes);
+    for (const version of plan) {
+      const values = page.rows[version.index]!;
+      if (version.closeOpen) statements.close.run(page.syncedAt, values[0]);
+      statements.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
+    }
+    if (page.audit) {
+      this.chain.append(
+        plan.map((version) => ({
+          runId: page.runId,
+          table: page.resource,
+          rowId: keys[version.index]!,
+          operation: version.closeOpen ? 'change' : 'create',
+          at: page.syncedAt,
+          digest: hashes[version.index]!,
+        })),
+      );
+    }
+    return plan.length;
+  }
+
+  /**
+   * Closes at `at` the open versions of the rows of `table` that `rowsWhere` selects (a WHERE on
+   * the resource table, with its parameters), as `operation`. Call before the rows change.
+   */
+  close(
+    table: string,
+    historyTable: string,
+    rowsWhere: { sql: string; parameters: readonly SqliteValue[] },
+    change: { at: string; operation: AuditOperation; runId: number; audit: boolean },
+  ): void {
+    const selected = `SELECT "id" FROM ${q(table)} ${rowsWhere.sql}`;
+    if (!change.audit) {
+      this.db
+        .prepare(
+          `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "_valid_to" IS NULL AND "id" IN (${selected})`,
+        )
+        .run(change.at, ...rowsWhere.parameters);
+      return;
+    }
+    const next = this.db
+      .prepare(
+        `SELECT "_version_id" AS version, "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
+         WHERE "_valid_to" IS NULL AND "id" IN (${selected}) AND "id" > ? ORDER BY "id" LIMIT ${CLOSE_BATCH}`,
+      )
+      .safeIntegers(true);
+    const closeVersions = this.db.prepare(
+      `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "_version_id" IN (SELECT value FROM json_each(?))`,
+    );
+    let after: bigint = -(2n ** 63n);
+    for (;;) {
+      const batch = next.all(...rowsWhere.parameters, after) as Array<{
+        version: bigint;
+        id: bigint;
+        hash: string;
+      }>;
+      if (batch.length === 0) return;
+      closeVersions.run(change.at, toJsonText(batch.map((row) => row.version)));
+      this.chain.append(
+        batch.map((row): PendingEntry => ({
+          runId: change.runId,
+          table,
+          rowId: row.id.toString(),
+          operation: change.operation,
+          at: change.at,
+          digest: row.hash,
+        })),
+      );
+      after = batch[batch.length - 1]!.id;
+    }
+  }
+}

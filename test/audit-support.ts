@@ -1,0 +1,104 @@
+/**
+ * Plumbing for the audit archive's tests: a signing key made by `keygen --signing`, the audit
+ * environment, and tampering with the warehouse as a person with write access would, through the
+ * `sqlite3` shell or `psql` (never through ocs-sync).
+ */
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
+import { expect } from 'vitest';
+import { runCli, type CliResult, type TestWarehouse } from './support.js';
+
+export interface AuditKeys {
+  privateKeyFile: string;
+  publicKeyFile: string;
+  checkpointFile: string;
+}
+
+/** `ocs-sync keygen --signing --out DIR`, and the checkpoint file's place beside it. */
+export async function makeAuditKeys(directory: string): Promise<AuditKeys> {
+  const made = await runCli(['keygen', '--signing', '--out', directory], {});
+  expect(made.stderr).toBe('');
+  expect(made.code).toBe(0);
+  return {
+    privateKeyFile: join(directory, 'ocs-audit-signing.key'),
+    publicKeyFile: join(directory, 'ocs-audit-signing.pub'),
+    checkpointFile: join(directory, 'checkpoints.jsonl'),
+  };
+}
+
+export function auditEnv(keys: AuditKeys): Record<string, string> {
+  return {
+    OCS_AUDIT: 'true',
+    OCS_AUDIT_SIGNING_KEY_FILE: keys.privateKeyFile,
+    OCS_AUDIT_CHECKPOINT_FILE: keys.checkpointFile,
+  };
+}
+
+/**
+ * Runs SQL against the warehouse with the database's own shell, as someone with write access
+ * would: `sqlite3 FILE` or `psql URL` (search_path set to the test's schema). Returns its output.
+ */
+export function tamper(warehouse: TestWarehouse, sql: string): string {
+  if (warehouse.dialect === 'sqlite') {
+    return execFileSync('sqlite3', ['-bail', warehouse.env.OCS_WAREHOUSE_URL!], {
+      input: sql,
+      encoding: 'utf8',
+    });
+  }
+  return execFileSync(
+    'psql',
+    [
+      warehouse.env.OCS_WAREHOUSE_URL!,
+      '-X',
+      '-q',
+      '-A',
+      '-t',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-c',
+      `SET search_path TO "${warehouse.env.OCS_WAREHOUSE_SCHEMA}"`,
+      '-f',
+      '-',
+    ],
+    { input: sql, encoding: 'utf8' },
+  );
+}
+
+/** `audit verify --json` with the public key and the checkpoint file; the parsed report. */
+export async function verifyJson(
+  env: Record<string, string>,
+  keys: AuditKeys,
+  extra: string[] = ['--public-key', keys.publicKeyFile, '--checkpoints', keys.checkpointFile],
+): Promise<{ result: CliResult; report: VerifyJson }> {
+  const result = await runCli(['audit', 'verify', '--json', ...extra], env);
+  let report: VerifyJson;
+  try {
+    report = JSON.parse(result.stdout) as VerifyJson;
+  } catch {
+    throw new Error(`audit verify printed no JSON (exit ${result.code}): ${result.stderr}`);
+  }
+  return { result, report };
+}
+
+export interface ProblemJson {
+  kind: string;
+  table: string | null;
+  row_id: string | null;
+  version: number | null;
+  version_id: string | null;
+  seq: number | null;
+  detail: string;
+}
+
+export interface VerifyJson {
+  intact: boolean;
+  entries: number;
+  versions: number;
+  live_rows: number;
+  records: number;
+  head: { seq: number; hash: string };
+  checkpoints: { stored: number; checked: number; signatures_checked: boolean };
+  problem_count: number;
+  first: ProblemJson | null;
+  problems: ProblemJson[];
+}
