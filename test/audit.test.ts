@@ -82,4 +82,232 @@ describe.each(testDialects)('audit archive (%s)', (dialect) => {
     ).trim();
     expect(Number(deletions)).toBe(2);
   });
+
+  /** A row of chat_messages with two versions (edited once), and its versions' ids. */
+  const editedMessage = () => {
+    const id = tamper(
+      warehouse,
+      'SELECT id FROM chat_messages__history GROUP BY id HAVING count(*) > 1 ORDER BY id LIMIT 1;',
+    ).trim();
+    const versions = tamper(
+      warehouse,
+      `SELECT _version_id FROM chat_messages__history WHERE id = ${id} ORDER BY _version_id;`,
+    )
+      .trim()
+      .split('\n');
+    return { id, first: versions[0]!, second: versions[1]! };
+  };
+  const deletedMessage = () =>
+    tamper(warehouse, 'SELECT min(id) FROM chat_messages WHERE _deleted_at IS NOT NULL;').trim();
+  const liveMessage = () =>
+    tamper(warehouse, 'SELECT min(id) FROM chat_messages WHERE _deleted_at IS NULL;').trim();
+  const checkpointSeq = (index: number) =>
+    tamper(
+      warehouse,
+      `SELECT seq FROM _ocs_audit_checkpoints ORDER BY id LIMIT 1 OFFSET ${index};`,
+    ).trim();
+
+  /** Each change, made with the database's own shell, and what verify must name first. */
+  const changes: Array<{
+    what: string;
+    sql: () => string;
+    kind: string;
+    table?: string;
+    row?: () => string;
+    version?: number;
+  }> = [
+    {
+      what: 'a value edited in a history version',
+      sql: () =>
+        `UPDATE chat_messages__history SET content = 'edited behind its back' WHERE _version_id = ${editedMessage().first};`,
+      kind: 'value_edited',
+      table: 'chat_messages',
+      row: () => editedMessage().id,
+      version: 1,
+    },
+    {
+      what: "a version's _content_hash edited",
+      sql: () =>
+        `UPDATE chat_messages__history SET _content_hash = '${'1'.repeat(64)}' WHERE _version_id = ${editedMessage().second};`,
+      kind: 'value_edited',
+      table: 'chat_messages',
+      version: 2,
+    },
+    {
+      what: 'a version deleted',
+      sql: () => `DELETE FROM chat_messages__history WHERE _version_id = ${editedMessage().first};`,
+      kind: 'version_deleted',
+      table: 'chat_messages',
+      version: 1,
+    },
+    {
+      what: 'a version inserted',
+      sql: () => {
+        const { first } = editedMessage();
+        return (
+          'INSERT INTO chat_messages__history (id, message_type, content, _valid_from, _valid_to, _content_hash, _run_id) ' +
+          `SELECT id, message_type, 'forged', _valid_from, _valid_from, _content_hash, _run_id FROM chat_messages__history WHERE _version_id = ${first};`
+        );
+      },
+      kind: 'version_inserted',
+      table: 'chat_messages',
+      version: 3,
+    },
+    {
+      what: 'versions reordered',
+      sql: () => {
+        const { first, second } = editedMessage();
+        return [
+          `UPDATE chat_messages__history SET _version_id = -1 WHERE _version_id = ${first};`,
+          `UPDATE chat_messages__history SET _version_id = ${first} WHERE _version_id = ${second};`,
+          `UPDATE chat_messages__history SET _version_id = ${second} WHERE _version_id = -1;`,
+        ].join('\n');
+      },
+      kind: 'version_reordered',
+      table: 'chat_messages',
+      version: 1,
+    },
+    {
+      what: '_valid_from edited',
+      sql: () =>
+        `UPDATE chat_messages__history SET _valid_from = '2020-01-01T00:00:00.000000Z' WHERE _version_id = ${editedMessage().second};`,
+      kind: 'valid_time_edited',
+      table: 'chat_messages',
+      version: 2,
+    },
+    {
+      what: '_valid_to edited',
+      sql: () =>
+        `UPDATE chat_messages__history SET _valid_to = NULL WHERE _version_id = ${editedMessage().first};`,
+      kind: 'valid_time_edited',
+      table: 'chat_messages',
+      version: 1,
+    },
+    {
+      what: 'a live row edited',
+      sql: () => `UPDATE chat_messages SET content = 'edited' WHERE id = ${liveMessage()};`,
+      kind: 'row_edited',
+      table: 'chat_messages',
+      row: liveMessage,
+    },
+    {
+      what: 'a live row deleted',
+      sql: () => `DELETE FROM chat_messages WHERE id = ${liveMessage()};`,
+      kind: 'row_deleted',
+      table: 'chat_messages',
+    },
+    {
+      what: '_deleted_at set by hand',
+      sql: () =>
+        `UPDATE chat_messages SET _deleted_at = '2026-01-01T00:00:00.000000Z' WHERE id = ${liveMessage()};`,
+      kind: 'deleted_at_edited',
+      table: 'chat_messages',
+    },
+    {
+      what: '_deleted_at cleared by hand',
+      sql: () => `UPDATE chat_messages SET _deleted_at = NULL WHERE id = ${deletedMessage()};`,
+      kind: 'deleted_at_edited',
+      table: 'chat_messages',
+      row: deletedMessage,
+    },
+    {
+      what: 'a row inserted that no version explains',
+      sql: () =>
+        "INSERT INTO chats (id, name, _synced_at) VALUES (999999, 'forged', '2026-01-01T00:00:00.000000Z');",
+      kind: 'row_inserted',
+      table: 'chats',
+      row: () => '999999',
+    },
+    {
+      what: 'a history table dropped',
+      sql: () => 'DROP TABLE participants__history;',
+      kind: 'table_dropped',
+      table: 'participants',
+    },
+    {
+      what: 'audit entries cut after checkpoint 2, the head row moved to match and checkpoint 3 deleted',
+      sql: () => {
+        const seq = checkpointSeq(1);
+        return [
+          `DELETE FROM _ocs_audit WHERE seq > ${seq};`,
+          `UPDATE _ocs_audit_head SET seq = ${seq}, hash = (SELECT hash FROM _ocs_audit WHERE seq = ${seq});`,
+          `DELETE FROM _ocs_audit_checkpoints WHERE seq > ${seq};`,
+        ].join('\n');
+      },
+      kind: 'entries_cut',
+    },
+    {
+      what: "an entry's digest edited",
+      sql: () => `UPDATE _ocs_audit SET digest = '${'2'.repeat(64)}' WHERE seq = 10;`,
+      kind: 'entry_edited',
+    },
+    {
+      what: "an entry's hash edited",
+      sql: () => 'UPDATE _ocs_audit SET hash = digest WHERE seq = 12;',
+      kind: 'entry_edited',
+    },
+    {
+      what: 'an entry deleted',
+      sql: () => 'DELETE FROM _ocs_audit WHERE seq = 20;',
+      kind: 'entries_deleted',
+    },
+    {
+      what: 'a checkpoint edited (no longer signed by the key)',
+      sql: () =>
+        `UPDATE _ocs_audit_checkpoints SET counts = '{"create":1}' WHERE seq = ${checkpointSeq(0)};`,
+      kind: 'checkpoint_unsigned',
+    },
+    {
+      what: 'a checkpoint deleted from the warehouse',
+      sql: () => `DELETE FROM _ocs_audit_checkpoints WHERE seq = ${checkpointSeq(1)};`,
+      kind: 'checkpoint_deleted',
+    },
+    {
+      what: 'a run record edited',
+      sql: () => 'UPDATE _ocs_runs SET "rows" = 999999 WHERE id = 2;',
+      kind: 'record_edited',
+      table: '_ocs_runs',
+      row: () => '2',
+    },
+    {
+      what: 'a run record deleted',
+      sql: () => 'DELETE FROM _ocs_runs WHERE id = 1;',
+      kind: 'record_deleted',
+      table: '_ocs_runs',
+      row: () => '1',
+    },
+    {
+      what: "a resource run's record edited",
+      sql: () =>
+        'UPDATE _ocs_resource_runs SET "rows" = "rows" + 1 WHERE id = (SELECT max(id) FROM _ocs_resource_runs);',
+      kind: 'record_edited',
+      table: '_ocs_resource_runs',
+    },
+    {
+      what: 'a file-ledger record edited',
+      sql: () =>
+        `UPDATE _ocs_files SET sha256 = '${'3'.repeat(64)}' WHERE file_id = (SELECT min(file_id) FROM _ocs_files WHERE status = 'ok');`,
+      kind: 'record_edited',
+      table: '_ocs_files',
+    },
+    {
+      what: 'a file-ledger record deleted',
+      sql: () => 'DELETE FROM _ocs_files WHERE file_id = (SELECT max(file_id) FROM _ocs_files);',
+      kind: 'record_deleted',
+      table: '_ocs_files',
+    },
+  ];
+
+  it.each(changes)('names $what ($kind), exit 3', async (change) => {
+    await buildArchive();
+    const row = change.row?.();
+    tamper(warehouse, change.sql());
+    const { result, report } = await verifyJson(env, keys);
+    expect(result.code, result.stderr).toBe(3);
+    expect(report.intact).toBe(false);
+    expect(report.first?.kind, JSON.stringify(report.problems.slice(0, 3))).toBe(change.kind);
+    if (change.table) expect(report.first?.table).toBe(change.table);
+    if (row) expect(report.first?.row_id).toBe(row);
+    if (change.version) expect(report.first?.version).toBe(change.version);
+  });
 });

@@ -156,6 +156,8 @@ function smallest(keys: Array<string | undefined>): bigint | undefined {
 
 class Findings {
   readonly list: Problem[] = [];
+  /** Breaks of the chain or its checkpoints themselves: the first links to name. */
+  readonly chainBreaks = new Set<Problem>();
   count = 0;
 
   constructor(private readonly limit: number) {}
@@ -163,6 +165,11 @@ class Findings {
   add(problem: Problem): void {
     this.count += 1;
     if (this.list.length < this.limit) this.list.push(problem);
+  }
+
+  addChainBreak(problem: Problem): void {
+    this.add(problem);
+    this.chainBreaks.add(problem);
   }
 }
 
@@ -196,8 +203,11 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
     counts.records += await verifyRecords(snapshot, table, batchSize, findings);
   }
 
+  // The chain's own breaks come first (what follows from them is their consequence), then the
+  // rest; each in sequence order.
+  const rank = (problem: Problem) => (findings.chainBreaks.has(problem) ? 0 : 1);
   const problems = [...findings.list].sort(
-    (left, right) => (left.seq ?? Infinity) - (right.seq ?? Infinity),
+    (left, right) => rank(left) - rank(right) || (left.seq ?? Infinity) - (right.seq ?? Infinity),
   );
   return {
     intact: findings.count === 0,
@@ -248,7 +258,7 @@ function checkCheckpoints(
 ): SignedCheckpoint[] {
   const file = options.checkpointFile;
   for (const unreadable of file?.unreadable ?? []) {
-    findings.add({
+    findings.addChainBreak({
       kind: 'checkpoint_edited',
       detail: `line ${unreadable.line} of the checkpoint file ${file!.path} is ${unreadable.reason}`,
     });
@@ -257,7 +267,7 @@ function checkCheckpoints(
   const judge = (checkpoint: SignedCheckpoint, where: string) => {
     const key = options.publicKey ?? checkpoint.key;
     if (options.publicKey !== undefined && checkpoint.key !== options.publicKey) {
-      findings.add({
+      findings.addChainBreak({
         kind: 'checkpoint_unsigned',
         seq: checkpoint.seq,
         detail: `${describeCheckpoint(checkpoint)} in ${where} names another key (${keyId(checkpoint.key)}), not ${keyId(options.publicKey)}`,
@@ -265,7 +275,7 @@ function checkCheckpoints(
       return;
     }
     if (!hasValidSignature(checkpoint, key)) {
-      findings.add({
+      findings.addChainBreak({
         kind: options.publicKey === undefined ? 'checkpoint_edited' : 'checkpoint_unsigned',
         seq: checkpoint.seq,
         detail: `${describeCheckpoint(checkpoint)} in ${where} is not signed by key ${keyId(key)}: its signature does not match what it says`,
@@ -282,13 +292,13 @@ function checkCheckpoints(
         (candidate) => candidate.seq === checkpoint.seq && candidate.run === checkpoint.run,
       );
       if (!twin) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'checkpoint_deleted',
           seq: checkpoint.seq,
           detail: `${describeCheckpoint(checkpoint)} in the checkpoint file is missing from _ocs_audit_checkpoints`,
         });
       } else if (!sameCheckpoint(twin, checkpoint)) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'checkpoint_edited',
           seq: checkpoint.seq,
           detail: `${describeCheckpoint(checkpoint)} in _ocs_audit_checkpoints differs from the one in the checkpoint file`,
@@ -326,7 +336,7 @@ async function walkChain(
     for (const entry of batch) {
       entries += 1;
       if (entry.seq !== expected) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'entries_deleted',
           seq: entry.seq,
           table: entry.table,
@@ -334,7 +344,7 @@ async function walkChain(
           detail: `chain entries ${expected}${entry.seq - 1 > expected ? `..${entry.seq - 1}` : ''} are missing: entry ${entry.seq} follows entry ${expected - 1}`,
         });
       } else if (entry.prevHash !== previous) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'entry_edited',
           seq: entry.seq,
           table: entry.table,
@@ -343,7 +353,7 @@ async function walkChain(
         });
       }
       if (entryHash(entry) !== entry.hash) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'entry_edited',
           seq: entry.seq,
           table: entry.table,
@@ -352,7 +362,7 @@ async function walkChain(
         });
       }
       if (!operationRule(entry.operation)) {
-        findings.add({
+        findings.addChainBreak({
           kind: 'entry_edited',
           seq: entry.seq,
           table: entry.table,
@@ -364,7 +374,7 @@ async function walkChain(
       if (countsAt.has(entry.seq)) countsAt.set(entry.seq, new Map(counts));
       for (const checkpoint of bySeq.get(entry.seq) ?? []) {
         if (checkpoint.head !== entry.hash) {
-          findings.add({
+          findings.addChainBreak({
             kind: 'chain_rewritten',
             seq: entry.seq,
             table: entry.table,
@@ -384,7 +394,7 @@ async function walkChain(
   const last = expected - 1;
   const head = await snapshot.head();
   if (head.seq !== last || head.hash !== previous) {
-    findings.add({
+    findings.addChainBreak({
       kind: head.seq > last ? 'entries_cut' : 'entry_edited',
       seq: last,
       detail:
@@ -395,7 +405,7 @@ async function walkChain(
   }
   for (const checkpoint of trusted) {
     if (checkpoint.seq > last) {
-      findings.add({
+      findings.addChainBreak({
         kind: 'entries_cut',
         seq: last,
         detail: `entries cut after ${describeCheckpoint(checkpoint)}: the chain ends at ${last}, before that signed head`,
@@ -412,7 +422,7 @@ async function walkChain(
         (checkpoint.counts[operation] ?? 0),
     );
     if (differs) {
-      findings.add({
+      findings.addChainBreak({
         kind: 'chain_rewritten',
         seq: checkpoint.seq,
         detail: `the entries between ${checkpoint.previous_seq} and ${checkpoint.seq} do not add up to the counts signed in ${describeCheckpoint(checkpoint)}`,
@@ -623,8 +633,8 @@ function compareVersions(
     const index = firstUnmatched(storedKeys, expectedKeys);
     add({
       kind: 'version_inserted',
-      ...at(index),
-      seq: expected[index]?.seq ?? expected[expected.length - 1]?.seq,
+      version: index + 1,
+      versionId: versions[index]!.versionId,
       detail: `version ${index + 1} (_version_id ${versions[index]!.versionId}) is not in the chain: ${versions.length} versions stored, ${expected.length} chained`,
     });
     return;
