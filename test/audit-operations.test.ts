@@ -1,0 +1,349 @@
+/**
+ * Operating the audit archive through the CLI, on every dialect: checkpoints at the end of every
+ * run (warehouse, file, `audit checkpoints`, `status`), keys, what audit refuses, turning it on,
+ * the `history` rule, a chain rebuilt without the key, sealed values that the server seals afresh,
+ * schema changes that leave old digests alone.
+ */
+import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import nacl from 'tweetnacl';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import type { SignedCheckpoint } from '../src/interfaces.js';
+import { checkpointText, entryHash } from '../src/warehouse/audit-chain.js';
+import { canonicalJson, rowContentHasher } from '../src/warehouse/canonical.js';
+import { openWarehouse } from '../src/warehouse/open.js';
+import {
+  createTestWarehouse,
+  runCli,
+  syncEnv,
+  teamKeys,
+  temporaryDirectory,
+  testDialects,
+  type TestWarehouse,
+} from './support.js';
+import { auditEnv, makeAuditKeys, tamper, verifyJson, type AuditKeys } from './audit-support.js';
+
+const RESOURCES = 'llm_providers,files,participants,chats,chat_messages';
+
+describe('keygen --signing', () => {
+  it('writes an Ed25519 key pair, the private key mode 0600, and never overwrites', async () => {
+    const directory = temporaryDirectory();
+    try {
+      const made = await runCli(['keygen', '--signing', '--out', directory.path], {});
+      expect(made.code).toBe(0);
+      const privateKey = join(directory.path, 'ocs-audit-signing.key');
+      const publicKey = join(directory.path, 'ocs-audit-signing.pub');
+      expect(statSync(privateKey).mode & 0o777).toBe(0o600);
+      const seed = Buffer.from(readFileSync(privateKey, 'utf8').trim(), 'base64');
+      const pub = readFileSync(publicKey, 'utf8').trim();
+      expect(Buffer.from(nacl.sign.keyPair.fromSeed(seed).publicKey).toString('base64')).toBe(pub);
+      // The private key is never printed; the public key's file is named.
+      expect(made.stdout).not.toContain(seed.toString('base64'));
+      expect(made.stdout).toContain(publicKey);
+      const again = await runCli(['keygen', '--signing', '--out', directory.path], {});
+      expect(again.code).toBe(1);
+      expect(again.stderr).toMatch(/Refusing to overwrite .*ocs-audit-signing/);
+      const both = await runCli(['keygen', '--signing', '--archive', '--out', directory.path], {});
+      expect(both.code).toBe(2);
+    } finally {
+      directory.remove();
+    }
+  });
+});
+
+describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
+  let server: FakeServer;
+  let dataset: FakeDataset;
+  let warehouse: TestWarehouse;
+  let directory: ReturnType<typeof temporaryDirectory>;
+  let keys: AuditKeys;
+  let env: Record<string, string>;
+
+  beforeEach(async () => {
+    dataset = createSampleDataset({ rowsPerResource: 10, seed: 5 });
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    warehouse = await createTestWarehouse(dialect);
+    directory = temporaryDirectory();
+    keys = await makeAuditKeys(directory.path);
+    env = {
+      ...syncEnv(server.url, warehouse.env),
+      ...auditEnv(keys),
+      OCS_RESOURCES: RESOURCES,
+      OCS_PAGE_SIZE: '4',
+    };
+  });
+  afterEach(async () => {
+    await server.close();
+    await warehouse.dispose();
+    directory.remove();
+  });
+
+  const sync = async (extra: Record<string, string> = {}, ...args: string[]) => {
+    const result = await runCli(['sync', ...args], { ...env, ...extra });
+    expect(result.stderr).toBe('');
+    expect(result.code).toBe(0);
+    return result;
+  };
+  const verify = async () => {
+    const { result, report } = await verifyJson(env, keys);
+    expect(report.problems).toEqual([]);
+    expect(result.code).toBe(0);
+    return report;
+  };
+
+  it('every run ends with a signed checkpoint in the warehouse and in the file (0600); audit checkpoints and status show them', async () => {
+    const first = await sync();
+    expect(first.stdout).toMatch(
+      /Audit: checkpoint of run 1 at entry \d+ .* signed, 1 line\(s\) appended/,
+    );
+    dataset.edit('chats', dataset.ids('chats').slice(0, 2));
+    await sync();
+    expect(statSync(keys.checkpointFile).mode & 0o777).toBe(0o600);
+    const lines = readFileSync(keys.checkpointFile, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(2);
+    const fromFile = lines.map((line) => JSON.parse(line) as SignedCheckpoint);
+    expect(fromFile.map((checkpoint) => checkpoint.run)).toEqual([1, 2]);
+    expect(fromFile[1]!.previous_seq).toBe(fromFile[0]!.seq);
+    // Signed by the key keygen wrote, over the canonical JSON of the rest.
+    const publicKey = readFileSync(keys.publicKeyFile, 'utf8').trim();
+    for (const checkpoint of fromFile) {
+      expect(checkpoint.key).toBe(publicKey);
+      expect(
+        nacl.sign.detached.verify(
+          Buffer.from(checkpointText(checkpoint)),
+          Buffer.from(checkpoint.signature, 'base64'),
+          Buffer.from(publicKey, 'base64'),
+        ),
+      ).toBe(true);
+      expect(canonicalJson(checkpoint)).toBe(lines[fromFile.indexOf(checkpoint)]);
+    }
+    const listed = await runCli(['audit', 'checkpoints', '--json'], env);
+    expect(listed.code).toBe(0);
+    expect(JSON.parse(listed.stdout)).toEqual(fromFile);
+    const table = await runCli(['audit', 'checkpoints'], env);
+    expect(table.stdout).toMatch(/^run\s+entry\s+head/m);
+    // The private key never reaches the warehouse or the output.
+    const seed = readFileSync(keys.privateKeyFile, 'utf8').trim();
+    const dump = tamper(
+      warehouse,
+      'SELECT * FROM _ocs_audit_checkpoints; SELECT * FROM _ocs_state;',
+    );
+    expect(dump).not.toContain(seed);
+    expect(first.stdout + first.logs).not.toContain(seed);
+
+    let status = await runCli(['status'], env);
+    expect(status.stdout).toMatch(
+      /Audit: +on \(\d+ entries\); last checkpoint: run 2 at entry \d+/,
+    );
+    expect(status.stdout).toContain('never verified');
+    await verify();
+    status = await runCli(['status', '--json'], env);
+    const audit = (JSON.parse(status.stdout) as { audit: Record<string, unknown> }).audit;
+    expect(audit.enabled).toBe(true);
+    expect((audit.last_checkpoint as { run: number }).run).toBe(2);
+    expect((audit.last_verify as { intact: boolean }).intact).toBe(true);
+
+    tamper(warehouse, "UPDATE chats SET name = 'renamed' WHERE id = (SELECT min(id) FROM chats);");
+    const broken = await runCli(
+      ['audit', 'verify', '--public-key', keys.publicKeyFile, '--checkpoints', keys.checkpointFile],
+      env,
+    );
+    expect(broken.code).toBe(3);
+    expect(broken.stdout).toMatch(
+      /^Audit chain BROKEN: 1 problem\(s\).*\nFirst broken link: chats, row \d+, entry \d+: a live row edited \(row_edited\): the values of row \d+ in chats differ from its last version/,
+    );
+    status = await runCli(['status'], env);
+    expect(status.stdout).toMatch(/last verify: BROKEN \(1 problem\(s\); first: chats, row/);
+  });
+
+  it('a kept checkpoint file gets the lines a run could not append, and a checkpoint that cannot be written makes the run exit 3', async () => {
+    await sync();
+    writeFileSync(keys.checkpointFile, '');
+    const second = await sync();
+    expect(second.stdout).toContain('2 line(s) appended');
+    expect(readFileSync(keys.checkpointFile, 'utf8').trim().split('\n')).toHaveLength(2);
+    const failing = await runCli(['sync'], {
+      ...env,
+      OCS_AUDIT_CHECKPOINT_FILE: join(directory.path, 'no-such-folder', 'checkpoints.jsonl'),
+    });
+    expect(failing.code).toBe(3);
+    expect(failing.stdout).toMatch(
+      /Audit: the checkpoint was not written: The checkpoint file .* cannot be found/,
+    );
+    await verify();
+  });
+
+  it('a reset is chained; reset --drop-table and dropping a stored field are refused while audit is on', async () => {
+    await sync();
+    const reset = await runCli(['reset', 'chats', '--yes'], env);
+    expect(reset.code).toBe(0);
+    await verify();
+    const drop = await runCli(['reset', 'chats', '--drop-table', '--yes'], env);
+    expect(drop.code).toBe(1);
+    expect(drop.stderr).toMatch(
+      /Dropping the table chats is refused: this warehouse keeps an audit chain/,
+    );
+    const excluded = await runCli(['sync'], { ...env, OCS_EXCLUDE_FIELDS: 'chats.name' });
+    expect(excluded.code).toBe(3);
+    expect(excluded.stdout).toMatch(/Dropping chats.name \(exclude_fields\) is refused/);
+    await verify();
+    tamper(
+      warehouse,
+      "UPDATE _ocs_resource_runs SET error = 'nothing happened' WHERE run_id = (SELECT max(run_id) FROM _ocs_resource_runs WHERE resource = 'chats' AND error LIKE 'cursor%');",
+    );
+    const { result, report } = await verifyJson(env, keys);
+    expect(result.code).toBe(3);
+    expect(report.first).toMatchObject({ kind: 'record_edited', table: '_ocs_resource_runs' });
+  });
+
+  it('audit starts with a warehouse, never on one that holds data; once on, it stays on', async () => {
+    const { OCS_AUDIT: _on, ...withoutAudit } = env;
+    const plain = {
+      ...withoutAudit,
+      OCS_AUDIT_SIGNING_KEY_FILE: '',
+      OCS_AUDIT_CHECKPOINT_FILE: '',
+    };
+    delete (plain as Record<string, string | undefined>).OCS_AUDIT_SIGNING_KEY_FILE;
+    delete (plain as Record<string, string | undefined>).OCS_AUDIT_CHECKPOINT_FILE;
+    const unaudited = await runCli(['sync'], plain);
+    expect(unaudited.code).toBe(0);
+    const refused = await runCli(['sync'], env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(
+      /audit.enabled is on, but this warehouse already holds runs and tables without an audit chain/,
+    );
+    const notAudited = await runCli(['audit', 'verify'], env);
+    expect(notAudited.code).toBe(1);
+    expect(notAudited.stderr).toMatch(/This warehouse keeps no audit chain/);
+
+    const fresh = await createTestWarehouse(dialect);
+    try {
+      const freshEnv = { ...env, ...fresh.env };
+      expect((await runCli(['sync'], freshEnv)).code).toBe(0);
+      dataset.edit('chat_messages', dataset.ids('chat_messages').slice(0, 3));
+      // The configuration forgets audit: the chain goes on all the same.
+      const forgetful = await runCli(['sync'], { ...plain, ...fresh.env });
+      expect(forgetful.code).toBe(0);
+      expect(forgetful.logs).toContain('this warehouse keeps an audit chain: it stays on');
+      const changes = tamper(fresh, "SELECT count(*) FROM _ocs_audit WHERE operation = 'change';");
+      expect(Number(changes.trim())).toBe(3);
+      const { result, report } = await verifyJson(freshEnv, keys);
+      expect(report.problems).toEqual([]);
+      expect(result.code).toBe(0);
+    } finally {
+      await fresh.dispose();
+    }
+  });
+
+  it('with audit on, a history list that leaves resources out is a configuration error naming them', async () => {
+    const result = await runCli(['sync'], { ...env, OCS_HISTORY: 'chats,chat_messages' });
+    expect(result.code).toBe(1);
+    expect(result.stderr).toContain(
+      'history lists some resources, but audit is on for this warehouse, which keeps the history of every resource; it leaves out team, llm_providers, files, participants',
+    );
+    // Recorded as a failed run, chained like any other.
+    await verify();
+    expect((await runCli(['sync'], { ...env, OCS_HISTORY: 'true' })).code).toBe(0);
+  });
+
+  it('a chain rebuilt consistently without the signing key passes only a verify that trusts the warehouse', async () => {
+    await sync();
+    dataset.edit('chat_messages', dataset.ids('chat_messages').slice(0, 2));
+    await sync();
+    // Someone with write access rewrites a message in its open version and its live row, gives
+    // the version the content hash the documented canonical form gives, rebuilds every entry
+    // hash from there and the head, and removes the checkpoints kept in the warehouse.
+    const target = tamper(warehouse, 'SELECT min(id) FROM chat_messages;').trim();
+    const opened = await openWarehouse({
+      url: warehouse.env.OCS_WAREHOUSE_URL!,
+      schema: warehouse.env.OCS_WAREHOUSE_SCHEMA,
+    });
+    const statements: string[] = [];
+    try {
+      const snapshot = await opened.audit.snapshot();
+      const table = (await snapshot.tables()).find(
+        (candidate) => candidate.table === 'chat_messages',
+      )!;
+      const versions = await snapshot.versions(table, null, 10_000);
+      const open = versions.find((version) => version.id === target && version.validTo === null)!;
+      const forged = rowContentHasher(table.columns)({ ...open.values, content: 'rewritten' });
+      statements.push(
+        `UPDATE chat_messages__history SET content = 'rewritten', _content_hash = '${forged}' WHERE _version_id = ${open.versionId};`,
+        `UPDATE chat_messages SET content = 'rewritten' WHERE id = ${target};`,
+      );
+      const entries = await snapshot.entries(0, 100_000);
+      await snapshot.close();
+      let previous: string | undefined;
+      for (const entry of entries) {
+        const rewritten =
+          entry.table === 'chat_messages' &&
+          entry.rowId === target &&
+          entry.digest === open.contentHash
+            ? { ...entry, digest: forged }
+            : { ...entry };
+        if (previous !== undefined) rewritten.prevHash = previous;
+        rewritten.hash = entryHash(rewritten);
+        previous = rewritten.hash;
+        if (rewritten.hash !== entry.hash) {
+          statements.push(
+            `UPDATE _ocs_audit SET digest = '${rewritten.digest}', prev_hash = '${rewritten.prevHash}', hash = '${rewritten.hash}' WHERE seq = ${entry.seq};`,
+          );
+        }
+      }
+      statements.push(`UPDATE _ocs_audit_head SET hash = '${previous}';`);
+      statements.push('DELETE FROM _ocs_audit_checkpoints;');
+    } finally {
+      await opened.close();
+    }
+    tamper(warehouse, statements.join('\n'));
+
+    // Trusting what sits beside the warehouse, nothing shows.
+    const blind = await runCli(['audit', 'verify'], {
+      ...env,
+      OCS_AUDIT_SIGNING_KEY_FILE: '',
+      OCS_AUDIT_CHECKPOINT_FILE: '',
+      OCS_AUDIT: 'false',
+    });
+    expect(blind.code, blind.stderr).toBe(0);
+    expect(blind.stdout).toContain('Audit chain intact');
+    expect(blind.stdout).toContain('no checkpoint file given');
+
+    // Against the checkpoint file shipped elsewhere, the rewrite is plain: the checkpoints are
+    // gone from the warehouse, and the chain no longer passes through the signed head of run 2.
+    const { result, report } = await verifyJson(env, keys);
+    expect(result.code).toBe(3);
+    expect(report.first?.kind).toBe('checkpoint_deleted');
+    expect(report.problems.map((problem) => problem.kind)).toContain('chain_rewritten');
+    expect(report.problems.find((problem) => problem.kind === 'chain_rewritten')?.detail).toMatch(
+      /does not pass through the signed head of the checkpoint of run 2/,
+    );
+
+    // Checkpoints forged with another key are no better.
+    const forger = nacl.sign.keyPair();
+    const forgedKey = Buffer.from(forger.publicKey).toString('base64');
+    const genuine = readFileSync(keys.checkpointFile, 'utf8').trim().split('\n');
+    const head = tamper(warehouse, 'SELECT seq, hash FROM _ocs_audit_head;').trim().split('|');
+    const forgedLines = genuine.map((line) => {
+      const checkpoint = JSON.parse(line) as SignedCheckpoint;
+      const body = { ...checkpoint, key: forgedKey };
+      if (checkpoint.seq === Number(head[0])) body.head = head[1]!;
+      const signature = Buffer.from(
+        nacl.sign.detached(Buffer.from(checkpointText(body)), forger.secretKey),
+      ).toString('base64');
+      return canonicalJson({ ...body, signature });
+    });
+    const forgedFile = join(directory.path, 'forged.jsonl');
+    writeFileSync(forgedFile, `${forgedLines.join('\n')}\n`);
+    const againstKey = await verifyJson(env, keys, [
+      '--public-key',
+      keys.publicKeyFile,
+      '--checkpoints',
+      forgedFile,
+    ]);
+    expect(againstKey.result.code).toBe(3);
+    expect(againstKey.report.first?.kind).toBe('checkpoint_unsigned');
+  });
+});
