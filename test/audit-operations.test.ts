@@ -346,4 +346,109 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect(againstKey.result.code).toBe(3);
     expect(againstKey.report.first?.kind).toBe('checkpoint_unsigned');
   });
+
+  const count = (sql: string) => Number(tamper(warehouse, sql).trim());
+
+  it.each([
+    ['sealed', 'audit'],
+    ['reseal', 'audit'],
+    ['sealed', 'history alone'],
+  ] as const)(
+    'sealed values the server seals afresh make no new version on a full refresh (%s policy, %s); unseal --in-place is refused',
+    async (policy, keeping) => {
+      // As the real server does: every export seals every value afresh.
+      server.options.sealAfresh = true;
+      if (keeping === 'history alone') {
+        env = {
+          ...syncEnv(server.url, warehouse.env),
+          OCS_RESOURCES: RESOURCES,
+          OCS_HISTORY: 'true',
+        };
+      }
+      const archive = join(directory.path, 'archive-keys');
+      const made = await runCli(['keygen', '--archive', '--out', archive], {});
+      expect(made.code).toBe(0);
+      const policyEnv = {
+        OCS_SECRETS_DEFAULT: policy,
+        OCS_ARCHIVE_PUBLIC_KEY: readFileSync(
+          join(archive, 'ocs-archive-public.key'),
+          'utf8',
+        ).trim(),
+      };
+      await sync(policyEnv);
+      const providers = count('SELECT count(*) FROM llm_providers;');
+      const stored = tamper(warehouse, 'SELECT id, config FROM llm_providers ORDER BY id;');
+      await sync(policyEnv, '--full-refresh');
+      await sync(policyEnv, '--full-refresh');
+      expect(count('SELECT count(*) FROM llm_providers__history;')).toBe(providers);
+      expect(tamper(warehouse, 'SELECT id, config FROM llm_providers ORDER BY id;')).toBe(stored);
+      // A row whose other fields changed takes the new sealed text with its new version.
+      const [edited] = dataset.ids('llm_providers');
+      dataset.edit('llm_providers', [edited!], { name: 'renamed' });
+      await sync(policyEnv, '--full-refresh');
+      expect(count('SELECT count(*) FROM llm_providers__history;')).toBe(providers + 1);
+      const configs = (sql: string) => tamper(warehouse, sql).trim();
+      expect(configs(`SELECT config FROM llm_providers WHERE id = ${edited};`)).not.toBe(
+        configs(
+          `SELECT config FROM llm_providers__history WHERE id = ${edited} AND _valid_to IS NOT NULL;`,
+        ),
+      );
+      if (keeping === 'audit') await verify();
+      if (policy === 'reseal') {
+        const unseal = await runCli(
+          ['unseal', '--archive-key', join(archive, 'ocs-archive-secret.key'), '--in-place'],
+          { ...env, ...policyEnv },
+        );
+        expect(unseal.code).toBe(1);
+        expect(unseal.stderr).toMatch(/Rewriting llm_providers.config is refused/);
+      }
+    },
+  );
+
+  it('schema changes (a new column, integer -> decimal -> json, number -> json, date-time -> text) leave every old digest as it was', async () => {
+    const withCollections = { OCS_RESOURCES: `${RESOURCES},collections` };
+    await sync(withCollections);
+    const [collection, otherCollection] = dataset.ids('collections');
+    // A double past 2^53 with no fraction: its digits must read back the same after widening.
+    dataset.edit('collections', [collection!], { search_dense_weight: 1e21 });
+    // files and collections page by id: their edits arrive with a full refresh.
+    await sync(withCollections, '--full-refresh');
+    const hashes = (table: string) =>
+      tamper(
+        warehouse,
+        `SELECT _version_id, _content_hash FROM ${table}__history ORDER BY _version_id;`,
+      )
+        .trim()
+        .split('\n');
+    const before = new Map(
+      ['files', 'collections', 'chat_messages', 'chats'].map((table) => [table, hashes(table)]),
+    );
+    const [file, otherFile] = dataset.ids('files');
+    const [message] = dataset.ids('chat_messages');
+    const [chat] = dataset.ids('chats');
+    dataset.edit('files', [file!], { content_size: 1.5 });
+    dataset.edit('chats', [chat!], { brand_new_field: 'new' });
+    await sync(withCollections, '--full-refresh');
+    dataset.edit('files', [otherFile!], { content_size: 'a lot' });
+    dataset.edit('collections', [otherCollection!], { search_dense_weight: 'heavy' });
+    dataset.edit('chat_messages', [message!], { created_at: 'the day before yesterday' });
+    await sync(withCollections, '--full-refresh');
+    const widened = tamper(
+      warehouse,
+      "SELECT table_name, column_name, from_type, to_type FROM _ocs_schema_changes WHERE change IN ('widen_column', 'add_column') ORDER BY id;",
+    );
+    for (const change of [
+      'files|content_size|integer|decimal',
+      'files|content_size|decimal|json',
+      'collections|search_dense_weight|number|json',
+      'chat_messages|created_at|datetime|text',
+    ]) {
+      expect(widened).toContain(change);
+    }
+    expect(widened).toMatch(/chats\|brand_new_field\|\|/);
+    for (const [table, old] of before) {
+      expect(hashes(table).slice(0, old.length), table).toEqual(old);
+    }
+    await verify();
+  });
 });
