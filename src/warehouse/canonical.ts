@@ -28,11 +28,18 @@ function isWellFormed(text: string): boolean {
   return candidate.isWellFormed ? candidate.isWellFormed() : !LONE_SURROGATE.test(text);
 }
 
+/**
+ * Text UTF-8 can carry: lone surrogates (which have no UTF-8 form) become U+FFFD, as SQLite
+ * would otherwise store them as three bytes that read back as three U+FFFD. The same string when
+ * well formed (nearly always; one native check).
+ */
+export function wellFormedText(text: string): string {
+  return isWellFormed(text) ? text : text.replace(LONE_SURROGATES, '\uFFFD');
+}
+
 /** Text as PostgreSQL can hold it: no NUL; lone surrogates (no UTF-8 for them) become U+FFFD. */
 export function storableText(text: string): string {
-  let cleaned = text.includes('\u0000') ? text.replaceAll('\u0000', '') : text;
-  if (!isWellFormed(cleaned)) cleaned = cleaned.replace(LONE_SURROGATES, '\uFFFD');
-  return cleaned;
+  return wellFormedText(text.includes('\u0000') ? text.replaceAll('\u0000', '') : text);
 }
 
 /** storableText on every string and object key at every depth; the same object when unchanged. */

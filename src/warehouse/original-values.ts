@@ -5,12 +5,13 @@
  *
  * - date-times come back in the server's form (`Z`, fraction only when non-zero): a value the
  *   server wrote another way (an offset, three fraction digits) is kept;
- * - PostgreSQL text and jsonb cannot hold NUL (removed) or lone surrogates (U+FFFD);
+ * - PostgreSQL text and jsonb cannot hold NUL (removed) or lone surrogates (U+FFFD), nor can
+ *   SQLite text hold lone surrogates (U+FFFD);
  * - jsonb orders object keys (shorter first, then by bytes) and writes integral numbers past 2^53
  *   as digits, which read back as bigint.
  */
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
-import { integralNumberText, storableText } from './canonical.js';
+import { integralNumberText, storableText, wellFormedText } from './canonical.js';
 import { isServerTimestamp, servedTimestamp } from './timestamps.js';
 import { sha256Hex, toJsonText } from './values.js';
 
@@ -95,7 +96,10 @@ export function valueChangesInColumn(dialect: Dialect, type: ColumnType, value: 
     case 'datetime':
       return typeof value === 'string' && !isServerTimestamp(value);
     case 'text':
-      return dialect === 'postgres' && typeof value === 'string' && postgresTextChanges(value);
+      return (
+        typeof value === 'string' &&
+        (dialect === 'postgres' ? postgresTextChanges(value) : wellFormedText(value) !== value)
+      );
     case 'json':
       return dialect === 'postgres' && jsonbChanges(value);
     default:
@@ -110,7 +114,8 @@ export function servedValue(dialect: Dialect, type: ColumnType, value: unknown):
     case 'datetime':
       return typeof value === 'string' ? servedTimestamp(value) : value;
     case 'text':
-      return dialect === 'postgres' && typeof value === 'string' ? postgresText(value) : value;
+      if (typeof value !== 'string') return value;
+      return dialect === 'postgres' ? postgresText(value) : wellFormedText(value);
     case 'json':
       return dialect === 'postgres' ? jsonbValue(value) : value;
     default:

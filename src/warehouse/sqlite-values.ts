@@ -1,7 +1,7 @@
 /** How each logical column type is declared, written and read in SQLite. */
 import type { ColumnType } from '../interfaces.js';
 import { isInt64 } from '../sync/column-types.js';
-import { integralNumberText } from './canonical.js';
+import { integralNumberText, wellFormedText } from './canonical.js';
 import type { DialectTypes } from './table-definitions.js';
 import { toServerTimestamp, toSortableUtc } from './timestamps.js';
 import { fromJsonText, narrowInteger, toJsonText } from './values.js';
@@ -45,6 +45,8 @@ export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
       // One fixed-width UTC form, so text order is time order (ORDER BY, indexes, min/max).
       return toSortableUtc(value as string);
     case 'text':
+      // UTF-8 has no form for a lone surrogate: stored as U+FFFD, as PostgreSQL stores it.
+      return wellFormedText(value as string);
     case 'date':
       return value as string;
     case 'json':
