@@ -27,6 +27,9 @@ describe('ocs-sync command line', () => {
       ['reset', '--help'],
       ['config', '--help'],
       ['fake-server', '--help'],
+      ['audit', '--help'],
+      ['audit', 'verify', '--help'],
+      ['audit', 'checkpoints', '--help'],
     ]) {
       const result = await runCli(argv, {});
       expect(result.code, argv.join(' ')).toBe(0);

@@ -805,6 +805,51 @@ describe('history, resources and secrets policies', () => {
     ).toContain('is not base64');
   });
 
+  it('reads the audit keys from the file and the environment, and reports their problems with the rest', () => {
+    expect(resolve({}).audit).toEqual({
+      enabled: false,
+      signingKeyFile: undefined,
+      checkpointFile: undefined,
+    });
+    expect(
+      resolve({
+        env: {
+          OCS_AUDIT: 'true',
+          OCS_AUDIT_SIGNING_KEY_FILE: '/keys/ocs-audit-signing.key',
+          OCS_AUDIT_CHECKPOINT_FILE: '/var/lib/checkpoints.jsonl',
+        },
+      }).audit,
+    ).toEqual({
+      enabled: true,
+      signingKeyFile: '/keys/ocs-audit-signing.key',
+      checkpointFile: '/var/lib/checkpoints.jsonl',
+    });
+    expect(resolveYaml('audit:\n  enabled: true\n').audit.enabled).toBe(true);
+    expect(
+      problemsOf(() =>
+        resolveYaml('page_size: 0\naudit:\n  signing_key_file: /keys/k\n  checkpoint_file: /c\n'),
+      ),
+    ).toEqual([
+      expect.stringMatching(/page_size/),
+      expect.stringMatching(
+        /audit.signing_key_file is set but audit.enabled is not: set audit.enabled: true \(OCS_AUDIT=true\)/,
+      ),
+    ]);
+    expect(
+      problemsOf(() =>
+        resolve({ env: { OCS_AUDIT: 'true', OCS_AUDIT_SIGNING_KEY_FILE: '/keys/k' } }),
+      ),
+    ).toEqual([
+      "OCS_AUDIT_SIGNING_KEY_FILE (audit.signing_key_file) is set without audit.checkpoint_file (OCS_AUDIT_CHECKPOINT_FILE): name the file each run's signed checkpoint is appended to, and ship it off this machine",
+    ]);
+    expect(
+      problemsOf(() => resolve({ env: { OCS_AUDIT: 'true', OCS_AUDIT_CHECKPOINT_FILE: '/c' } })),
+    ).toEqual([
+      'OCS_AUDIT_CHECKPOINT_FILE (audit.checkpoint_file) is set without audit.signing_key_file (OCS_AUDIT_SIGNING_KEY_FILE): checkpoints are signed; create a key with `ocs-sync keygen --signing --out DIR`',
+    ]);
+    expect(problemsOf(() => resolve({ env: { OCS_AUDIT: 'sometimes' } }))[0]).toMatch(/OCS_AUDIT/);
+  });
+
   it('checks retry delays against each other', () => {
     expect(
       problemsOf(() =>

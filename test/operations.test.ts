@@ -578,6 +578,8 @@ describe.each(testDialects.filter((dialect) => dialect === 'postgres'))(
           ['runs'],
           ['runs', 'show', '1'],
           ['reset', 'users', '--yes'],
+          ['audit', 'checkpoints'],
+          ['audit', 'verify'],
           ['config'],
           ['config', '--json'],
           ['--log-level', 'debug', 'sync'],
