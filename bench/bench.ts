@@ -149,7 +149,7 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
 }
 
 /** A fake server child with `rows` rows. */
-export async function startServer(options: BenchOptions, rows: number) {
+export async function startServer(options: Pick<BenchOptions, 'seed' | 'latencyMs'>, rows: number) {
   const child = startBenchChild('fake-server-process', { nodeOptions: SERVER_NODE_OPTIONS });
   const request = <T>(message: ServerRequest) => ask<T>(child, message);
   try {

@@ -14,6 +14,7 @@ import { openWarehouse } from '../src/warehouse/open.js';
 import { openApiFromFixture } from '../src/fake-server/fixture.js';
 import { BENCH_RESOURCE, benchFixture, generateBenchPages } from './bench-dataset.js';
 import { runDesign, type OverlapDesign } from './overlap-designs.js';
+import { verifyAudit } from '../src/audit/verify.js';
 
 /** Where a stage writes: a SQLite file or a PostgreSQL schema. */
 export interface WarehouseTarget {
@@ -37,11 +38,22 @@ export type StageRequest =
       warehouse: WarehouseTarget;
       pageSize: number;
       pagesInFlight: number;
+      /** What the warehouse keeps besides the rows (default none): history, or the audit chain. */
+      keep?: Keeping;
     }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
   /** The same rows (generated page by page here) written with writePage as the sync does, no network. */
-  | { kind: 'write-only'; warehouse: WarehouseTarget; rows: number; seed: number; pageSize: number }
+  | {
+      kind: 'write-only';
+      warehouse: WarehouseTarget;
+      rows: number;
+      seed: number;
+      pageSize: number;
+      keep?: Keeping;
+    }
+  /** `audit verify` over a warehouse an audited write-only stage built. */
+  | { kind: 'verify'; warehouse: WarehouseTarget }
   /** The server's own client: fetch a page at limit 100, write it, then the next; nothing overlaps. */
   | { kind: 'baseline'; server: ServerTarget; warehouse: WarehouseTarget; pageSize: number }
   /** A candidate overlap design (overlap-designs.ts) walking into a fresh SQLite warehouse. */
@@ -53,6 +65,9 @@ export type StageRequest =
       pageSize: number;
       pagesInFlight: number;
     };
+
+/** What a warehouse keeps besides the rows. */
+export type Keeping = 'none' | 'history' | 'audit';
 
 export interface StageResult {
   rows: number;
@@ -95,6 +110,9 @@ export async function runStage(request: StageRequest): Promise<StageResult> {
     case 'design':
       measured = await designStage(request, logger, sampler);
       break;
+    case 'verify':
+      measured = await verifyStage(request, logger, sampler);
+      break;
   }
   sampler.stop();
   // resourceUsage().maxRSS is in kilobytes.
@@ -122,8 +140,14 @@ function createSource(server: ServerTarget, logger: Logger, connections: number)
   });
 }
 
-async function openTarget(target: WarehouseTarget, logger: Logger): Promise<Warehouse> {
-  return openWarehouse({ url: target.url, schema: target.schema, logger });
+async function openTarget(
+  target: WarehouseTarget,
+  logger: Logger,
+  keep: Keeping = 'none',
+): Promise<Warehouse> {
+  const warehouse = await openWarehouse({ url: target.url, schema: target.schema, logger });
+  if (keep === 'audit') await warehouse.audit.enable();
+  return warehouse;
 }
 
 async function closeTarget(warehouse: Warehouse, target: WarehouseTarget): Promise<void> {
@@ -133,12 +157,12 @@ async function closeTarget(warehouse: Warehouse, target: WarehouseTarget): Promi
 
 /** Opens the stage's warehouse and HTTP source, runs `work`, and closes both. */
 async function withWarehouseAndSource<T>(
-  targets: { warehouse: WarehouseTarget; server: ServerTarget },
+  targets: { warehouse: WarehouseTarget; server: ServerTarget; keep?: Keeping },
   logger: Logger,
   connections: number,
   work: (warehouse: Warehouse, source: HttpExportSource) => Promise<T>,
 ): Promise<T> {
-  const warehouse = await openTarget(targets.warehouse, logger);
+  const warehouse = await openTarget(targets.warehouse, logger, targets.keep);
   const source = createSource(targets.server, logger, connections);
   try {
     return await work(warehouse, source);
@@ -192,7 +216,7 @@ async function syncStage(
         pageSize: request.pageSize,
         secrets: { policyFor: () => 'plaintext', keys: {} },
         onSchemaChange: 'evolve',
-        history: false,
+        history: (request.keep ?? 'none') !== 'none',
         deletes: 'mark',
         pagesInFlight: request.pagesInFlight,
         concurrency: 1,
@@ -262,7 +286,7 @@ async function writeOnlyStage(
   logger: Logger,
   sampler: RssSampler,
 ): Promise<Measured> {
-  const warehouse = await openTarget(request.warehouse, logger);
+  const warehouse = await openTarget(request.warehouse, logger, request.keep);
   try {
     const lock = await warehouse.acquireLock(10_000);
     const columns = await prepareTable(warehouse, benchColumns(openApiFromFixture(benchFixture())));
@@ -295,7 +319,7 @@ async function writeOnlyStage(
         rows: page,
         cursor,
         cursorKind: 'updated_at_id',
-        history: false,
+        history: (request.keep ?? 'none') !== 'none',
         walk: `${runId}/${BENCH_RESOURCE}`,
       });
       written.catch(() => undefined);
@@ -388,6 +412,34 @@ async function designStage(
       return { ...walked, seconds, requests: walked.requests + source.requestCount };
     },
   );
+}
+
+async function verifyStage(
+  request: Extract<StageRequest, { kind: 'verify' }>,
+  logger: Logger,
+  sampler: RssSampler,
+): Promise<Measured> {
+  const warehouse = await openTarget(request.warehouse, logger);
+  try {
+    const started = sampler.begin();
+    const snapshot = await warehouse.audit.snapshot();
+    let report;
+    try {
+      report = await verifyAudit({ snapshot });
+    } finally {
+      await snapshot.close();
+    }
+    const seconds = (performance.now() - started) / 1000;
+    sampler.end();
+    if (!report.intact) {
+      throw new Error(
+        `audit verify found ${report.problemCount} problem(s) in the bench warehouse`,
+      );
+    }
+    return { rows: report.versions, pages: report.entries, seconds, requests: 0 };
+  } finally {
+    await closeTarget(warehouse, request.warehouse);
+  }
 }
 
 interface RssSampler {

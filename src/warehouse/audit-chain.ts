@@ -86,17 +86,10 @@ const ENTRY_FORMAT = 'ocs-sync audit entry v1';
 
 /** The text an entry's hash is the SHA-256 of (UTF-8): its fields, one a line, then prev. */
 export function entryHashInput(entry: Omit<AuditEntry, 'hash'>): string {
-  return [
-    ENTRY_FORMAT,
-    entry.seq,
-    entry.runId ?? '',
-    entry.table,
-    entry.rowId,
-    entry.operation,
-    entry.at,
-    entry.digest,
-    entry.prevHash,
-  ].join('\n');
+  return (
+    `${ENTRY_FORMAT}\n${entry.seq}\n${entry.runId ?? ''}\n${entry.table}\n${entry.rowId}\n` +
+    `${entry.operation}\n${entry.at}\n${entry.digest}\n${entry.prevHash}`
+  );
 }
 
 export function entryHash(entry: Omit<AuditEntry, 'hash'>): string {

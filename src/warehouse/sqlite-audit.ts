@@ -6,14 +6,7 @@
  */
 import Database from 'better-sqlite3';
 import type { AuditSnapshot, PendingEntry } from '../interfaces.js';
-import {
-  ENTRY_COLUMNS,
-  HEAD_UPDATE_SQL,
-  entryValues,
-  headSelectSql,
-  linkEntries,
-  toHead,
-} from './audit-chain.js';
+import { ENTRY_COLUMNS, HEAD_UPDATE_SQL, entryHash, headSelectSql, toHead } from './audit-chain.js';
 import { SqlAuditSnapshot } from './audit-snapshot.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import { decodeValue } from './sqlite-values.js';
@@ -31,22 +24,42 @@ export class SqliteChainWriter {
 
   constructor(private readonly db: Database.Database) {}
 
-  /** Links and inserts entries after the head, in the caller's write transaction. */
+  /**
+   * Links and inserts entries after the head, in the caller's write transaction. On the writer
+   * thread's hot path: each entry's values go straight into the statement's parameters.
+   */
   append(pending: readonly PendingEntry[]): void {
     if (pending.length === 0) return;
     const statements = this.prepared();
-    const { entries, head } = linkEntries(
-      toHead(statements.head.get() as { seq: unknown; hash: unknown } | undefined),
-      pending,
+    let { seq, hash } = toHead(
+      statements.head.get() as { seq: unknown; hash: unknown } | undefined,
     );
-    let next = 0;
-    for (; next + ENTRIES_PER_INSERT <= entries.length; next += ENTRIES_PER_INSERT) {
-      statements.insertBatch.run(
-        entries.slice(next, next + ENTRIES_PER_INSERT).flatMap(entryValues),
+    let parameters: Array<string | number | null> = [];
+    for (let index = 0; index < pending.length; index += 1) {
+      const entry = pending[index]!;
+      seq += 1;
+      const prevHash = hash;
+      hash = entryHash({ ...entry, seq, prevHash });
+      parameters.push(
+        seq,
+        entry.runId,
+        entry.table,
+        entry.rowId,
+        entry.operation,
+        entry.at,
+        entry.digest,
+        prevHash,
+        hash,
       );
+      if (parameters.length === ENTRIES_PER_INSERT * 9) {
+        statements.insertBatch.run(parameters);
+        parameters = [];
+      }
     }
-    for (; next < entries.length; next++) statements.insertOne.run(entryValues(entries[next]!));
-    statements.moveHead.run(head.seq, head.hash);
+    for (let start = 0; start < parameters.length; start += 9) {
+      statements.insertOne.run(parameters.slice(start, start + 9));
+    }
+    statements.moveHead.run(seq, hash);
   }
 
   /** Prepared on first use: the tables exist only after migrate(). */
