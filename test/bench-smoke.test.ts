@@ -12,6 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
+import { main as auditBench, parseAuditBenchArgs } from '../bench/audit.js';
 import type { StartupResults } from '../bench/startup.js';
 import {
   STAGE_LABELS,
@@ -167,6 +168,48 @@ describe('benchmark smoke run', () => {
     expect(code).toBe(2);
     expect(progress).toMatch(/--latency/);
   });
+});
+
+describe('audit benchmark smoke run', () => {
+  it('syncs with and without the chain, verifies, and prints every figure', async () => {
+    let out = '';
+    let progress = '';
+    const code = await auditBench(
+      ['--rows', '2000', '--verify-versions', '2000', '--rounds', '1', '--page-size', '100'],
+      { out: (text) => (out += `${text}\n`), progress: (text) => (progress += `${text}\n`) },
+    );
+    expect(progress).not.toMatch(/failed/);
+    expect(code).toBe(0);
+    const dialects = postgresUrl ? ['sqlite', 'postgres'] : ['sqlite'];
+    for (const dialect of dialects) {
+      for (const label of [
+        'sync, default (no history)',
+        'sync, history on, audit off',
+        'sync, audit on',
+      ]) {
+        expect(out).toMatch(
+          new RegExp(`^${dialect}: ${label.replace(/[()]/g, '\\$&')} +\\| +2,000 \\|`, 'm'),
+        );
+      }
+      expect(out).toMatch(new RegExp(`^${dialect}: audit verify, N versions +\\| +2,000 \\|`, 'm'));
+      expect(out).toMatch(
+        new RegExp(`^${dialect}: audit verify, N/10 versions +\\| +200 \\|`, 'm'),
+      );
+      expect(out).toMatch(
+        new RegExp(
+          `^${dialect}: audit on / audit off, history on \\(time\\) +\\d+\\.\\d\\d +target <= 1.1 +(met|NOT MET)$`,
+          'm',
+        ),
+      );
+      expect(out).toMatch(new RegExp(`^${dialect}: audit verify of 2,000 versions: \\d`, 'm'));
+    }
+    expect(() => parseAuditBenchArgs(['--rows', 'x'], {})).toThrow(/--rows must be a positive/);
+    expect(parseAuditBenchArgs([], {})).toMatchObject({
+      rows: 200_000,
+      verifyVersions: 1_000_000,
+      rounds: 3,
+    });
+  }, 240_000);
 });
 
 /** Hot-path behaviour the benchmark's numbers depend on (fixed while building it). */
