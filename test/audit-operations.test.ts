@@ -15,6 +15,7 @@ import type { SignedCheckpoint } from '../src/interfaces.js';
 import { checkpointText, entryHash } from '../src/warehouse/audit-chain.js';
 import { canonicalJson, rowContentHasher } from '../src/warehouse/canonical.js';
 import { openWarehouse } from '../src/warehouse/open.js';
+import { projectRoot } from '../src/warehouse/migrations.js';
 import {
   createTestWarehouse,
   runCli,
@@ -157,6 +158,21 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     );
     status = await runCli(['status'], env);
     expect(status.stdout).toMatch(/last verify: BROKEN \(1 problem\(s\); first: chats, row/);
+  });
+
+  it("runs the README's audit queries with the database's shell", async () => {
+    await sync();
+    const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
+    const block = readme.slice(
+      readme.indexOf('<!-- audit-queries:start -->'),
+      readme.indexOf('<!-- audit-queries:end -->'),
+    );
+    const queries = [...block.matchAll(/```sql\n([\s\S]*?)```/g)].map((match) => match[1]!);
+    expect(queries).toHaveLength(2);
+    for (const query of queries) {
+      expect(tamper(warehouse, query).trim().split('\n').length, query).toBeGreaterThan(0);
+    }
+    expect(tamper(warehouse, queries[0]!)).toMatch(/\|update\|/);
   });
 
   it('a kept checkpoint file gets the lines a run could not append, and a checkpoint that cannot be written makes the run exit 3', async () => {
