@@ -7,8 +7,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
-import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
-import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { startFakeServer } from '../src/fake-server/server.js';
 import { parseJsonExact } from '../src/source/json.js';
 import { canonicalJson, integralNumberText, rowCanonicalizer } from '../src/warehouse/canonical.js';
 import {
@@ -19,9 +18,15 @@ import {
   teamKeys,
   temporaryDirectory,
   testDialects,
-  type TestWarehouse,
 } from './support.js';
-import { auditEnv, makeAuditKeys, tamper, verifyJson, type AuditKeys } from './audit-support.js';
+import {
+  auditEnv,
+  makeAuditKeys,
+  openAuditBed,
+  tamper,
+  verifyJson,
+  type AuditBed,
+} from './audit-support.js';
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
@@ -176,40 +181,22 @@ function awkward(resource: string, row: Record<string, unknown>): Record<string,
 const RESOURCES = ['chats', 'chat_messages', 'collections', 'participants'];
 
 describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
-  let server: FakeServer;
-  let dataset: FakeDataset;
-  let warehouse: TestWarehouse;
-  let directory: ReturnType<typeof temporaryDirectory>;
-  let keys: AuditKeys;
-  let env: Record<string, string>;
+  let bed: AuditBed;
 
   beforeAll(async () => {
-    dataset = createSampleDataset({ rowsPerResource: 12, seed: 9, nulChars: true });
-    server = await startFakeServer({
-      dataset,
-      teamPublicKeyPem: teamKeys().publicKey,
-      transformRow: awkward,
+    bed = await openAuditBed(dialect, {
+      dataset: { rowsPerResource: 12, seed: 9, nulChars: true },
+      resources: RESOURCES,
+      server: { transformRow: awkward },
     });
-    warehouse = await createTestWarehouse(dialect);
-    directory = temporaryDirectory();
-    keys = await makeAuditKeys(directory.path);
-    env = {
-      ...syncEnv(server.url, warehouse.env),
-      ...auditEnv(keys),
-      OCS_RESOURCES: RESOURCES.join(','),
-    };
-    const synced = await runCli(['sync'], env);
+    const synced = await runCli(['sync'], bed.env);
     expect(synced.code, synced.stderr).toBe(0);
   });
-  afterAll(async () => {
-    await server.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterAll(() => bed.close());
 
   it('every version digest is the SHA-256 of the canonical text of the row the server sent', async () => {
     for (const resource of RESOURCES) {
-      const response = await fetch(`${server.url}/api/export/${resource}/?limit=1000`, {
+      const response = await fetch(`${bed.server.url}/api/export/${resource}/?limit=1000`, {
         headers: { 'X-Api-Key': ADMIN_KEY },
       });
       const page = parseJsonExact(await response.text()) as {
@@ -217,7 +204,7 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
       };
       const types = new Map(
         tamper(
-          warehouse,
+          bed.warehouse,
           `SELECT column_name, column_type FROM _ocs_columns WHERE table_name = '${resource}';`,
         )
           .trim()
@@ -225,7 +212,7 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
           .map((line) => line.split('|') as [string, string]),
       );
       const stored = new Map(
-        tamper(warehouse, `SELECT id, _content_hash FROM ${resource}__history;`)
+        tamper(bed.warehouse, `SELECT id, _content_hash FROM ${resource}__history;`)
           .trim()
           .split('\n')
           .map((line) => line.split('|') as [string, string]),
@@ -237,14 +224,14 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
         );
       }
     }
-    const { result, report } = await verifyJson(env, keys);
+    const { result, report } = await verifyJson(bed.env, bed.keys);
     expect(report.problems).toEqual([]);
     expect(result.code).toBe(0);
   });
 
   it("every entry's hash is the SHA-256 of its lines as the README says", () => {
     const rows = tamper(
-      warehouse,
+      bed.warehouse,
       'SELECT seq, run_id, table_name, row_id, operation, at, digest, prev_hash, hash FROM _ocs_audit ORDER BY seq;',
     )
       .trim()

@@ -9,51 +9,44 @@ import { writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import {
   CLI_FROM_SOURCE,
-  createTestWarehouse,
   expectWarehouseEqualsSource,
   runCli,
-  syncEnv,
   teamKeys,
-  temporaryDirectory,
   testDialects,
   type TestWarehouse,
 } from './support.js';
-import { auditEnv, makeAuditKeys, tamper, verifyJson, type AuditKeys } from './audit-support.js';
+import {
+  openAuditBed,
+  tamper,
+  verifyJson,
+  type AuditBed,
+  type AuditKeys,
+} from './audit-support.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
 
 describe.each(testDialects)('audit chain through kills and faults (%s)', (dialect) => {
+  let bed: AuditBed;
   let server: FakeServer;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;
-  let directory: ReturnType<typeof temporaryDirectory>;
   let keys: AuditKeys;
   let env: Record<string, string>;
 
   beforeEach(async () => {
-    dataset = createSampleDataset({ rowsPerResource: 40, seed: 17 });
-    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
-    warehouse = await createTestWarehouse(dialect);
-    directory = temporaryDirectory();
-    keys = await makeAuditKeys(directory.path);
-    env = {
-      ...syncEnv(server.url, warehouse.env),
-      ...auditEnv(keys),
-      OCS_RESOURCES: RESOURCES.join(','),
-      OCS_PAGE_SIZE: '5',
-    };
+    bed = await openAuditBed(dialect, {
+      dataset: { rowsPerResource: 40, seed: 17 },
+      resources: RESOURCES,
+      pageSize: 5,
+    });
+    ({ server, dataset, warehouse, keys, env } = bed);
   });
-  afterEach(async () => {
-    await server.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => bed.close());
 
   /** `sync` as its own process, SIGKILLed when `killAt` says so (a page or a file served). */
   const killedSync = async (
@@ -146,7 +139,7 @@ describe.each(testDialects)('audit chain through kills and faults (%s)', (dialec
 
   it('an archive built through injected faults, retries and full refreshes verifies clean', async () => {
     await server.close();
-    server = await startFakeServer({
+    server = bed.server = await startFakeServer({
       dataset,
       teamPublicKeyPem: teamKeys().publicKey,
       randomFaults: {
@@ -160,7 +153,7 @@ describe.each(testDialects)('audit chain through kills and faults (%s)', (dialec
         ],
       },
     });
-    const quick = join(directory.path, 'quick.yaml');
+    const quick = join(bed.directory.path, 'quick.yaml');
     writeFileSync(
       quick,
       'http:\n  min_retry_delay_ms: 5\n  max_retry_delay_seconds: 1\n  max_attempts: 20\n',

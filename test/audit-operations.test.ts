@@ -8,8 +8,7 @@ import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import nacl from 'tweetnacl';
-import { createSampleDataset } from '../src/fake-server/fixture.js';
-import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import type { FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import type { SignedCheckpoint } from '../src/interfaces.js';
 import { checkpointText, entryHash } from '../src/warehouse/audit-chain.js';
@@ -20,14 +19,19 @@ import {
   createTestWarehouse,
   runCli,
   syncEnv,
-  teamKeys,
   temporaryDirectory,
   testDialects,
   type TestWarehouse,
 } from './support.js';
-import { auditEnv, makeAuditKeys, tamper, verifyJson, type AuditKeys } from './audit-support.js';
+import {
+  openAuditBed,
+  tamper,
+  verifyJson,
+  type AuditBed,
+  type AuditKeys,
+} from './audit-support.js';
 
-const RESOURCES = 'llm_providers,files,participants,chats,chat_messages';
+const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
 
 describe('keygen --signing', () => {
   it('writes an Ed25519 key pair, the private key mode 0600, and never overwrites', async () => {
@@ -56,31 +60,23 @@ describe('keygen --signing', () => {
 });
 
 describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
+  let bed: AuditBed;
   let server: FakeServer;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;
-  let directory: ReturnType<typeof temporaryDirectory>;
+  let directory: AuditBed['directory'];
   let keys: AuditKeys;
   let env: Record<string, string>;
 
   beforeEach(async () => {
-    dataset = createSampleDataset({ rowsPerResource: 10, seed: 5 });
-    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
-    warehouse = await createTestWarehouse(dialect);
-    directory = temporaryDirectory();
-    keys = await makeAuditKeys(directory.path);
-    env = {
-      ...syncEnv(server.url, warehouse.env),
-      ...auditEnv(keys),
-      OCS_RESOURCES: RESOURCES,
-      OCS_PAGE_SIZE: '4',
-    };
+    bed = await openAuditBed(dialect, {
+      dataset: { rowsPerResource: 10, seed: 5 },
+      resources: RESOURCES,
+      pageSize: 4,
+    });
+    ({ server, dataset, warehouse, directory, keys, env } = bed);
   });
-  afterEach(async () => {
-    await server.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => bed.close());
 
   const sync = async (extra: Record<string, string> = {}, ...args: string[]) => {
     const result = await runCli(['sync', ...args], { ...env, ...extra });
@@ -377,7 +373,7 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
       if (keeping === 'history alone') {
         env = {
           ...syncEnv(server.url, warehouse.env),
-          OCS_RESOURCES: RESOURCES,
+          OCS_RESOURCES: RESOURCES.join(','),
           OCS_HISTORY: 'true',
         };
       }
@@ -422,7 +418,7 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
   );
 
   it('schema changes (a new column, integer -> decimal -> json, number -> json, date-time -> text) leave every old digest as it was', async () => {
-    const withCollections = { OCS_RESOURCES: `${RESOURCES},collections` };
+    const withCollections = { OCS_RESOURCES: [...RESOURCES, 'collections'].join(',') };
     await sync(withCollections);
     const [collection, otherCollection] = dataset.ids('collections');
     // A double past 2^53 with no fraction: its digits must read back the same after widening.

@@ -7,7 +7,22 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'vitest';
-import { runCli, type CliResult, type TestWarehouse } from './support.js';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import {
+  startFakeServer,
+  type FakeServer,
+  type FakeServerOptions,
+} from '../src/fake-server/server.js';
+import {
+  createTestWarehouse,
+  runCli,
+  syncEnv,
+  teamKeys,
+  temporaryDirectory,
+  type CliResult,
+  type TestWarehouse,
+} from './support.js';
 
 export interface AuditKeys {
   privateKeyFile: string;
@@ -107,4 +122,55 @@ export interface VerifyJson {
   problem_count: number;
   first: ProblemJson | null;
   problems: ProblemJson[];
+}
+
+/** What an audit test starts from: a fake server, a fresh warehouse, a signing key, the env. */
+export interface AuditBed {
+  server: FakeServer;
+  dataset: FakeDataset;
+  warehouse: TestWarehouse;
+  directory: ReturnType<typeof temporaryDirectory>;
+  keys: AuditKeys;
+  /** A sync with audit on and a checkpoint at the end, of `resources` only. */
+  env: Record<string, string>;
+  close(): Promise<void>;
+}
+
+export async function openAuditBed(
+  dialect: 'sqlite' | 'postgres',
+  options: {
+    dataset: Parameters<typeof createSampleDataset>[0];
+    resources: readonly string[];
+    pageSize?: number;
+    server?: Partial<FakeServerOptions>;
+  },
+): Promise<AuditBed> {
+  const dataset = createSampleDataset(options.dataset);
+  const server = await startFakeServer({
+    dataset,
+    teamPublicKeyPem: teamKeys().publicKey,
+    ...options.server,
+  });
+  const warehouse = await createTestWarehouse(dialect);
+  const directory = temporaryDirectory();
+  const keys = await makeAuditKeys(directory.path);
+  const bed: AuditBed = {
+    server,
+    dataset,
+    warehouse,
+    directory,
+    keys,
+    env: {
+      ...syncEnv(server.url, warehouse.env),
+      ...auditEnv(keys),
+      OCS_RESOURCES: options.resources.join(','),
+      ...(options.pageSize ? { OCS_PAGE_SIZE: String(options.pageSize) } : {}),
+    },
+    async close() {
+      await bed.server.close();
+      await warehouse.dispose();
+      directory.remove();
+    },
+  };
+  return bed;
 }

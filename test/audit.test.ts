@@ -5,49 +5,35 @@
  * every change made behind the tool's back with the database's own shell.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createSampleDataset } from '../src/fake-server/fixture.js';
-import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { runCli, testDialects, type TestWarehouse } from './support.js';
 import {
-  createTestWarehouse,
-  runCli,
-  syncEnv,
-  teamKeys,
-  temporaryDirectory,
-  testDialects,
-  type TestWarehouse,
-} from './support.js';
-import { auditEnv, makeAuditKeys, tamper, verifyJson, type AuditKeys } from './audit-support.js';
+  openAuditBed,
+  tamper,
+  verifyJson,
+  type AuditBed,
+  type AuditKeys,
+} from './audit-support.js';
 
 /** A few resources of every kind: pk and updated_at_id, sealed, files (ledger records). */
-const RESOURCES = 'llm_providers,files,participants,chats,chat_messages';
+const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
 
 describe.each(testDialects)('audit archive (%s)', (dialect) => {
-  let server: FakeServer;
+  let bed: AuditBed;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;
-  let directory: ReturnType<typeof temporaryDirectory>;
   let keys: AuditKeys;
   let env: Record<string, string>;
 
   beforeEach(async () => {
-    dataset = createSampleDataset({ rowsPerResource: 12, seed: 21 });
-    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
-    warehouse = await createTestWarehouse(dialect);
-    directory = temporaryDirectory();
-    keys = await makeAuditKeys(directory.path);
-    env = {
-      ...syncEnv(server.url, warehouse.env),
-      ...auditEnv(keys),
-      OCS_RESOURCES: RESOURCES,
-      OCS_PAGE_SIZE: '5',
-    };
+    bed = await openAuditBed(dialect, {
+      dataset: { rowsPerResource: 12, seed: 21 },
+      resources: RESOURCES,
+      pageSize: 5,
+    });
+    ({ dataset, warehouse, keys, env } = bed);
   });
-  afterEach(async () => {
-    await server.close();
-    await warehouse.dispose();
-    directory.remove();
-  });
+  afterEach(() => bed.close());
 
   const sync = async (...args: string[]) => {
     const result = await runCli(['sync', ...args], env);

@@ -7,7 +7,7 @@ import { describeError } from '../errors.js';
 import type { AuditOutcome, AuditStore, CheckpointSigner } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { appendCheckpoints } from './checkpoint-file.js';
-import { keyId } from './signing.js';
+import { keyId } from './key-id.js';
 
 export async function writeCheckpoint(
   audit: AuditStore,

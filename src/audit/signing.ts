@@ -4,7 +4,6 @@
  * public key. Key files hold base64 text: the 32-byte seed (mode 0600) and the 32-byte public key.
  * No message here ever contains key material.
  */
-import { createHash } from 'node:crypto';
 import path from 'node:path';
 import nacl from 'tweetnacl';
 import { KeyError } from '../errors.js';
@@ -80,11 +79,6 @@ export function loadPublicKey(file: string): string {
     );
   }
   return Buffer.from(bytes).toString('base64');
-}
-
-/** A short name of a public key: the first 16 hex digits of its SHA-256. */
-export function keyId(publicKey: string): string {
-  return createHash('sha256').update(Buffer.from(publicKey, 'base64')).digest('hex').slice(0, 16);
 }
 
 /** Whether the checkpoint's signature is valid for `publicKey` (base64). */

@@ -28,7 +28,8 @@ import {
 } from '../warehouse/audit-chain.js';
 import { rowContentHasher } from '../warehouse/canonical.js';
 import type { CheckpointFile } from './checkpoint-file.js';
-import { hasValidSignature, keyId } from './signing.js';
+import { keyId } from './key-id.js';
+import { hasValidSignature } from './signing.js';
 
 export const PROBLEM_KINDS = {
   value_edited: 'a value edited',

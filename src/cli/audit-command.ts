@@ -4,7 +4,8 @@
  */
 import { existsSync } from 'node:fs';
 import { readCheckpointFile, type CheckpointFile } from '../audit/checkpoint-file.js';
-import { keyId, loadPublicKey, loadSigner } from '../audit/signing.js';
+import { keyId } from '../audit/key-id.js';
+import { loadPublicKey, loadSigner } from '../audit/signing.js';
 import { PROBLEM_KINDS, verifyAudit, type Problem, type VerifyReport } from '../audit/verify.js';
 import { AuditError, ExitCode } from '../errors.js';
 import type { Config } from '../config/schema.js';

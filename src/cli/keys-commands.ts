@@ -6,7 +6,8 @@ import {
   loadArchiveSecretKey,
 } from '../sealing/keys.js';
 import { unsealArchived } from '../sealing/unseal.js';
-import { generateSigningKeyPair, keyId } from '../audit/signing.js';
+import { keyId } from '../audit/key-id.js';
+import { generateSigningKeyPair } from '../audit/signing.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import type { CommandContext } from './context.js';
 import { createWarehouse } from './wiring.js';

@@ -6,7 +6,7 @@ import { ExitCode } from '../errors.js';
 import type { ResourceStatus } from '../interfaces.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
 import { SYNC_RUN_KINDS, type AuditSummary, type RunRecord } from '../warehouse/reader.js';
-import { keyId } from '../audit/signing.js';
+import { keyId } from '../audit/key-id.js';
 import { formatAgo } from './time-text.js';
 import { MANIFEST_ORDER_STATE_KEY } from '../warehouse/state-keys.js';
 import type { CommandContext } from './context.js';

@@ -80,6 +80,17 @@ export class KyselyAuditStore implements AuditStore {
     this.turnOn();
   }
 
+  /** What would rewrite or drop versions the chain holds is refused while it is on. */
+  refuseRewrite(what: string): void {
+    if (!this.on) return;
+    throw new AuditError(
+      `${what} is refused: this warehouse keeps an audit chain, and it would change versions the chain holds.`,
+      {
+        hint: 'An audit archive is append-only; make the change in a copy of the warehouse, or in a new one synced without audit.',
+      },
+    );
+  }
+
   checkpoint(signer: CheckpointSigner): Promise<SignedCheckpoint | undefined> {
     const { dialect } = this.parts;
     return this.parts.exclusive(

@@ -28,7 +28,7 @@ import type {
   Warehouse,
 } from '../interfaces.js';
 import type pg from 'pg';
-import { AuditError, WarehouseError } from '../errors.js';
+import { WarehouseError } from '../errors.js';
 import { KyselyAuditStore } from './audit-store.js';
 import { nowIso } from './bookkeeping.js';
 import { readResourceStatuses } from './reader.js';
@@ -151,17 +151,6 @@ export class PostgresWarehouse implements Warehouse {
     return this.auditStore;
   }
 
-  /** What would rewrite or drop archived versions is refused while the chain is on. */
-  private refuseUnderAudit(what: string): void {
-    if (!this.auditStore.enabled) return;
-    throw new AuditError(
-      `${what} is refused: this warehouse keeps an audit chain, and it would change versions the chain holds.`,
-      {
-        hint: 'An audit archive is append-only; make the change in a copy of the warehouse, or in a new one synced without audit.',
-      },
-    );
-  }
-
   // ---------------------------------------------------------------- plumbing
 
   private table(name: string): string {
@@ -266,7 +255,7 @@ export class PostgresWarehouse implements Warehouse {
   dropTable(table: string): Promise<void> {
     return this.guard(`Dropping ${table}`, async () => {
       assertSafeTableName(table);
-      this.refuseUnderAudit(`Dropping the table ${table}`);
+      this.auditStore.refuseRewrite(`Dropping the table ${table}`);
       try {
         await this.connection.transaction(async (client) => {
           await client.query(`DROP VIEW IF EXISTS ${this.table(liveViewName(table))}`);
@@ -317,7 +306,9 @@ export class PostgresWarehouse implements Warehouse {
       assertSafeSchemaChanges(changes);
       const dropping = changes.find((change) => change.kind === 'drop_column');
       if (dropping) {
-        this.refuseUnderAudit(`Dropping ${dropping.table}.${dropping.column} (exclude_fields)`);
+        this.auditStore.refuseRewrite(
+          `Dropping ${dropping.table}.${dropping.column} (exclude_fields)`,
+        );
       }
       try {
         // DDL is transactional in PostgreSQL: all the changes land, or none.
@@ -503,7 +494,7 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard(`Updating ${table}.${column}`, async () => {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
-      this.refuseUnderAudit(`Rewriting ${table}.${column}`);
+      this.auditStore.refuseRewrite(`Rewriting ${table}.${column}`);
       if (values.length === 0) return;
       await this.connection.transaction(async (client) => {
         const type = await this.connection.columnType(client, table, column);

@@ -28,7 +28,7 @@ import type {
   StoredRow,
   Warehouse,
 } from '../interfaces.js';
-import { AuditError, WarehouseError } from '../errors.js';
+import { WarehouseError } from '../errors.js';
 import { KyselyAuditStore } from './audit-store.js';
 import { nowIso } from './bookkeeping.js';
 import { readResourceStatuses } from './reader.js';
@@ -126,17 +126,6 @@ export class SqliteWarehouse implements Warehouse {
     return this.auditStore;
   }
 
-  /** What would rewrite or drop archived versions is refused while the chain is on. */
-  private refuseUnderAudit(what: string): void {
-    if (!this.auditStore.enabled) return;
-    throw new AuditError(
-      `${what} is refused: this warehouse keeps an audit chain, and it would change versions the chain holds.`,
-      {
-        hint: 'An audit archive is append-only; make the change in a copy of the warehouse, or in a new one synced without audit.',
-      },
-    );
-  }
-
   private get db(): Database.Database {
     return this.connection.db;
   }
@@ -232,7 +221,7 @@ export class SqliteWarehouse implements Warehouse {
   dropTable(table: string): Promise<void> {
     return this.exclusive(() => {
       assertSafeTableName(table);
-      this.refuseUnderAudit(`Dropping the table ${table}`);
+      this.auditStore.refuseRewrite(`Dropping the table ${table}`);
       this.connection.writeTransaction(() => {
         this.db.exec(`DROP VIEW IF EXISTS ${q(liveViewName(table))}`);
         this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
@@ -275,7 +264,9 @@ export class SqliteWarehouse implements Warehouse {
       assertSafeSchemaChanges(changes);
       const dropping = changes.find((change) => change.kind === 'drop_column');
       if (dropping) {
-        this.refuseUnderAudit(`Dropping ${dropping.table}.${dropping.column} (exclude_fields)`);
+        this.auditStore.refuseRewrite(
+          `Dropping ${dropping.table}.${dropping.column} (exclude_fields)`,
+        );
       }
       const tables = [...new Set(changes.map((change) => change.table))];
       try {
@@ -400,7 +391,7 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => {
       assertSafeTableName(table);
       assertSafeColumnName(column, table);
-      this.refuseUnderAudit(`Rewriting ${table}.${column}`);
+      this.auditStore.refuseRewrite(`Rewriting ${table}.${column}`);
       const type = this.connection.columnType(table, column);
       const encoded = values.map(({ id, value }) => {
         assertValueFits(value, type, table, column, id);
