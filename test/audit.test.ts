@@ -5,7 +5,9 @@
  * every change made behind the tool's back with the database's own shell.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { verifyAudit } from '../src/audit/verify.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, testDialects, type TestWarehouse } from './support.js';
 import {
   openAuditBed,
@@ -295,5 +297,28 @@ describe.each(testDialects)('audit archive (%s)', (dialect) => {
     if (change.table) expect(report.first?.table).toBe(change.table);
     if (row) expect(report.first?.row_id).toBe(row);
     if (change.version) expect(report.first?.version).toBe(change.version);
+  });
+
+  it('names the first broken link even past the problems it lists', async () => {
+    await buildArchive();
+    // Found first (tables are walked by name) but chained late; the team row is chained early.
+    tamper(warehouse, "UPDATE chat_messages SET content = 'edited' WHERE _deleted_at IS NULL;");
+    tamper(warehouse, "UPDATE team SET name = 'edited';");
+    const opened = await openWarehouse({
+      url: warehouse.env.OCS_WAREHOUSE_URL!,
+      schema: warehouse.env.OCS_WAREHOUSE_SCHEMA,
+    });
+    try {
+      const snapshot = await opened.audit.snapshot();
+      const report = await verifyAudit({ snapshot, problemLimit: 2 }).finally(() =>
+        snapshot.close(),
+      );
+      expect(report.problemCount).toBeGreaterThan(3);
+      expect(report.first).toMatchObject({ kind: 'row_edited', table: 'team' });
+      expect(report.problems[0]).toBe(report.first);
+      expect(report.problems).toHaveLength(3);
+    } finally {
+      await opened.close();
+    }
   });
 });

@@ -155,22 +155,39 @@ function smallest(keys: Array<string | undefined>): bigint | undefined {
   return found;
 }
 
+/**
+ * The problems found: the first `limit` kept, every one counted, and the first broken link kept
+ * whenever it was found. The chain's own breaks (links, checkpoints) come first, since what
+ * follows from them is their consequence; then the rest; each in entry order.
+ */
 class Findings {
   readonly list: Problem[] = [];
-  /** Breaks of the chain or its checkpoints themselves: the first links to name. */
-  readonly chainBreaks = new Set<Problem>();
   count = 0;
+  first?: Problem;
+  private readonly chainBreaks = new Set<Problem>();
 
   constructor(private readonly limit: number) {}
 
-  add(problem: Problem): void {
+  add(problem: Problem, chainBreak = false): void {
     this.count += 1;
+    if (chainBreak) this.chainBreaks.add(problem);
     if (this.list.length < this.limit) this.list.push(problem);
+    if (!this.first || this.compare(problem, this.first) < 0) this.first = problem;
   }
 
   addChainBreak(problem: Problem): void {
-    this.add(problem);
-    this.chainBreaks.add(problem);
+    this.add(problem, true);
+  }
+
+  compare(left: Problem, right: Problem): number {
+    const rank = (problem: Problem) => (this.chainBreaks.has(problem) ? 0 : 1);
+    return rank(left) - rank(right) || (left.seq ?? Infinity) - (right.seq ?? Infinity);
+  }
+
+  /** The kept problems in that order, the first broken link first. */
+  sorted(): Problem[] {
+    const kept = [...this.list].sort((left, right) => this.compare(left, right));
+    return this.first && !kept.includes(this.first) ? [this.first, ...kept] : kept;
   }
 }
 
@@ -204,12 +221,7 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
     counts.records += await verifyRecords(snapshot, table, batchSize, findings);
   }
 
-  // The chain's own breaks come first (what follows from them is their consequence), then the
-  // rest; each in sequence order.
-  const rank = (problem: Problem) => (findings.chainBreaks.has(problem) ? 0 : 1);
-  const problems = [...findings.list].sort(
-    (left, right) => rank(left) - rank(right) || (left.seq ?? Infinity) - (right.seq ?? Infinity),
-  );
+  const problems = findings.sorted();
   return {
     intact: findings.count === 0,
     head: chain.head,
@@ -225,7 +237,7 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
     },
     problems,
     problemCount: findings.count,
-    first: problems[0],
+    first: findings.first,
   };
 }
 
