@@ -96,6 +96,42 @@ export function entryHash(entry: Omit<AuditEntry, 'hash'>): string {
   return sha256Hex(entryHashInput(entry));
 }
 
+/**
+ * Entries that share their run, table and time: a page's versions, a batch of versions closed.
+ * The history writers hand these over; they link without building an object per entry.
+ */
+export interface EntryBatch {
+  runId: number;
+  table: string;
+  at: string;
+  rowIds: string[];
+  operations: AuditOperation[];
+  digests: string[];
+}
+
+/** Links a batch after `head`: each entry's previous hash and hash, in order, and the new head. */
+export function linkBatch(
+  head: ChainHead,
+  batch: EntryBatch,
+): { prevHashes: string[]; hashes: string[]; head: ChainHead } {
+  const { rowIds, operations, digests } = batch;
+  const prevHashes: string[] = new Array(rowIds.length);
+  const hashes: string[] = new Array(rowIds.length);
+  // The lines every entry of the batch shares, around its seq and row id.
+  const run = `\n${batch.runId}\n${batch.table}\n`;
+  const at = `\n${batch.at}\n`;
+  let { seq, hash } = head;
+  for (let index = 0; index < rowIds.length; index += 1) {
+    seq += 1;
+    prevHashes[index] = hash;
+    hash = sha256Hex(
+      `${ENTRY_FORMAT}\n${seq}${run}${rowIds[index]}\n${operations[index]}${at}${digests[index]}\n${hash}`,
+    );
+    hashes[index] = hash;
+  }
+  return { prevHashes, hashes, head: { seq, hash } };
+}
+
 /** Links entries after `head`; pure. */
 export function linkEntries(
   head: ChainHead,

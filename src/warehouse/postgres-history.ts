@@ -5,8 +5,16 @@
  * chain does not hold.
  */
 import type pg from 'pg';
-import type { AuditOperation, PendingEntry } from '../interfaces.js';
-import { appendEntries, type SqlRun } from './audit-chain.js';
+import type { AuditOperation } from '../interfaces.js';
+import {
+  ENTRY_COLUMNS,
+  headSelectSql,
+  linkBatch,
+  toHead,
+  type EntryBatch,
+  type SqlRun,
+} from './audit-chain.js';
+import { named } from './postgres-connection.js';
 import { planHistoryVersions } from './history.js';
 import type { EncodedPage } from './postgres-values.js';
 
@@ -18,6 +26,45 @@ export interface HistoryStatements {
 
 /** Rows closed per statement when each closed version is chained. */
 const CLOSE_BATCH = 5000;
+
+const LOCK_HEAD = named(headSelectSql('postgres'));
+/** A batch's entries as arrays of what differs between them, and the head moved, in one statement. */
+const APPEND_BATCH = named(
+  `WITH appended AS (INSERT INTO _ocs_audit (${ENTRY_COLUMNS})
+     SELECT $1::bigint + u.n, $2::bigint, $3::text, u.row_id, u.operation, $4::text, u.digest,
+       u.prev_hash, u.hash
+     FROM unnest($5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[])
+       WITH ORDINALITY AS u(row_id, operation, digest, prev_hash, hash, n))
+   UPDATE _ocs_audit_head SET seq = $10, hash = $11 WHERE one = 1`,
+);
+
+/**
+ * Appends a batch in the caller's transaction: the head row locked (it stays locked to the
+ * commit, so tables committing at once take turns here and sequence numbers stay gap-free), the
+ * entries linked after it, inserted and the head moved in one statement.
+ */
+async function appendBatch(client: pg.ClientBase, batch: EntryBatch): Promise<void> {
+  if (batch.rowIds.length === 0) return;
+  const locked = await client.query<{ seq: string; hash: string }>(LOCK_HEAD);
+  const head = toHead(locked.rows[0]);
+  const linked = linkBatch(head, batch);
+  await client.query({
+    ...APPEND_BATCH,
+    values: [
+      head.seq,
+      batch.runId,
+      batch.table,
+      batch.at,
+      batch.rowIds,
+      batch.operations,
+      batch.digests,
+      linked.prevHashes,
+      linked.hashes,
+      linked.head.seq,
+      linked.head.hash,
+    ],
+  });
+}
 
 /** SqlRun on a pg client: `?` placeholders become `$1, $2, …`. */
 export function clientRun(client: Pick<pg.ClientBase, 'query'>): SqlRun {
@@ -76,18 +123,14 @@ export async function openVersions(
     ],
   });
   if (audit) {
-    await appendEntries(
-      clientRun(client),
-      'postgres',
-      plan.map((version): PendingEntry => ({
-        runId: page.runId,
-        table: page.resource,
-        rowId: keys[version.index]!,
-        operation: version.closeOpen ? 'change' : 'create',
-        at: now,
-        digest: hashes[version.index]!,
-      })),
-    );
+    await appendBatch(client, {
+      runId: page.runId,
+      table: page.resource,
+      at: now,
+      rowIds: indexes.map((index) => keys[index]!),
+      operations: plan.map((version) => (version.closeOpen ? 'change' : 'create')),
+      digests: indexes.map((index) => hashes[index]!),
+    });
   }
   return plan.length;
 }
@@ -130,18 +173,14 @@ export async function closeVersions(
       const difference = BigInt(left.id) - BigInt(right.id);
       return difference < 0n ? -1 : difference > 0n ? 1 : 0;
     });
-    await appendEntries(
-      clientRun(client),
-      'postgres',
-      rows.map((row): PendingEntry => ({
-        runId: change.runId,
-        table,
-        rowId: row.id,
-        operation: change.operation,
-        at: change.at,
-        digest: row.hash,
-      })),
-    );
+    await appendBatch(client, {
+      runId: change.runId,
+      table,
+      at: change.at,
+      rowIds: rows.map((row) => row.id),
+      operations: rows.map(() => change.operation),
+      digests: rows.map((row) => row.hash),
+    });
     after = rows[rows.length - 1]!.id;
   }
 }

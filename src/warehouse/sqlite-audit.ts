@@ -5,8 +5,15 @@
  * head: nothing can append between the read and the commit.
  */
 import Database from 'better-sqlite3';
-import type { AuditSnapshot, PendingEntry } from '../interfaces.js';
-import { ENTRY_COLUMNS, HEAD_UPDATE_SQL, entryHash, headSelectSql, toHead } from './audit-chain.js';
+import type { AuditSnapshot } from '../interfaces.js';
+import {
+  ENTRY_COLUMNS,
+  HEAD_UPDATE_SQL,
+  headSelectSql,
+  linkBatch,
+  toHead,
+  type EntryBatch,
+} from './audit-chain.js';
 import { SqlAuditSnapshot } from './audit-snapshot.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import { decodeValue } from './sqlite-values.js';
@@ -25,31 +32,28 @@ export class SqliteChainWriter {
   constructor(private readonly db: Database.Database) {}
 
   /**
-   * Links and inserts entries after the head, in the caller's write transaction. On the writer
-   * thread's hot path: each entry's values go straight into the statement's parameters.
+   * Links and inserts a batch of entries after the head, in the caller's write transaction. On
+   * the writer thread's hot path: each entry's values go straight into the statement's parameters.
    */
-  append(pending: readonly PendingEntry[]): void {
-    if (pending.length === 0) return;
+  append(batch: EntryBatch): void {
+    const count = batch.rowIds.length;
+    if (count === 0) return;
     const statements = this.prepared();
-    let { seq, hash } = toHead(
-      statements.head.get() as { seq: unknown; hash: unknown } | undefined,
-    );
-    let parameters: Array<string | number | null> = [];
-    for (let index = 0; index < pending.length; index += 1) {
-      const entry = pending[index]!;
-      seq += 1;
-      const prevHash = hash;
-      hash = entryHash({ ...entry, seq, prevHash });
+    const head = toHead(statements.head.get() as { seq: unknown; hash: unknown } | undefined);
+    const linked = linkBatch(head, batch);
+    const { runId, table, at, rowIds, operations, digests } = batch;
+    let parameters: Array<string | number> = [];
+    for (let index = 0; index < count; index += 1) {
       parameters.push(
-        seq,
-        entry.runId,
-        entry.table,
-        entry.rowId,
-        entry.operation,
-        entry.at,
-        entry.digest,
-        prevHash,
-        hash,
+        head.seq + index + 1,
+        runId,
+        table,
+        rowIds[index]!,
+        operations[index]!,
+        at,
+        digests[index]!,
+        linked.prevHashes[index]!,
+        linked.hashes[index]!,
       );
       if (parameters.length === ENTRIES_PER_INSERT * 9) {
         statements.insertBatch.run(parameters);
@@ -59,7 +63,7 @@ export class SqliteChainWriter {
     for (let start = 0; start < parameters.length; start += 9) {
       statements.insertOne.run(parameters.slice(start, start + 9));
     }
-    statements.moveHead.run(seq, hash);
+    statements.moveHead.run(linked.head.seq, linked.head.hash);
   }
 
   /** Prepared on first use: the tables exist only after migrate(). */

@@ -5,7 +5,7 @@
  * does not hold. Runs on the writer thread (pages) and on the warehouse's connection (closes).
  */
 import type Database from 'better-sqlite3';
-import type { AuditOperation, PendingEntry } from '../interfaces.js';
+import type { AuditOperation } from '../interfaces.js';
 import { planHistoryVersions } from './history.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import { SqliteChainWriter } from './sqlite-audit.js';
@@ -57,16 +57,14 @@ export class SqliteHistoryWriter {
       statements.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
     }
     if (page.audit) {
-      this.chain.append(
-        plan.map((version) => ({
-          runId: page.runId,
-          table: page.resource,
-          rowId: keys[version.index]!,
-          operation: version.closeOpen ? 'change' : 'create',
-          at: page.syncedAt,
-          digest: hashes[version.index]!,
-        })),
-      );
+      this.chain.append({
+        runId: page.runId,
+        table: page.resource,
+        at: page.syncedAt,
+        rowIds: plan.map((version) => keys[version.index]!),
+        operations: plan.map((version) => (version.closeOpen ? 'change' : 'create')),
+        digests: plan.map((version) => hashes[version.index]!),
+      });
     }
     return plan.length;
   }
@@ -108,16 +106,14 @@ export class SqliteHistoryWriter {
       }>;
       if (batch.length === 0) return;
       closeVersions.run(change.at, toJsonText(batch.map((row) => row.version)));
-      this.chain.append(
-        batch.map((row): PendingEntry => ({
-          runId: change.runId,
-          table,
-          rowId: row.id.toString(),
-          operation: change.operation,
-          at: change.at,
-          digest: row.hash,
-        })),
-      );
+      this.chain.append({
+        runId: change.runId,
+        table,
+        at: change.at,
+        rowIds: batch.map((row) => row.id.toString()),
+        operations: batch.map(() => change.operation),
+        digests: batch.map((row) => row.hash),
+      });
       after = batch[batch.length - 1]!.id;
     }
   }
