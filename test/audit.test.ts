@@ -5,7 +5,9 @@
  * every change made behind the tool's back with the database's own shell.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { replayRow } from '../src/audit/replay.js';
 import { verifyAudit } from '../src/audit/verify.js';
+import type { AuditOperation, Row } from '../src/interfaces.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, testDialects, type TestWarehouse } from './support.js';
@@ -19,6 +21,59 @@ import {
 
 /** A few resources of every kind: pk and updated_at_id, sealed, files (ledger records). */
 const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
+
+describe('replaying a row (pure)', () => {
+  const entry = (seq: number, operation: AuditOperation, digest: string, at: string) => ({
+    seq,
+    runId: 1,
+    table: 't',
+    rowId: '7',
+    operation,
+    at,
+    digest,
+    prevHash: '',
+    hash: '',
+  });
+  const version = (
+    versionId: string,
+    content: string,
+    validFrom: string,
+    validTo: string | null,
+  ) => ({
+    id: '7',
+    versionId,
+    values: { id: 7, content },
+    validFrom,
+    validTo,
+    contentHash: content,
+  });
+  const hash = (row: Row) => String(row.content);
+  const entries = [
+    entry(1, 'create', 'a', 'T1'),
+    entry(5, 'change', 'b', 'T2'),
+    entry(9, 'delete', 'b', 'T3'),
+  ];
+
+  it('finds nothing when the versions and the live row are what the entries say', () => {
+    const versions = [version('1', 'a', 'T1', 'T2'), version('2', 'b', 'T2', 'T3')];
+    const live = { id: '7', values: { id: 7, content: 'b' }, deletedAt: 'T3' };
+    expect(replayRow('t', '7', entries, versions, live, hash)).toEqual([]);
+  });
+
+  it('names reordered versions, a deletion cleared by hand, and a version no entry explains', () => {
+    const swapped = [version('1', 'b', 'T2', 'T3'), version('2', 'a', 'T1', 'T2')];
+    const live = { id: '7', values: { id: 7, content: 'b' }, deletedAt: null };
+    expect(
+      replayRow('t', '7', entries, swapped, live, hash).map((problem) => problem.kind),
+    ).toEqual(['version_reordered', 'deleted_at_edited']);
+    const extra = [...swapped.reverse(), version('3', 'c', 'T4', null)];
+    expect(replayRow('t', '7', entries, extra, undefined, hash)[0]).toMatchObject({
+      kind: 'version_inserted',
+      version: 3,
+      versionId: '3',
+    });
+  });
+});
 
 describe.each(testDialects)('audit archive (%s)', (dialect) => {
   let bed: AuditBed;

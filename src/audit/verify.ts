@@ -29,44 +29,9 @@ import {
 import { rowContentHasher } from '../warehouse/canonical.js';
 import type { CheckpointFile } from './checkpoint-file.js';
 import { keyId } from './key-id.js';
+import type { Problem } from './problems.js';
+import { replayRow } from './replay.js';
 import { hasValidSignature } from './signing.js';
-
-export const PROBLEM_KINDS = {
-  value_edited: 'a value edited',
-  valid_time_edited: 'a validity time edited',
-  version_deleted: 'a version deleted',
-  version_inserted: 'a version inserted',
-  version_reordered: 'versions reordered',
-  row_edited: 'a live row edited',
-  row_deleted: 'a live row deleted',
-  row_inserted: 'a live row inserted',
-  deleted_at_edited: '_deleted_at set or cleared by hand',
-  table_dropped: 'a table dropped',
-  record_edited: 'a record edited',
-  record_deleted: 'a record deleted',
-  record_inserted: 'a record inserted',
-  entry_edited: 'a chain entry edited',
-  entries_deleted: 'chain entries deleted',
-  entries_cut: 'chain entries cut',
-  chain_rewritten: 'the chain rewritten',
-  checkpoint_unsigned: 'a checkpoint not signed by the key',
-  checkpoint_deleted: 'a checkpoint deleted',
-  checkpoint_edited: 'a checkpoint edited',
-} as const;
-
-export type ProblemKind = keyof typeof PROBLEM_KINDS;
-
-export interface Problem {
-  kind: ProblemKind;
-  table?: string;
-  rowId?: string;
-  /** The version's place among the row's versions (1 = first), and its `_version_id`. */
-  version?: number;
-  versionId?: string;
-  /** The chain entry where the break is. */
-  seq?: number;
-  detail: string;
-}
 
 export interface VerifyReport {
   intact: boolean;
@@ -445,13 +410,6 @@ async function walkChain(
   return { head: { seq: last, hash: previous }, entries, tables };
 }
 
-interface ExpectedVersion {
-  digest: string;
-  from: string;
-  to: string | null;
-  seq: number;
-}
-
 /** Pass 2 for one resource table: each row's entries against its versions and live row. */
 async function verifyTable(
   snapshot: AuditSnapshot,
@@ -510,215 +468,14 @@ async function verifyTable(
     const liveRow = (await live.peek())?.id === id.toString() ? await live.next() : undefined;
     versionCount += rowVersions.length;
     if (liveRow) liveCount += 1;
-    checkRow(name, id.toString(), rowEntries, rowVersions, liveRow, hash, findings);
+    for (const problem of replayRow(name, id.toString(), rowEntries, rowVersions, liveRow, hash)) {
+      findings.add(problem);
+    }
     if ((versionCount + liveCount) % (batchSize * 10) === 0) {
       onProgress?.({ entries: 0, versions: versionCount });
     }
   }
   return { versions: versionCount, liveRows: liveCount };
-}
-
-function checkRow(
-  table: string,
-  rowId: string,
-  entries: AuditEntry[],
-  versions: StoredVersion[],
-  live: LiveRow | undefined,
-  hash: (row: StoredVersion['values']) => string,
-  findings: Findings,
-): void {
-  const add = (problem: Omit<Problem, 'table' | 'rowId'>) =>
-    findings.add({ table, rowId, ...problem });
-  // Replay the row's entries: the versions the history table must hold, and the live row.
-  const expected: ExpectedVersion[] = [];
-  let open: ExpectedVersion | undefined;
-  let liveState: 'none' | 'present' | 'marked_deleted' | 'absent' = 'none';
-  let last: AuditEntry | undefined;
-  for (const entry of entries) {
-    const rule = operationRule(entry.operation);
-    if (!rule || rule.subject !== 'version') {
-      add({
-        kind: 'entry_edited',
-        seq: entry.seq,
-        detail: `entry ${entry.seq} records "${entry.operation.slice(0, 40)}", which is no operation on a row of ${table}`,
-      });
-      continue;
-    }
-    if (rule.closes && !open) {
-      add({
-        kind: 'entry_edited',
-        seq: entry.seq,
-        detail: `entry ${entry.seq} (${entry.operation}) closes a version of row ${rowId} while none is open`,
-      });
-    }
-    if (rule.opens && !rule.closes && open) {
-      add({
-        kind: 'entry_edited',
-        seq: entry.seq,
-        detail: `entry ${entry.seq} (${entry.operation}) opens a version of row ${rowId} while one is open`,
-      });
-    }
-    if (rule.closes && open) {
-      open.to = entry.at;
-      open = undefined;
-    }
-    if (rule.opens) {
-      open = { digest: entry.digest, from: entry.at, to: null, seq: entry.seq };
-      expected.push(open);
-    }
-    liveState = rule.live ?? liveState;
-    last = entry;
-  }
-  const computed = versions.map((version) => hash(version.values));
-  compareVersions(expected, versions, computed, add);
-
-  // The live row is what the last entry left.
-  const lastVersion = expected[expected.length - 1];
-  const seq = last?.seq;
-  if (liveState === 'none') {
-    if (live) {
-      add({
-        kind: 'row_inserted',
-        detail: `row ${rowId} is in ${table}, but no chain entry explains it`,
-      });
-    }
-    return;
-  }
-  if (liveState === 'absent') {
-    if (live) {
-      add({
-        kind: 'row_inserted',
-        seq,
-        detail: `row ${rowId} was removed by a full refresh (entry ${seq}) but is in ${table} again, with no version`,
-      });
-    }
-    return;
-  }
-  if (!live) {
-    add({
-      kind: 'row_deleted',
-      seq,
-      detail: `row ${rowId} is missing from ${table}; its last entry (${seq}, ${last?.operation}) keeps it`,
-    });
-    return;
-  }
-  if (liveState === 'present' && live.deletedAt !== null) {
-    add({
-      kind: 'deleted_at_edited',
-      seq,
-      detail: `row ${rowId} of ${table} has _deleted_at set (${live.deletedAt}), but its last entry (${seq}, ${last?.operation}) keeps it live`,
-    });
-  }
-  if (liveState === 'marked_deleted' && live.deletedAt !== last?.at) {
-    add({
-      kind: 'deleted_at_edited',
-      seq,
-      detail:
-        live.deletedAt === null
-          ? `row ${rowId} of ${table} was marked deleted (entry ${seq}), but its _deleted_at was cleared`
-          : `row ${rowId} of ${table} has _deleted_at ${live.deletedAt}, not ${last?.at} as entry ${seq} says`,
-    });
-  }
-  if (lastVersion && hash(live.values) !== lastVersion.digest) {
-    add({
-      kind: 'row_edited',
-      seq: lastVersion.seq,
-      detail: `the values of row ${rowId} in ${table} differ from its last version (entry ${lastVersion.seq})`,
-    });
-  }
-}
-
-/** The stored versions against the ones the entries say, naming the first difference. */
-function compareVersions(
-  expected: ExpectedVersion[],
-  versions: StoredVersion[],
-  computed: string[],
-  add: (problem: Omit<Problem, 'table' | 'rowId'>) => void,
-): void {
-  const expectedKeys = expected.map((version) => `${version.digest} ${version.from}`);
-  const storedKeys = versions.map((version, index) => `${computed[index]} ${version.validFrom}`);
-  const at = (index: number) => ({
-    version: index + 1,
-    versionId: versions[index]?.versionId,
-    seq: expected[index]?.seq,
-  });
-  if (versions.length > expected.length) {
-    const index = firstUnmatched(storedKeys, expectedKeys);
-    add({
-      kind: 'version_inserted',
-      version: index + 1,
-      versionId: versions[index]!.versionId,
-      detail: `version ${index + 1} (_version_id ${versions[index]!.versionId}) is not in the chain: ${versions.length} versions stored, ${expected.length} chained`,
-    });
-    return;
-  }
-  if (versions.length < expected.length) {
-    const index = firstUnmatched(expectedKeys, storedKeys);
-    add({
-      kind: 'version_deleted',
-      version: index + 1,
-      seq: expected[index]!.seq,
-      detail: `the version chained at entry ${expected[index]!.seq} (version ${index + 1}) is missing: ${versions.length} versions stored, ${expected.length} chained`,
-    });
-    return;
-  }
-  for (let index = 0; index < expected.length; index += 1) {
-    const want = expected[index]!;
-    const have = versions[index]!;
-    if (storedKeys[index] !== expectedKeys[index]) {
-      if (
-        [...storedKeys].sort().join('\n') === [...expectedKeys].sort().join('\n') &&
-        computed[index] !== want.digest
-      ) {
-        add({
-          kind: 'version_reordered',
-          ...at(index),
-          detail: `the versions are out of the chain's order from version ${index + 1} (_version_id ${have.versionId}, entry ${want.seq})`,
-        });
-        return;
-      }
-      if (computed[index] !== want.digest) {
-        add({
-          kind: 'value_edited',
-          ...at(index),
-          detail: `the stored values of version ${index + 1} (_version_id ${have.versionId}) no longer give the digest chained at entry ${want.seq}`,
-        });
-      } else {
-        add({
-          kind: 'valid_time_edited',
-          ...at(index),
-          detail: `version ${index + 1} (_version_id ${have.versionId}) has _valid_from ${have.validFrom}, not ${want.from} as entry ${want.seq} says`,
-        });
-      }
-      continue;
-    }
-    if (have.contentHash !== want.digest) {
-      add({
-        kind: 'value_edited',
-        ...at(index),
-        detail: `the _content_hash of version ${index + 1} (_version_id ${have.versionId}) was edited: it is not the digest chained at entry ${want.seq}`,
-      });
-    }
-    if (have.validTo !== want.to) {
-      add({
-        kind: 'valid_time_edited',
-        ...at(index),
-        detail: `version ${index + 1} (_version_id ${have.versionId}) has _valid_to ${have.validTo ?? 'null'}, not ${want.to ?? 'null'} as the chain says`,
-      });
-    }
-  }
-}
-
-/** The index of the first key of `keys` that `others` does not account for (as multisets). */
-function firstUnmatched(keys: string[], others: string[]): number {
-  const available = new Map<string, number>();
-  for (const key of others) available.set(key, (available.get(key) ?? 0) + 1);
-  for (let index = 0; index < keys.length; index += 1) {
-    const left = available.get(keys[index]!) ?? 0;
-    if (left === 0) return index;
-    available.set(keys[index]!, left - 1);
-  }
-  return Math.min(keys.length - 1, others.length);
 }
 
 /** Pass 3 for one bookkeeping table: each record against its last entry. */
