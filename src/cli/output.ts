@@ -1,5 +1,6 @@
 /** Plain-text output for people: aligned tables and run summaries. */
 import type { ResourceStatus } from '../interfaces.js';
+import { STORED_TEXT_LENGTH, printable } from '../printable.js';
 import type { SyncReport } from '../sync/engine.js';
 import { formatFilesSummary } from './files-output.js';
 import type { RunRecord } from '../warehouse/reader.js';
@@ -15,8 +16,25 @@ export const processOutput: Output = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
+/**
+ * Every line a command prints goes through this (main wraps its output in it): whatever a message
+ * quotes from the server, no control character reaches the terminal raw. Line breaks stay; the
+ * escapes are JSON's own, so `--json` output means the same.
+ */
+export function terminalSafe(output: Output): Output {
+  const safe = (line: string) => printable(line, { max: Infinity, keepNewlines: true });
+  return { out: (line) => output.out(safe(line)), err: (line) => output.err(safe(line)) };
+}
+
+/** The longest cell a table shows; `--wide` errors were cut when stored, at about twice this. */
+const CELL_LENGTH = 1000;
+
 export function formatTable(headers: string[], rows: Array<Array<string | number>>): string {
-  const cells = [headers, ...rows.map((row) => row.map(String))];
+  // Escaped before measuring, so an escaped cell keeps its column aligned.
+  const cells = [
+    headers,
+    ...rows.map((row) => row.map((cell) => printable(String(cell), { max: CELL_LENGTH }))),
+  ];
   const widths = headers.map((_, column) =>
     Math.max(...cells.map((row) => (row[column] ?? '').length)),
   );
@@ -113,7 +131,8 @@ export function describeCursor(cursor: string | null, kind: ResourceStatus['curs
       id?: unknown;
     };
     if (typeof decoded.updated_at === 'string') {
-      return `after ${decoded.updated_at}${decoded.id === undefined ? '' : ` id ${String(decoded.id)}`}`;
+      const id = decoded.id === undefined ? '' : ` id ${String(decoded.id)}`;
+      return printable(`after ${decoded.updated_at}${id}`, { max: 80 });
     }
   } catch {
     // Not the base64 JSON we know: show it as it is.
@@ -134,7 +153,7 @@ export function formatRunLine(
     `${run.rows} rows`,
   ];
   const error = run.error
-    ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : run.error}`
+    ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : printable(run.error, { max: STORED_TEXT_LENGTH, keepNewlines: true })}`
     : '';
   return `${parts.join(', ')}${error}`;
 }
@@ -206,7 +225,8 @@ function splitHint(text: string): [string, string | undefined] {
   return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + '\n  hint: '.length)];
 }
 
+/** One line of at most `max` characters, control characters escaped. */
 export function shorten(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ');
+  const flat = printable(text.replace(/\s+/g, ' '), { max: Infinity });
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }

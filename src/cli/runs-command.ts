@@ -5,6 +5,7 @@ import { openWarehouseReader } from '../warehouse/open-reader.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import type { CommandContext } from './context.js';
 import { firstLine, formatTable, shorten } from './output.js';
+import { storedText } from '../printable.js';
 import { parseNumberOption } from './option-values.js';
 import { formatAgo, formatDuration } from './time-text.js';
 
@@ -93,7 +94,7 @@ export async function runRunsShowCommand(
   out(`  took      ${run.finishedAt ? formatDuration(run.durationMs) : 'still running'}`);
   out(`  rows      ${run.rows} in ${run.pages} pages, ${run.requests} requests`);
   if (run.schemaChecksum) out(`  schema    ${run.schemaChecksum}`);
-  if (run.error) out(`  error     ${run.error.replace(/\n/g, '\n            ')}`);
+  if (run.error) out(`  error     ${storedText(run.error).replace(/\n/g, '\n            ')}`);
   out('');
   out(
     resources.length === 0

@@ -22,6 +22,7 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import { storedText } from '../printable.js';
 import { nowSortableUtc } from './timestamps.js';
 import { toIsoText, toResourceState } from './reader.js';
 
@@ -131,7 +132,7 @@ export class Bookkeeping {
         rows: summary.rows,
         pages: summary.pages,
         requests: summary.requests,
-        error: summary.error ?? null,
+        error: summary.error === undefined ? null : storedText(summary.error),
       })
       .where('id', '=', runId)
       .executeTakeFirst();
@@ -187,7 +188,7 @@ export class Bookkeeping {
     }
     const now = nowIso();
     const ok = outcome.status === 'ok';
-    const error = ok ? null : (outcome.error ?? outcome.status);
+    const error = ok ? null : storedText(outcome.error ?? outcome.status);
     const changes = ok
       ? {
           last_success_at: now,
