@@ -388,6 +388,8 @@ export interface FileCandidate {
   file: string | null;
   /** The row's `updated_at` in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, or null. */
   updatedAt: string | null;
+  /** The row's `content_size` when it is a positive whole number (null and 0 say nothing). */
+  contentSize: number | null;
   record: FileRecord | undefined;
 }
 

@@ -10,7 +10,6 @@ import {
   HttpStatusError,
   InterruptedError,
   OcsSyncError,
-  ProtocolError,
   SchemaChangeStoppedError,
   ServerUnavailableError,
   UnsafeNameError,
@@ -54,6 +53,7 @@ import {
   selectEntries,
   withoutFields,
 } from './plan.js';
+import { CursorTrail } from './cursor-trail.js';
 import { readAhead } from './read-ahead.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import {
@@ -63,7 +63,7 @@ import {
   parseRelationships,
   referenceCandidates,
 } from './relationships.js';
-import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { isSafeFieldName, isSafeResourceName, valueByName } from '../names.js';
 import { FILES_TABLE } from '../files/ledger.js';
 import type { FilesReport, FilesStep } from '../files/sync-files.js';
 import {
@@ -685,6 +685,7 @@ class SyncRun {
     const history = this.historyFor(resource);
 
     let fetchCursor = cursor;
+    const trail = new CursorTrail(resource, cursor);
     const runSignal = this.options.signal;
     const pages = readAhead<{ page: Page; after: string | null }>(async (signal) => {
       const page = await source.page(
@@ -695,11 +696,8 @@ class SyncRun {
       );
       const after = cursorAfterPage(page, entry.cursor, fetchCursor);
       const last = !hasNextPage(page, pageSize);
-      if (!last && after === fetchCursor) {
-        throw new ProtocolError(
-          `GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`,
-        );
-      }
+      // Any cursor followed before in this walk, not only the last one, would loop forever.
+      if (!last && after !== null) trail.follow(after);
       fetchCursor = after;
       return { value: { page, after }, last };
     }, this.options.pagesInFlight);
@@ -829,7 +827,7 @@ class SyncRun {
   }
 
   private excludedFields(table: string): readonly string[] {
-    return this.options.excludeFields?.[table] ?? [];
+    return valueByName(this.options.excludeFields, table) ?? [];
   }
 
   private withoutExcluded(table: string, columns: ColumnSpec[]): ColumnSpec[] {
