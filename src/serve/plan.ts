@@ -5,7 +5,7 @@
  */
 import type { ColumnSpec, CursorKind } from '../interfaces.js';
 import type { SecretPolicy } from '../sealing/policy.js';
-import { isSafeResourceName } from '../names.js';
+import { isSafeResourceName, valueByName } from '../names.js';
 
 export interface StoredManifestEntry {
   model: string;
@@ -70,7 +70,7 @@ export function planServe(facts: ServeFacts): ServePlan {
 
   const plan = (resource: string, cursor: CursorKind, secret: boolean): ServedResource => {
     const columns = isSafeResourceName(resource) ? facts.tables.get(resource) : undefined;
-    const sealedFields = secret ? [...(facts.sealedFields[resource] ?? [])] : [];
+    const sealedFields = secret ? [...(valueByName(facts.sealedFields, resource) ?? [])] : [];
     if (columns === undefined) {
       missing.push(resource);
       return { resource, cursor, columns: [], sealedFields, source: 'empty' };

@@ -5,6 +5,7 @@
  */
 import type { ColumnSpec, ColumnType, PageWrite } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import { recordByName } from '../names.js';
 import { isInt64 } from '../sync/column-types.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import type { DialectTypes } from './table-definitions.js';
@@ -151,7 +152,8 @@ function cleanJsonValue(value: unknown): unknown {
   }
   if (value !== null && typeof value === 'object') {
     let changed = false;
-    const cleaned: Record<string, unknown> = {};
+    // No prototype: a key `__proto__` in the server's JSON is a key like any other.
+    const cleaned = recordByName<unknown>();
     for (const [key, item] of Object.entries(value)) {
       const cleanKey = cleanString(key);
       const next = cleanJsonValue(item);
