@@ -30,6 +30,7 @@ import { toJsonText } from '../warehouse/values.js';
 import { blobPath } from '../files/blob-store.js';
 import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
 import { renderRows, UnservableValueError, type SealingForServe } from './rows.js';
+import { FailedKeyThrottle } from './failed-keys.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
@@ -47,6 +48,8 @@ export interface ExportServerOptions {
   filesDir?: string;
   listen: ListenAddress;
   logger: Logger;
+  /** Slows down addresses that keep presenting wrong keys (default: 1 s doubling to 30 s). */
+  failedKeys?: FailedKeyThrottle;
 }
 
 export interface ExportServer {
@@ -62,6 +65,8 @@ interface Reply {
 }
 
 const JSON_TYPE = 'application/json';
+/** Every answer holds team data or says who may read it: no cache (a proxy's, a browser's) keeps it. */
+const NO_STORE = { 'cache-control': 'no-store' };
 const NOT_PROVIDED = 'Authentication credentials were not provided.';
 const INVALID_TOKEN = 'Invalid token.';
 
@@ -142,14 +147,21 @@ function pathOf(request: IncomingMessage): string {
 
 function sendReply(request: IncomingMessage, response: ServerResponse, reply: Reply): void {
   const body = Buffer.from(reply.body, 'utf8');
-  response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+  response.writeHead(reply.status, {
+    ...reply.headers,
+    ...NO_STORE,
+    'content-length': String(body.length),
+  });
   response.end(request.method === 'HEAD' ? undefined : body);
 }
 
 class ExportHandler {
   private yaml?: string;
+  private readonly failedKeys: FailedKeyThrottle;
 
-  constructor(private readonly options: ExportServerOptions) {}
+  constructor(private readonly options: ExportServerOptions) {
+    this.failedKeys = options.failedKeys ?? new FailedKeyThrottle();
+  }
 
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? '/', 'http://serve.invalid');
@@ -164,7 +176,7 @@ class ExportHandler {
     }
     const file = /^\/api\/files\/(\d{1,19})\/content\/?$/.exec(url.pathname);
     if (file) {
-      const refused = this.authenticate(request);
+      const refused = await this.authenticate(request);
       if (refused) sendReply(request, response, refused);
       else await this.sendFile(request, response, BigInt(file[1]!));
       return;
@@ -203,7 +215,7 @@ class ExportHandler {
       };
     }
     if (endpoint === 'schema') return this.schema(params);
-    const refused = this.authenticate(request);
+    const refused = await this.authenticate(request);
     if (refused) return refused;
     if (endpoint === TEAM_RESOURCE) return this.team();
     const resource = this.options.plan.resources.get(endpoint);
@@ -211,12 +223,30 @@ class ExportHandler {
     return this.page(resource, params);
   }
 
-  private authenticate(request: IncomingMessage): Reply | undefined {
+  private async authenticate(request: IncomingMessage): Promise<Reply | undefined> {
     const key = presentedKey(request);
     const unauthorized = (detail: string) =>
       json(401, { detail }, { 'www-authenticate': 'Api-Key' });
     if (key === undefined) return unauthorized(NOT_PROVIDED);
-    return sameKey(key, this.options.apiKey) ? undefined : unauthorized(INVALID_TOKEN);
+    const address = request.socket.remoteAddress ?? 'unknown';
+    if (!(await this.failedKeys.beforeCheck(address))) {
+      return json(
+        429,
+        { detail: 'Too many wrong API keys from this address; try again later.' },
+        { 'retry-after': String(this.failedKeys.retryAfterSeconds(address)) },
+      );
+    }
+    if (sameKey(key, this.options.apiKey)) {
+      this.failedKeys.succeeded(address);
+      return undefined;
+    }
+    if (this.failedKeys.failed(address)) {
+      this.options.logger.warn(
+        { address },
+        'serve: repeated wrong API keys from this address; its key checks are slowed down from now on',
+      );
+    }
+    return unauthorized(INVALID_TOKEN);
   }
 
   private schema(params: URLSearchParams): Reply {
@@ -339,6 +369,7 @@ class ExportHandler {
       return;
     }
     response.writeHead(200, {
+      ...NO_STORE,
       'content-type': headerSafe(stored.contentType) ?? 'application/octet-stream',
       'content-length': String(size),
       'content-disposition': attachmentHeader(basename(stored.file ?? `file-${fileId}`)),
