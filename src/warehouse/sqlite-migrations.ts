@@ -5,6 +5,7 @@
 import { historyTableName, quoteIdentifier as q } from './identifiers.js';
 import type { SqliteConnection } from './sqlite-connection.js';
 import { createSqliteLiveView, dropSqliteLiveView } from './sqlite-schema.js';
+import { VERSION_KIND_COLUMN } from './table-definitions.js';
 import { toSortableUtc } from './timestamps.js';
 
 /** Our own time columns, per bookkeeping table. */
@@ -62,5 +63,25 @@ function analystsWarehouse(connection: SqliteConnection): void {
   }
 }
 
+/** Migration 008: the chatbot choice's own columns on every resource and history table. */
+function chatbotChoice(connection: SqliteConnection): void {
+  const { db } = connection;
+  for (const table of sqliteResourceTables(connection)) {
+    dropSqliteLiveView(connection, table);
+    db.exec(`ALTER TABLE ${q(table)} ADD COLUMN "_ocs_out_of_scope_since" TEXT`);
+    db.exec(`ALTER TABLE ${q(table)} ADD COLUMN "_ocs_served_under" TEXT`);
+    const history = historyTableName(table);
+    if (connection.tableExists(history)) {
+      db.exec(
+        `ALTER TABLE ${q(history)} ADD COLUMN "${VERSION_KIND_COLUMN}" TEXT NOT NULL DEFAULT 'served'`,
+      );
+    }
+    createSqliteLiveView(connection, table);
+  }
+}
+
 export const SQLITE_MIGRATION_CODE: ReadonlyMap<number, (connection: SqliteConnection) => void> =
-  new Map([[4, analystsWarehouse]]);
+  new Map([
+    [4, analystsWarehouse],
+    [8, chatbotChoice],
+  ]);
