@@ -460,7 +460,7 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
       const current = await open({ seed });
       const ids = current.chatbots();
       const subset = () => ids.filter(() => random.chance(0.5));
-      let first = subset();
+      const first = subset();
       let second = subset();
       if (selectionKey(first) === selectionKey(second)) second = first.length > 0 ? [] : [ids[0]!];
       current.server.choice!.set(first);

@@ -1584,9 +1584,9 @@ describe('value encoding', () => {
       ['1', 'h1'],
       ['2', 'h2'],
     ]);
-    expect(
-      planHistoryVersions(['1', '2', '1'], ['h1', 'h2', 'h1'], open, new Set(['1'])),
-    ).toEqual([{ index: 0, closeOpen: true, kind: 'scope_return' }]);
+    expect(planHistoryVersions(['1', '2', '1'], ['h1', 'h2', 'h1'], open, new Set(['1']))).toEqual([
+      { index: 0, closeOpen: true, kind: 'scope_return' },
+    ]);
   });
 });
 
