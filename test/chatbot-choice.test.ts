@@ -22,7 +22,19 @@ import {
   storedFlags,
   type ScopedBed,
 } from './chatbot-choice-support.js';
-import { ADMIN_KEY, sourceRowsAsStored, testDialects } from './support.js';
+import { SERVE_KEY, get, serveWarehouse, type ServedWarehouse } from './serve-support.js';
+import {
+  ADMIN_KEY,
+  closeCliTestBed,
+  openCliTestBed,
+  runCli,
+  sourceRowsAsStored,
+  syncEnv,
+  teamKeys,
+  testDialects,
+  testSource,
+  type CliTestBed,
+} from './support.js';
 
 // ------------------------------------------------------------------------------ the key
 
@@ -639,5 +651,187 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
     expect(exercised.fullRefreshChecks).toBeGreaterThan(3);
     expect(exercised.changedMidRun).toBeGreaterThan(1);
     expect(exercised.deletionsMarked).toBeGreaterThan(0);
+  });
+});
+
+// ------------------------------------------------------------------------------ serve
+
+describe.each(testDialects)('serve speaks the scoped protocol (%s)', (dialect) => {
+  let bed: ScopedBed | undefined;
+  let copy: ScopedBed | undefined;
+  let served: ServedWarehouse | undefined;
+  afterEach(async () => {
+    await served?.close();
+    await copy?.close();
+    await bed?.close();
+    served = copy = bed = undefined;
+  });
+
+  it('lists the chatbots it serves, checks the key, serves excluded resources empty, and our own client follows it', async () => {
+    bed = await openScopedBed(dialect);
+    const [a, b] = bed.chatbots();
+    bed.server.choice!.set([a!, b!]);
+    expect((await bed.sync()).status).toBe('ok');
+    bed.server.choice!.set([a!]);
+    expect((await bed.sync({ fullRefresh: true })).status).toBe('ok');
+
+    served = await serveWarehouse(bed.stored, { policyFor: () => 'sealed' });
+    const manifest = (await get(`${served.url}/api/export/manifest/`)).json();
+    expect(manifest).toEqual(bed.server.manifest());
+    const team = (await get(`${served.url}/api/export/team/`)).json() as Record<string, unknown>;
+    // Every chatbot it holds, B too: its rows left the choice but are still in the archive.
+    const expected = [a!, b!].sort().map((publicId) => ({
+      public_id: publicId,
+      name: String(bed!.dataset.rows('chatbots').find((row) => row.public_id === publicId)!.name),
+    }));
+    expect(team).toMatchObject({ exportable_chatbots: expected, require_mfa: false });
+    const key = selectionKey([a!, b!]);
+    const page = (resource: string, selection: string) =>
+      get(`${served!.url}/api/export/${resource}/?limit=100&selection=${selection}`);
+    expect((await page('chatbots', 'all')).json()).toEqual({ detail: SELECTION_CHANGED_DETAIL });
+    expect((await page('chatbots', 'all')).status).toBe(409);
+    expect((await page('evaluators', key)).json()).toEqual({
+      cursor: null,
+      has_more: false,
+      results: [],
+    });
+    expect((await get(`${served.url}/api/export/chatbots/?limit=100`)).status).toBe(200);
+
+    // A client of the scoped protocol (ours) restores from it: every served row, and what it
+    // serves points only at rows it serves.
+    copy = await openScopedBed(dialect);
+    const source = testSource(served.url, { apiKey: SERVE_KEY });
+    const restore = await copy.sync({ source, concurrency: 1 }).finally(() => source.close());
+    expect(restore.status).toBe('ok');
+    expect(restore.choice?.key).toBe(key);
+    const live = async (current: ScopedBed, table: string) =>
+      (await storedFlags(current.stored, table)).filter((row) => !row.deleted).map((row) => row.id);
+    for (const resource of ['chatbots', 'sessions', 'chats', 'chat_messages', 'participants']) {
+      expect(await live(copy, resource), resource).toEqual(await live(bed, resource));
+    }
+    const ids = async (table: string, column: string) =>
+      new Set(
+        (
+          await copy!.stored.query(
+            `SELECT ${column} AS v FROM "${table}" WHERE ${column} IS NOT NULL`,
+          )
+        ).map((row) => String(row.v)),
+      );
+    const chatbots = new Set(await live(copy, 'chatbots'));
+    for (const experiment of await ids('sessions', 'experiment')) {
+      expect(chatbots.has(experiment)).toBe(true);
+    }
+    const chats = new Set(await live(copy, 'chats'));
+    for (const chat of await ids('chat_messages', 'chat')) expect(chats.has(chat)).toBe(true);
+  });
+
+  it('stays the old server for a warehouse of a server without the protocol', async () => {
+    bed = await openScopedBed(dialect);
+    await bed.server.close();
+    bed.server = await startFakeServer({
+      dataset: bed.dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+    });
+    expect((await bed.sync()).status).toBe('ok');
+    served = await serveWarehouse(bed.stored, { policyFor: () => 'sealed' });
+    const team = (await get(`${served.url}/api/export/team/`)).json() as Record<string, unknown>;
+    expect(team).not.toHaveProperty('exportable_chatbots');
+    expect((await get(`${served.url}/api/export/users/?selection=anything`)).status).toBe(200);
+  });
+});
+
+// ------------------------------------------------------------------------------ status and runs
+
+describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dialect) => {
+  let server: FakeServer | undefined;
+  let testBed: CliTestBed | undefined;
+  afterEach(async () => {
+    if (testBed) await closeCliTestBed(testBed, server);
+    server = testBed = undefined;
+  });
+
+  it('names the chosen chatbots and the key, counts rows out of scope, and says what is excluded', async () => {
+    testBed = await openCliTestBed(dialect);
+    const dataset = createSampleDataset({ scoped: true, seed: 9, rowCounts: { chatbots: 2 } });
+    const [a, b] = dataset.rows('chatbots');
+    server = await startFakeServer({
+      dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      chatbotChoice: { chosen: [String(a!.public_id), String(b!.public_id)] },
+    });
+    const cli = (...args: string[]) =>
+      runCli(
+        ['--config', testBed!.configFile, ...args],
+        syncEnv(server!.url, testBed!.warehouse.env),
+      );
+    const first = await cli('sync');
+    expect(first.code).toBe(0);
+    const both = [a!, b!]
+      .sort((left, right) => (String(left.public_id) < String(right.public_id) ? -1 : 1))
+      .map((row) => String(row.name));
+    expect(first.stdout).toContain(`Chatbot choice: ${both.join(', ')} (key `);
+    server.choice!.set([String(a!.public_id)]);
+    const second = await cli('sync', '--full-refresh');
+    expect(second.code).toBe(0);
+    expect(second.stdout).toMatch(/Out of scope: \d+ row\(s\) the choice no longer serves/);
+    expect(second.stdout).toContain(
+      "excluded evaluators, evaluation_results: excluded by the team's chatbot choice",
+    );
+
+    const key = selectionKey([String(a!.public_id)]);
+    const status = await cli('status');
+    expect(status.code).toBe(0);
+    expect(status.stdout).toContain(`Chatbot choice: ${String(a!.name)} (key ${key})`);
+    expect(status.stdout).toContain('out of scope');
+    const evaluators = status.stdout.split('\n').find((line) => line.startsWith('evaluators '));
+    expect(evaluators).toContain("excluded by the team's chatbot choice");
+    const json = JSON.parse((await cli('status', '--json')).stdout) as {
+      chatbot_choice: unknown;
+      resources: Array<Record<string, unknown>>;
+    };
+    expect(json.chatbot_choice).toEqual({
+      selection_key: key,
+      chatbots: [{ public_id: a!.public_id, name: a!.name }],
+    });
+    expect(json.resources.find((r) => r.resource === 'evaluators')).toMatchObject({
+      excluded_by_chatbot_choice: true,
+      last_error: null,
+    });
+    expect(json.resources.find((r) => r.resource === 'chatbots')).toMatchObject({
+      rows_out_of_scope: 1,
+      rows_deleted: 0,
+      cursor_selection: key,
+    });
+
+    const runs = await cli('runs');
+    expect(runs.stdout).toContain('chatbot choice');
+    expect(runs.stdout).toContain(`(${key.slice(0, 8)})`);
+    const show = await cli('runs', 'show', '2');
+    expect(show.stdout).toContain(`chatbots  ${String(a!.name)} (key ${key})`);
+    const runsJson = JSON.parse((await cli('runs', '--json')).stdout) as Array<
+      Record<string, unknown>
+    >;
+    expect(runsJson[0]).toMatchObject({ selectionKey: key, choice: { key } });
+  });
+
+  it('says nothing of choices for a server without them', async () => {
+    testBed = await openCliTestBed(dialect);
+    server = await startFakeServer({
+      dataset: createSampleDataset({ rowsPerResource: 4 }),
+      teamPublicKeyPem: teamKeys().publicKey,
+    });
+    const cli = (...args: string[]) =>
+      runCli(
+        ['--config', testBed!.configFile, ...args],
+        syncEnv(server!.url, testBed!.warehouse.env),
+      );
+    expect((await cli('sync')).stdout).not.toContain('Chatbot choice');
+    const status = await cli('status');
+    expect(status.stdout).not.toContain('Chatbot choice');
+    expect(status.stdout).not.toContain('out of scope');
+    expect((await cli('runs')).stdout).not.toContain('chatbot choice');
+    expect(JSON.parse((await cli('status', '--json')).stdout)).toMatchObject({
+      chatbot_choice: null,
+    });
   });
 });
