@@ -773,7 +773,7 @@ describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dia
     server.choice!.set([String(a!.public_id)]);
     const second = await cli('sync', '--full-refresh');
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/Out of scope: \d+ row\(s\) the choice no longer serves/);
+    expect(second.stdout).toMatch(/Out of scope: \d+ row\(s\) of \d+ resource\(s\) the choice no longer serves/);
     expect(second.stdout).toContain(
       "excluded evaluators, evaluation_results: excluded by the team's chatbot choice",
     );
