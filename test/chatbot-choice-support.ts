@@ -20,6 +20,7 @@ export interface ScopedBed {
   server: FakeServer;
   dataset: FakeDataset;
   stored: TestWarehouse;
+  /** Opened through the public API (a test may close and reopen it). */
   warehouse: Warehouse;
   /** Every row the fake ever served: `resource/id`. */
   served: Set<string>;
@@ -93,7 +94,7 @@ export async function openScopedBed(
       try {
         return await runSync({
           source,
-          warehouse,
+          warehouse: bed.warehouse,
           logger: silentLogger(),
           pageSize: 5,
           secrets: { keys: {}, policyFor: () => 'sealed' },
@@ -110,7 +111,7 @@ export async function openScopedBed(
       }
     },
     async close() {
-      await warehouse.close();
+      await bed.warehouse.close();
       await bed.server.close();
       await stored.dispose();
     },

@@ -8,6 +8,7 @@ import { SELECTION_CHANGED_DETAIL, selectionKey } from '../src/export-api/select
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { SeededRandom } from '../src/fake-server/random.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import { openWarehouse } from '../src/warehouse/open.js';
 import type { ManifestEntry } from '../src/interfaces.js';
 import {
   isNarrowing,
@@ -773,7 +774,9 @@ describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dia
     server.choice!.set([String(a!.public_id)]);
     const second = await cli('sync', '--full-refresh');
     expect(second.code).toBe(0);
-    expect(second.stdout).toMatch(/Out of scope: \d+ row\(s\) of \d+ resource\(s\) the choice no longer serves/);
+    expect(second.stdout).toMatch(
+      /Out of scope: \d+ row\(s\) of \d+ resource\(s\) the choice no longer serves/,
+    );
     expect(second.stdout).toContain(
       "excluded evaluators, evaluation_results: excluded by the team's chatbot choice",
     );
@@ -833,5 +836,68 @@ describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dia
     expect(JSON.parse((await cli('status', '--json')).stdout)).toMatchObject({
       chatbot_choice: null,
     });
+  });
+});
+
+// ------------------------------------------------------------------------------ migration 008
+
+describe.each(testDialects)('migration 008 (%s)', (dialect) => {
+  let bed: ScopedBed | undefined;
+  afterEach(async () => {
+    await bed?.close();
+    bed = undefined;
+  });
+
+  it('upgrades a warehouse from before choices: status reads it first, then a scoped sync follows it', async () => {
+    bed = await openScopedBed(dialect);
+    await bed.server.close();
+    bed.server = await startFakeServer({
+      dataset: bed.dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+    });
+    expect((await bed.sync()).status).toBe('ok');
+    await bed.warehouse.close();
+    // Back to what an older ocs-sync left: no 008 and none of its columns or tables.
+    const drop = async (table: string, ...columns: string[]) => {
+      for (const column of columns) {
+        await bed!.stored.query(`ALTER TABLE "${table}" DROP COLUMN "${column}"`);
+      }
+    };
+    const tables = await bed.stored.query('SELECT DISTINCT table_name AS name FROM _ocs_columns');
+    for (const { name } of tables) {
+      await bed.stored.query(`DROP VIEW "${String(name)}__live"`);
+      await drop(String(name), '_ocs_out_of_scope_since', '_ocs_served_under');
+    }
+    await drop('sessions__history', '_ocs_version_kind');
+    await drop('_ocs_runs', 'selection_key');
+    await drop('_ocs_resources', 'cursor_selection', 'excluded_at');
+    await bed.stored.query('DROP TABLE "_ocs_chatbot_choices"');
+    await bed.stored.query('DELETE FROM "_ocs_migrations" WHERE version = 8');
+    const status = await runCli(['status'], bed.stored.env);
+    expect(status.stderr).toBe('');
+    expect(status.stdout).not.toContain('Chatbot choice');
+
+    bed.warehouse = await openWarehouse({
+      url: bed.stored.env.OCS_WAREHOUSE_URL!,
+      schema: bed.stored.env.OCS_WAREHOUSE_SCHEMA,
+    }); // migrates
+    const versions = await bed.stored.query(
+      `SELECT DISTINCT _ocs_version_kind AS kind FROM "sessions__history"`,
+    );
+    expect(versions.map((row) => row.kind)).toEqual(['served']);
+    const live = await bed.stored.query('SELECT * FROM "sessions__live"');
+    expect(Object.keys(live[0]!)).toContain('_ocs_out_of_scope_since');
+
+    await bed.server.close();
+    bed.server = await startFakeServer({
+      dataset: bed.dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      chatbotChoice: { chosen: [bed.chatbots()[0]!] },
+    });
+    const report = await bed.sync({ fullRefresh: true });
+    expect(report.status).toBe('ok');
+    const flags = await storedFlags(bed.stored, 'sessions');
+    expect(flags.some((row) => row.outOfScope)).toBe(true);
+    expect(flags.some((row) => row.deleted)).toBe(false);
   });
 });

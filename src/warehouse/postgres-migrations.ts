@@ -43,13 +43,13 @@ async function chatbotChoice(connection: PostgresConnection, client: pg.ClientBa
   for (const table of await postgresResourceTables(connection, client)) {
     await dropPostgresLiveView(connection, client, table);
     await client.query(
-      `ALTER TABLE ${connection.table(table)} ADD COLUMN "_ocs_out_of_scope_since" timestamptz, ` +
-        'ADD COLUMN "_ocs_served_under" text',
+      `ALTER TABLE ${connection.table(table)} ADD COLUMN IF NOT EXISTS "_ocs_out_of_scope_since" timestamptz, ` +
+        'ADD COLUMN IF NOT EXISTS "_ocs_served_under" text',
     );
     const history = historyTableName(table);
     if (await connection.tableExistsOn(client, history)) {
       await client.query(
-        `ALTER TABLE ${connection.table(history)} ADD COLUMN "${VERSION_KIND_COLUMN}" text NOT NULL DEFAULT 'served'`,
+        `ALTER TABLE ${connection.table(history)} ADD COLUMN IF NOT EXISTS "${VERSION_KIND_COLUMN}" text NOT NULL DEFAULT 'served'`,
       );
     }
     await createPostgresLiveView(connection, client, table);

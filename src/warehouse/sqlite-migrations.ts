@@ -66,15 +66,21 @@ function analystsWarehouse(connection: SqliteConnection): void {
 /** Migration 008: the chatbot choice's own columns on every resource and history table. */
 function chatbotChoice(connection: SqliteConnection): void {
   const { db } = connection;
+  const addMissing = (table: string, columns: Array<[string, string]>) => {
+    const present = new Set(connection.physicalColumns(table));
+    for (const [name, type] of columns) {
+      if (!present.has(name)) db.exec(`ALTER TABLE ${q(table)} ADD COLUMN ${q(name)} ${type}`);
+    }
+  };
   for (const table of sqliteResourceTables(connection)) {
     dropSqliteLiveView(connection, table);
-    db.exec(`ALTER TABLE ${q(table)} ADD COLUMN "_ocs_out_of_scope_since" TEXT`);
-    db.exec(`ALTER TABLE ${q(table)} ADD COLUMN "_ocs_served_under" TEXT`);
+    addMissing(table, [
+      ['_ocs_out_of_scope_since', 'TEXT'],
+      ['_ocs_served_under', 'TEXT'],
+    ]);
     const history = historyTableName(table);
     if (connection.tableExists(history)) {
-      db.exec(
-        `ALTER TABLE ${q(history)} ADD COLUMN "${VERSION_KIND_COLUMN}" TEXT NOT NULL DEFAULT 'served'`,
-      );
+      addMissing(history, [[VERSION_KIND_COLUMN, "TEXT NOT NULL DEFAULT 'served'"]]);
     }
     createSqliteLiveView(connection, table);
   }
