@@ -3,11 +3,14 @@
  * selection key, the walk plan, the fake's scoped protocol, and the sync against it on every
  * dialect: narrowing, widening, a change mid-run, history, and a randomized model of the server.
  */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SELECTION_CHANGED_DETAIL, selectionKey } from '../src/export-api/selection.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { SeededRandom } from '../src/fake-server/random.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import { projectRoot } from '../src/warehouse/migrations.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import type { ManifestEntry } from '../src/interfaces.js';
 import {
@@ -899,5 +902,51 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
     const flags = await storedFlags(bed.stored, 'sessions');
     expect(flags.some((row) => row.outOfScope)).toBe(true);
     expect(flags.some((row) => row.deleted)).toBe(false);
+  });
+});
+
+// ------------------------------------------------------------------------------ the README
+
+/** The ```sql blocks between the README's chatbot-choice markers. */
+function readmeChoiceQueries(): string[] {
+  const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
+  const start = readme.indexOf('<!-- chatbot-choice-queries:start -->');
+  const end = readme.indexOf('<!-- chatbot-choice-queries:end -->');
+  expect(start).toBeGreaterThan(0);
+  return [...readme.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
+    match[1]!.trim(),
+  );
+}
+
+describe.each(testDialects)("the README's chatbot-choice queries (%s)", (dialect) => {
+  it('run as written and find what they say', async () => {
+    const queries = readmeChoiceQueries();
+    expect(queries.length).toBe(3);
+    const bed = await openScopedBed(dialect);
+    try {
+      const [a, b] = bed.chatbots();
+      bed.server.choice!.set([a!, b!]);
+      await bed.sync();
+      bed.server.choice!.set([a!]);
+      await bed.sync({ fullRefresh: true });
+      // A session of B comes back: its exit and its return are both in history.
+      const [back] = [
+        ...idsInScope(bed.dataset, [b!], 'sessions', 'experiments.experimentsession'),
+      ];
+      bed.server.choice!.set([a!, b!]);
+      await bed.sync();
+      bed.server.choice!.set([a!]);
+      await bed.sync({ fullRefresh: true });
+      for (const query of queries) {
+        const rows = await bed.stored.query(query);
+        expect(rows.length, query).toBeGreaterThan(0);
+      }
+      const history = await bed.stored.query(queries[1]!);
+      expect(
+        history.filter((row) => String(row.id) === back).map((row) => row._ocs_version_kind),
+      ).toEqual(['scope_exit', 'scope_return', 'scope_exit']);
+    } finally {
+      await bed.close();
+    }
   });
 });
