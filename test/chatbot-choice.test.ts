@@ -363,6 +363,41 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
     expect(await current.warehouse.chatbotChoices()).toEqual(new Map());
   });
 
+  it('never takes absence for deletion when the server classes resources but hides its choice', async () => {
+    const current = await open();
+    await current.server.close();
+    current.server = await startFakeServer({
+      dataset: current.dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      // The least such a server could send: `scope` in the manifest, nothing in team/.
+      transformManifest: (manifest) => ({
+        ...manifest,
+        entries: manifest.entries.map((item) => ({ ...item, scope: 'owned' as const })),
+      }),
+    });
+    expect((await current.sync()).status).toBe('ok');
+    const [gone] = current.dataset.ids('sessions');
+    current.dataset.remove('sessions', [gone!]);
+    current.server.requests.length = 0;
+    const report = await current.sync({ fullRefresh: true });
+    expect(report.status).toBe('ok');
+    expect(report.choice).toBeUndefined();
+    const flags = await storedFlags(current.stored, 'sessions');
+    expect(flags.find((row) => row.id === String(gone))).toMatchObject({
+      deleted: false,
+      outOfScope: true,
+      servedUnder: 'unknown',
+    });
+    expect(current.server.requests.some((request) => 'selection' in request.query)).toBe(false);
+    // Every run reads every resource from the start: nothing it cannot see is skipped.
+    current.server.requests.length = 0;
+    await current.sync();
+    const firstPages = current.server.requests.filter(
+      (request) => request.resource === 'sessions' && request.query.cursor === undefined,
+    );
+    expect(firstPages).toHaveLength(1);
+  });
+
   it('sends the key with every resource request and never asks for excluded resources', async () => {
     const current = await open();
     const [a] = current.chatbots();

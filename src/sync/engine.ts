@@ -813,9 +813,11 @@ class SyncRun {
     const { resource } = entry;
     const policy = this.policyOf(entry);
     const sealed = this.sealedFieldsOf(resource);
-    // Fixed for the walk: every page is requested, and committed, under this choice.
+    // Fixed for the walk: every page is requested, and committed, under this choice (a server
+    // without choices: nothing, as before choices were known).
     const key = walkKey(this.scope);
     const selection = selectionParameter(this.scope);
+    const servedUnder = this.scope.kind === 'unscoped' ? undefined : key;
 
     let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
     let cursor = plan.cursor;
@@ -914,7 +916,7 @@ class SyncRun {
             cursor: fullRefresh ? null : after,
             cursorKind: entry.cursor,
             history,
-            selection: key,
+            selection: servedUnder,
             walk,
           })
           .then((result) => {
@@ -979,7 +981,7 @@ class SyncRun {
         cursor: cursor ?? stored,
         cursorKind: entry.cursor,
         history: false,
-        selection: key,
+        selection: servedUnder,
       });
     }
   }

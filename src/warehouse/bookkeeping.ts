@@ -209,7 +209,7 @@ export class Bookkeeping {
         }
       : excluded
         ? { last_error: null, excluded_at: now }
-        : { last_error: error, last_error_at: now };
+        : { last_error: error, last_error_at: now, excluded_at: null };
     await this.db.transaction().execute(async (trx) => {
       await trx
         .insertInto('_ocs_resource_runs')
