@@ -24,6 +24,8 @@ export interface ScopedBed {
   warehouse: Warehouse;
   /** Every row the fake ever served: `resource/id`. */
   served: Set<string>;
+  /** Serves the same rows from a new server: without choices, unless the options give one. */
+  replaceServer(options?: Partial<FakeServerOptions>): Promise<FakeServer>;
   /** One run through the engine; the source is opened and closed around it. */
   sync(options?: Partial<SyncOptions>): Promise<SyncReport>;
   /** Public ids of the dataset's working-version chatbots, in id order. */
@@ -68,15 +70,16 @@ export async function openScopedBed(
       .rows('chatbots')
       .filter((row) => row.working_version === null || row.working_version === undefined)
       .map((row) => String(row.public_id));
-  const server = await startFakeServer({
-    teamPublicKeyPem: teamKeys().publicKey,
-    ...options,
-    dataset,
-    chatbotChoice: { chosen: options.chosen ?? [] },
-    onPageServed: (info) => {
-      for (const row of info.rows) served.add(`${info.resource}/${String(row.id)}`);
-    },
-  });
+  const start = (serverOptions: Partial<FakeServerOptions>) =>
+    startFakeServer({
+      teamPublicKeyPem: teamKeys().publicKey,
+      ...serverOptions,
+      dataset,
+      onPageServed: (info) => {
+        for (const row of info.rows) served.add(`${info.resource}/${String(row.id)}`);
+      },
+    });
+  const server = await start({ ...options, chatbotChoice: { chosen: options.chosen ?? [] } });
   const stored = await createTestWarehouse(dialect);
   const warehouse = await openWarehouse({
     url: stored.env.OCS_WAREHOUSE_URL!,
@@ -89,6 +92,11 @@ export async function openScopedBed(
     warehouse,
     served,
     chatbots,
+    async replaceServer(serverOptions = {}) {
+      await bed.server.close();
+      bed.server = await start(serverOptions);
+      return bed.server;
+    },
     async sync(overrides = {}) {
       const source = testSource(bed.server.url);
       try {

@@ -3,14 +3,11 @@
  * selection key, the walk plan, the fake's scoped protocol, and the sync against it on every
  * dialect: narrowing, widening, a change mid-run, history, and a randomized model of the server.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SELECTION_CHANGED_DETAIL, selectionKey } from '../src/export-api/selection.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { SeededRandom } from '../src/fake-server/random.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
-import { projectRoot } from '../src/warehouse/migrations.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import type { ManifestEntry } from '../src/interfaces.js';
 import {
@@ -31,6 +28,7 @@ import {
   ADMIN_KEY,
   closeCliTestBed,
   openCliTestBed,
+  readmeSqlBlocks,
   runCli,
   sourceRowsAsStored,
   syncEnv,
@@ -335,11 +333,10 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
     idsInScope(current.dataset, chosen, resource, modelOf(current, resource));
 
   it('sends nothing new to a server without the protocol: exactly the pages the server has', async () => {
-    const current = await open({ chatbotChoice: undefined });
-    // The bed turns the protocol on; start a plain server on the same rows instead.
-    await current.server.close();
-    const plain = await startFakeServer({ dataset: current.dataset });
-    current.server = plain;
+    const current = await open();
+    // The bed turns the protocol on; serve the same rows from a plain server instead (whose
+    // team has no public key: its sealed resources are not asked for).
+    const plain = await current.replaceServer({ teamPublicKeyPem: undefined });
     const report = await current.sync({ concurrency: 1, pagesInFlight: 1, pageSize: 4 });
     expect(report.choice).toBeUndefined();
 
@@ -365,10 +362,7 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
 
   it('never takes absence for deletion when the server classes resources but hides its choice', async () => {
     const current = await open();
-    await current.server.close();
-    current.server = await startFakeServer({
-      dataset: current.dataset,
-      teamPublicKeyPem: teamKeys().publicKey,
+    await current.replaceServer({
       // The least such a server could send: `scope` in the manifest, nothing in team/.
       transformManifest: (manifest) => ({
         ...manifest,
@@ -561,7 +555,8 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
     current.server.choice!.set([a!]);
     current.server.choice!.changeAfter(8, [b!]);
     current.server.choice!.changeAfter(30, [a!, b!]);
-    const report = await current.sync({ pageSize: 3 });
+    // One request at a time: each change meets exactly one request under the old key.
+    const report = await current.sync({ pageSize: 3, concurrency: 1, pagesInFlight: 1 });
     expect(report.status).toBe('partial');
     expect(report.problems.join('\n')).toMatch(/chatbot choice changed again during this run/);
     expect(current.server.requests.filter((request) => request.status === 409).length).toBe(2);
@@ -766,11 +761,7 @@ describe.each(testDialects)('serve speaks the scoped protocol (%s)', (dialect) =
 
   it('stays the old server for a warehouse of a server without the protocol', async () => {
     bed = await openScopedBed(dialect);
-    await bed.server.close();
-    bed.server = await startFakeServer({
-      dataset: bed.dataset,
-      teamPublicKeyPem: teamKeys().publicKey,
-    });
+    await bed.replaceServer();
     expect((await bed.sync()).status).toBe('ok');
     served = await serveWarehouse(bed.stored, { policyFor: () => 'sealed' });
     const team = (await get(`${served.url}/api/export/team/`)).json() as Record<string, unknown>;
@@ -888,11 +879,7 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
 
   it('upgrades a warehouse from before choices: status reads it first, then a scoped sync follows it', async () => {
     bed = await openScopedBed(dialect);
-    await bed.server.close();
-    bed.server = await startFakeServer({
-      dataset: bed.dataset,
-      teamPublicKeyPem: teamKeys().publicKey,
-    });
+    await bed.replaceServer();
     expect((await bed.sync()).status).toBe('ok');
     await bed.warehouse.close();
     // Back to what an older ocs-sync left: no 008 and none of its columns or tables.
@@ -926,12 +913,7 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
     const live = await bed.stored.query('SELECT * FROM "sessions__live"');
     expect(Object.keys(live[0]!)).toContain('_ocs_out_of_scope_since');
 
-    await bed.server.close();
-    bed.server = await startFakeServer({
-      dataset: bed.dataset,
-      teamPublicKeyPem: teamKeys().publicKey,
-      chatbotChoice: { chosen: [bed.chatbots()[0]!] },
-    });
+    await bed.replaceServer({ chatbotChoice: { chosen: [bed.chatbots()[0]!] } });
     const report = await bed.sync({ fullRefresh: true });
     expect(report.status).toBe('ok');
     const flags = await storedFlags(bed.stored, 'sessions');
@@ -942,20 +924,9 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
 
 // ------------------------------------------------------------------------------ the README
 
-/** The ```sql blocks between the README's chatbot-choice markers. */
-function readmeChoiceQueries(): string[] {
-  const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
-  const start = readme.indexOf('<!-- chatbot-choice-queries:start -->');
-  const end = readme.indexOf('<!-- chatbot-choice-queries:end -->');
-  expect(start).toBeGreaterThan(0);
-  return [...readme.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
-    match[1]!.trim(),
-  );
-}
-
 describe.each(testDialects)("the README's chatbot-choice queries (%s)", (dialect) => {
   it('run as written and find what they say', async () => {
-    const queries = readmeChoiceQueries();
+    const queries = readmeSqlBlocks('chatbot-choice-queries');
     expect(queries.length).toBe(3);
     const bed = await openScopedBed(dialect);
     try {

@@ -4,7 +4,7 @@
  * of each resource the chosen chatbots reach. Rows are matched by their foreign-key fields, as the
  * server's querysets do; a field the dataset does not have matches nothing.
  */
-import { normalizeId, type RowId } from '../export-api/cursor.js';
+import { normalizeId } from '../export-api/cursor.js';
 import { compareCodePoints } from '../export-api/selection.js';
 import type { Row } from '../interfaces.js';
 import type { FakeDataset } from './dataset.js';
@@ -272,17 +272,3 @@ const RULES: Record<string, (view: ChatbotScopeView) => IdSet> = {
       view.referencedBy('document_sources', 'auth_provider'),
     ),
 };
-
-/** The rows of a served resource as ids, for tests that compare against what was served. */
-export function servedIds(
-  view: ChatbotScopeView,
-  dataset: FakeDataset,
-  resource: string,
-  model: string,
-): RowId[] {
-  const include = view.includes(resource, model);
-  return dataset
-    .rows(resource)
-    .filter((row) => include === undefined || include(row))
-    .map((row) => row.id);
-}

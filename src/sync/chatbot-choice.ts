@@ -58,6 +58,8 @@ export function readServerScope(
     if (typeof publicId !== 'string' || publicId === '') {
       return { kind: 'unknown', reason: 'an entry of team/ exportable_chatbots has no public_id' };
     }
+    // The server keys its choice as a set: a chatbot listed twice counts once.
+    if (chatbots.some((chatbot) => chatbot.publicId === publicId)) continue;
     chatbots.push({ publicId, name: typeof item.name === 'string' ? item.name : '' });
   }
   chatbots.sort((left, right) => compareCodePoints(left.publicId, right.publicId));

@@ -822,7 +822,7 @@ class SyncRun {
     let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
     let cursor = plan.cursor;
     if (plan.restartReason !== undefined) {
-      logger.info({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
+      logger.debug({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
     }
     if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
       logger.warn(
