@@ -1,6 +1,6 @@
 /** Plain-text output for people: aligned tables and run summaries. */
 import type { ResourceStatus } from '../interfaces.js';
-import { describeChoice } from '../sync/chatbot-choice.js';
+import { EXCLUDED_BY_CHOICE, describeChoice } from '../sync/chatbot-choice.js';
 import type { SyncReport } from '../sync/engine.js';
 import { formatFilesSummary } from './files-output.js';
 import type { RunRecord } from '../warehouse/reader.js';
@@ -90,7 +90,7 @@ export function formatStatusTable(
     'newest row',
   ];
   const note = (status: ResourceStatus) =>
-    status.excludedAt ? EXCLUDED_NOTE : withoutName(status.resource, status.lastError ?? '');
+    status.excludedAt ? EXCLUDED_BY_CHOICE : withoutName(status.resource, status.lastError ?? '');
   if (options.wide) {
     return formatTable(
       [...headers, 'last full refresh', 'cursor', 'last error'],
@@ -112,13 +112,11 @@ export function formatStatusTable(
     statuses.map((status, index) => [
       ...base[index]!,
       // The exclusion is said whole: it is short, and cut it would read as an error.
-      status.excludedAt ? EXCLUDED_NOTE : shorten(firstLine(note(status)), Math.max(10, room)),
+      status.excludedAt ? EXCLUDED_BY_CHOICE : shorten(firstLine(note(status)), Math.max(10, room)),
     ]),
   );
 }
 
-/** What `status` says of a resource the team's chatbot choice leaves out. */
-export const EXCLUDED_NOTE = "excluded by the team's chatbot choice";
 
 /** A cursor as a person reads it: the id it resumes after, or the time and id. */
 export function describeCursor(cursor: string | null, kind: ResourceStatus['cursorKind']): string {

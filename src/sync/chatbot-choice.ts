@@ -13,6 +13,9 @@ export { WHOLE_TEAM_KEY, selectionKey };
  */
 export const UNKNOWN_CHOICE_KEY = 'unknown';
 
+/** What the sync records and `status` says of a resource the choice leaves out. */
+export const EXCLUDED_BY_CHOICE = "excluded by the team's chatbot choice";
+
 /**
  * `key`: `all`, or the first 32 hex digits of the SHA-256 of the sorted public ids joined by
  * `\n`; `chatbots`: the chosen ones, empty for the whole team.

@@ -58,6 +58,7 @@ import {
 } from './plan.js';
 import { readAhead } from './read-ahead.js';
 import {
+  EXCLUDED_BY_CHOICE,
   UNKNOWN_CHOICE_KEY,
   WHOLE_TEAM_KEY,
   describeChoice,
@@ -1143,8 +1144,6 @@ function asSkip(error: unknown, resource: string): SkipResource | undefined {
   }
   return undefined;
 }
-
-const EXCLUDED_BY_CHOICE = "excluded by the team's chatbot choice";
 
 /** The team's chatbot choice changed under the run (the server's 409 to a `selection`). */
 class SelectionChangedError extends OcsSyncError {
