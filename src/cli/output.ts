@@ -117,7 +117,6 @@ export function formatStatusTable(
   );
 }
 
-
 /** A cursor as a person reads it: the id it resumes after, or the time and id. */
 export function describeCursor(cursor: string | null, kind: ResourceStatus['cursorKind']): string {
   if (cursor === null) return '-';
