@@ -22,6 +22,9 @@ export const RESERVED_COLUMNS: ReadonlySet<string> = new Set([
   '_valid_from',
   '_valid_to',
   '_content_hash',
+  '_ocs_out_of_scope_since',
+  '_ocs_served_under',
+  '_ocs_version_kind',
 ]);
 
 export function isSafeResourceName(name: string): boolean {

@@ -1,6 +1,7 @@
 /** Plain-text output for people: aligned tables and run summaries. */
 import type { ResourceStatus } from '../interfaces.js';
 import { STORED_TEXT_LENGTH, printable } from '../printable.js';
+import { EXCLUDED_BY_CHOICE, describeChoice } from '../sync/chatbot-choice.js';
 import type { SyncReport } from '../sync/engine.js';
 import { formatFilesSummary } from './files-output.js';
 import type { RunRecord } from '../warehouse/reader.js';
@@ -88,14 +89,26 @@ export function formatStatusTable(
   options: { now?: number; wide?: boolean } = {},
 ): string {
   const now = options.now ?? Date.now();
+  // Only under a chatbot choice: the column rows leave when the choice stops serving them.
+  const scoped = statuses.some((status) => status.rowsOutOfScope || status.excludedAt);
   const base = statuses.map((status) => [
     status.resource,
     status.rows,
     status.rowsDeleted,
+    ...(scoped ? [status.rowsOutOfScope ?? 0] : []),
     formatAgo(status.lastSuccessAt, now),
     status.newestUpdatedAt ? formatAgo(status.newestUpdatedAt, now) : '-',
   ]);
-  const headers = ['resource', 'rows', 'deleted', 'last success', 'newest row'];
+  const headers = [
+    'resource',
+    'rows',
+    'deleted',
+    ...(scoped ? ['out of scope'] : []),
+    'last success',
+    'newest row',
+  ];
+  const note = (status: ResourceStatus) =>
+    status.excludedAt ? EXCLUDED_BY_CHOICE : withoutName(status.resource, status.lastError ?? '');
   if (options.wide) {
     return formatTable(
       [...headers, 'last full refresh', 'cursor', 'last error'],
@@ -103,7 +116,7 @@ export function formatStatusTable(
         ...base[index]!,
         formatAgo(status.lastFullRefreshAt, now),
         describeCursor(status.cursor, status.cursorKind),
-        oneLine(withoutName(status.resource, status.lastError ?? '')),
+        oneLine(note(status)),
       ]),
     );
   }
@@ -116,7 +129,8 @@ export function formatStatusTable(
     [...headers, 'last error'],
     statuses.map((status, index) => [
       ...base[index]!,
-      shorten(withoutName(status.resource, firstLine(status.lastError ?? '')), Math.max(10, room)),
+      // The exclusion is said whole: it is short, and cut it would read as an error.
+      status.excludedAt ? EXCLUDED_BY_CHOICE : shorten(firstLine(note(status)), Math.max(10, room)),
     ]),
   );
 }
@@ -189,6 +203,15 @@ export function formatSyncSummary(report: SyncReport): string {
   if (report.previousSchemaChecksum && report.previousSchemaChecksum !== report.schemaChecksum) {
     lines.push(
       `  Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
+    );
+  }
+  if (report.choice) lines.push(`  Chatbot choice: ${describeChoice(report.choice)}`);
+  const leaving = report.resources.filter((resource) => resource.outOfScope);
+  if (leaving.length > 0) {
+    const total = leaving.reduce((sum, resource) => sum + (resource.outOfScope ?? 0), 0);
+    lines.push(
+      `  Out of scope: ${total} row(s) of ${leaving.length} resource(s) the choice no longer ` +
+        'serves, kept and marked (not deleted); `ocs-sync status` counts them per resource.',
     );
   }
   if (report.files) lines.push(...formatFilesSummary(report.files));

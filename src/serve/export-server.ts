@@ -24,6 +24,12 @@ import {
   parsePythonInt,
   parseTimestamp,
 } from '../export-api/cursor.js';
+import {
+  SELECTION_CHANGED_DETAIL,
+  WHOLE_TEAM_KEY,
+  compareCodePoints,
+  selectionKey,
+} from '../export-api/selection.js';
 import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { toJsonText } from '../warehouse/values.js';
@@ -155,12 +161,53 @@ function sendReply(request: IncomingMessage, response: ServerResponse, reply: Re
   response.end(request.method === 'HEAD' ? undefined : body);
 }
 
+/** The chatbot choice `serve` presents: `all`, or the chatbots it serves. */
+interface ServedChoice {
+  key: string;
+  chatbots: Array<{ public_id: string; name: string }>;
+}
+
 class ExportHandler {
   private yaml?: string;
   private readonly failedKeys: FailedKeyThrottle;
+  private choice?: Promise<ServedChoice | undefined>;
 
   constructor(private readonly options: ExportServerOptions) {
     this.failedKeys = options.failedKeys ?? new FailedKeyThrottle();
+  }
+
+  /**
+   * Only when the server spoke the scoped protocol. When its team had a chatbot choice, `serve`
+   * says which chatbots it serves: every working version it holds (rows that left the choice are
+   * still served, so what it serves points only at what it serves); otherwise the whole team.
+   */
+  private servedChoice(): Promise<ServedChoice | undefined> {
+    this.choice ??= (async () => {
+      const { plan } = this.options;
+      if (!plan.scoped) return undefined;
+      const [team] = await this.read(plan.team, null, 1);
+      const chose =
+        team !== undefined && Array.isArray(team.exportable_chatbots)
+          ? team.exportable_chatbots.length > 0
+          : false;
+      const chatbotsResource = plan.resources.get('chatbots');
+      if (!chose || !chatbotsResource) return { key: WHOLE_TEAM_KEY, chatbots: [] };
+      const chatbots: ServedChoice['chatbots'] = [];
+      for (let after: { id: bigint } | null = null; ;) {
+        const rows = await this.read(chatbotsResource, after, MAX_LIMIT);
+        for (const row of rows) {
+          const working = row.working_version === null || row.working_version === undefined;
+          if (working && typeof row.public_id === 'string') {
+            chatbots.push({ public_id: row.public_id, name: String(row.name ?? '') });
+          }
+        }
+        if (rows.length < MAX_LIMIT) break;
+        after = { id: BigInt(rows[rows.length - 1]!.id) };
+      }
+      chatbots.sort((left, right) => compareCodePoints(left.public_id, right.public_id));
+      return { key: selectionKey(chatbots.map((chatbot) => chatbot.public_id)), chatbots };
+    })();
+    return this.choice;
   }
 
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
@@ -268,8 +315,14 @@ class ExportHandler {
     const [row] = await this.read(team, null, 1);
     if (!row) return json(404, { detail: 'Not found.' });
     const [rendered] = await this.render(team, [row]);
+    const choice = await this.servedChoice();
     // The importer refuses a source team that is not migrating or has no public key.
-    return json(200, { ...rendered, is_migrating: true, has_public_key: true });
+    return json(200, {
+      ...rendered,
+      is_migrating: true,
+      has_public_key: true,
+      ...(choice ? { exportable_chatbots: choice.chatbots } : {}),
+    });
   }
 
   private async page(resource: ServedResource, params: URLSearchParams): Promise<Reply> {
@@ -280,6 +333,11 @@ class ExportHandler {
       if (parsed === undefined) return json(400, ['`limit` must be an integer.']);
       if (parsed < 1) return json(400, ['`limit` must be a positive integer.']);
       limit = Math.min(parsed, MAX_LIMIT);
+    }
+    const choice = await this.servedChoice();
+    const selection = lastParam(params, 'selection');
+    if (choice && selection !== null && selection !== choice.key) {
+      return json(409, { detail: SELECTION_CHANGED_DETAIL });
     }
     const cursorText = lastParam(params, 'cursor');
     let after: { id: bigint; updatedAt?: string } | null = null;
@@ -295,8 +353,11 @@ class ExportHandler {
         throw error;
       }
     }
+    // Under a chatbot choice the server serves its excluded resources empty; so does `serve`.
+    const excluded =
+      choice !== undefined && choice.key !== WHOLE_TEAM_KEY && resource.excludedUnderChoice;
     // One row more than asked says whether another page follows.
-    const rows = await this.read(resource, after, limit + 1);
+    const rows = excluded ? [] : await this.read(resource, after, limit + 1);
     const hasMore = rows.length > limit;
     const pageRows = hasMore ? rows.slice(0, limit) : rows;
     const results = await this.render(resource, pageRows);

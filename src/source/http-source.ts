@@ -167,9 +167,11 @@ export class HttpExportSource implements ExportSource {
     cursor: string | null,
     limit: number,
     signal?: AbortSignal,
+    selection?: string,
   ): Promise<Page> {
     const query = new URLSearchParams({ limit: String(limit) });
     if (cursor !== null) query.set('cursor', cursor);
+    if (selection !== undefined) query.set('selection', selection);
     const { body } = await this.getJson(`${resource}/?${query.toString()}`, { signal });
     return parsePage(body, resource, limit);
   }
@@ -574,6 +576,8 @@ export function parseManifest(body: unknown): Manifest {
       resource: raw.resource,
       cursor,
       secret: raw.secret === true,
+      // Kept as sent, whatever its value: chatbot-choice.ts decides what an unknown one means.
+      ...(typeof raw.scope === 'string' ? { scope: raw.scope } : {}),
     };
   });
   return {

@@ -12,7 +12,13 @@ import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './id
 import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
-import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
+import {
+  OWN_COLUMN_NAMES,
+  OWN_COLUMN_UPDATES,
+  VERSION_KIND_COLUMN,
+  addColumnSql,
+  createHistoryTableSql,
+} from './table-definitions.js';
 import { assertValueFits, checkedRowId, rowContentHasher, toJsonText } from './values.js';
 
 /**
@@ -54,6 +60,8 @@ export interface EncodedPage {
   hashes?: string[];
   cursor: string | null;
   cursorKind: PageWrite['cursorKind'];
+  /** The chatbot choice's key the page was requested under (absent: the whole team, unsaid). */
+  selection?: string | null;
   syncedAt: string;
 }
 
@@ -80,6 +88,7 @@ export function encodePage(page: PageWrite, syncedAt: string): EncodedPage {
       page.history && rows.length > 0 ? page.rows.map(rowContentHasher(page.columns)) : undefined,
     cursor: page.cursor,
     cursorKind: page.cursorKind,
+    selection: page.selection ?? null,
     syncedAt,
   };
 }
@@ -112,7 +121,13 @@ export class SqlitePageWriter {
         if (statements.history) versionsWritten = this.writeVersions(statements, page);
       }
       if (page.cursor !== null) {
-        this.saveCursor.run(page.resource, page.cursor, page.cursorKind, page.runId);
+        this.saveCursor.run(
+          page.resource,
+          page.cursor,
+          page.cursorKind,
+          page.selection ?? null,
+          page.runId,
+        );
       }
       return versionsWritten;
     });
@@ -121,9 +136,11 @@ export class SqlitePageWriter {
   /** Prepared on first use: _ocs_resources exists only after migrate(). */
   private get saveCursor(): Database.Statement {
     this.saveCursorStatement ??= this.connection.db.prepare(
-      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, last_run_id) VALUES (?, ?, ?, ?)
+      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, cursor_selection, last_run_id)
+       VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (resource) DO UPDATE SET
-         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind,
+         cursor_selection = excluded.cursor_selection, last_run_id = excluded.last_run_id`,
     );
     return this.saveCursorStatement;
   }
@@ -131,16 +148,17 @@ export class SqlitePageWriter {
   private upsertRows(statements: PageStatements, page: EncodedPage): void {
     const { rowsPerBatch } = statements;
     const { rows, syncedAt, runId } = page;
+    const selection = page.selection ?? null;
     let next = 0;
     for (; next + rowsPerBatch <= rows.length; next += rowsPerBatch) {
       const parameters: SqliteValue[] = [];
       for (let index = next; index < next + rowsPerBatch; index++) {
-        parameters.push(...rows[index]!, syncedAt, runId);
+        parameters.push(...rows[index]!, syncedAt, runId, selection);
       }
       statements.upsertBatch.run(parameters);
     }
     for (; next < rows.length; next++) {
-      statements.upsert.run(...rows[next]!, syncedAt, runId);
+      statements.upsert.run(...rows[next]!, syncedAt, runId, selection);
     }
   }
 
@@ -152,13 +170,23 @@ export class SqlitePageWriter {
     const open = history.openHashes.all(toJsonText(page.rows.map((values) => values[0]))) as Array<{
       id: bigint;
       hash: string;
+      kind: string;
     }>;
     const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
-    const plan = planHistoryVersions(keys, hashes, openHashes);
+    const exits = new Set(
+      open.filter((row) => row.kind === 'scope_exit').map((row) => String(row.id)),
+    );
+    const plan = planHistoryVersions(keys, hashes, openHashes, exits);
     for (const version of plan) {
       const values = page.rows[version.index]!;
       if (version.closeOpen) history.close.run(page.syncedAt, values[0]);
-      history.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
+      history.insert.run(
+        ...values,
+        page.syncedAt,
+        hashes[version.index]!,
+        page.runId,
+        version.kind,
+      );
     }
     return plan.length;
   }
@@ -183,21 +211,19 @@ export class SqlitePageWriter {
     assertColumnsStored(table, columns, connection.storedColumns(table));
     const names = columns.map((column) => q(column.name));
     const placeholders = columns.map(() => '?');
-    const rowValues = `(${['?', ...placeholders, '?', '?', 'NULL'].join(', ')})`;
+    const rowValues = `(${['?', ...placeholders, '?', '?', 'NULL', 'NULL', '?'].join(', ')})`;
     const upsertOf = (rows: number) =>
       db.prepare(
-        `INSERT INTO ${q(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')})
+        `INSERT INTO ${q(table)} (${['"id"', ...names, ...OWN_COLUMN_NAMES].join(', ')})
          VALUES ${Array.from({ length: rows }, () => rowValues).join(', ')}
          ON CONFLICT ("id") DO UPDATE SET ${[
            ...names.map((name) => `${name} = excluded.${name}`),
-           '"_synced_at" = excluded."_synced_at"',
-           '"_run_id" = excluded."_run_id"',
-           '"_deleted_at" = NULL',
+           ...OWN_COLUMN_UPDATES,
          ].join(', ')}`,
       );
     const rowsPerBatch = Math.max(
       1,
-      Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 3))),
+      Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 4))),
     );
     const statements: PageStatements = {
       columns: [...columns],
@@ -210,7 +236,8 @@ export class SqlitePageWriter {
       statements.history = {
         openHashes: db
           .prepare(
-            `SELECT "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
+            `SELECT "id" AS id, "_content_hash" AS hash, "${VERSION_KIND_COLUMN}" AS kind
+             FROM ${q(historyTable)}
              WHERE "_valid_to" IS NULL AND "id" IN (SELECT value FROM json_each(?))`,
           )
           .safeIntegers(true),
@@ -218,8 +245,8 @@ export class SqlitePageWriter {
           `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "id" = ? AND "_valid_to" IS NULL`,
         ),
         insert: db.prepare(
-          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"'].join(', ')})
-           VALUES (${['?', ...placeholders, '?', '?', '?'].join(', ')})`,
+          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
+           VALUES (${['?', ...placeholders, '?', '?', '?', '?'].join(', ')})`,
         ),
       };
     }
