@@ -23,6 +23,8 @@ async function run(): Promise<number> {
   const size = mib * 1024 * 1024;
   const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-files-bench-'));
   const dataset = createSampleDataset({ rowsPerResource: 1, seed: 3 });
+  // The rows say the size the server sends, as the real server's content_size does.
+  dataset.edit('files', dataset.ids('files'), { content_size: size });
   const server = await startFakeServer({
     dataset,
     fileContent: (row) => ({ size, seed: `bench:${String(row.id)}` }),
@@ -44,6 +46,7 @@ async function run(): Promise<number> {
         OCS_API_KEY: 'bench-key',
         OCS_WAREHOUSE_URL: join(directory, 'bench.db'),
         OCS_RESOURCES: 'files',
+        OCS_FILES_MAX_FILE_MIB: String(Math.max(1024, mib)),
         OCS_LOG_LEVEL: 'warn',
       },
       output: { out: (line) => (output += `${line}\n`), err: (line) => (output += `${line}\n`) },

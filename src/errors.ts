@@ -3,6 +3,7 @@
  * them to exit codes; messages here are shown to people, so they name the thing at fault and what
  * to do, and never carry a secret (API key, key material, unsealed values).
  */
+import { quotedName } from './printable.js';
 
 export const ExitCode = {
   /** Everything synced. */
@@ -93,11 +94,18 @@ export class ServerUnavailableError extends OcsSyncError {
 /** The server answered 200 with something that is not the export format. */
 export class ProtocolError extends OcsSyncError {}
 
+/**
+ * An answer bigger than its limit (a page past `http.max_page_mib`, a file past its row's
+ * `content_size` or `files.max_file_mib`): the request was cut off while the body streamed.
+ * Not retried: the server would send the same again. That resource or file fails; the rest go on.
+ */
+export class ResponseTooLargeError extends OcsSyncError {}
+
 /** A name from the server that is not a safe SQL identifier. */
 export class UnsafeNameError extends OcsSyncError {
   constructor(kind: 'resource' | 'field', name: string, where?: string) {
     super(
-      `Refusing ${kind} name ${JSON.stringify(name.slice(0, 80))}${where ? ` in ${where}` : ''}: ` +
+      `Refusing ${kind} name ${quotedName(name)}${where ? ` in ${where}` : ''}: ` +
         'names must match ^[a-z][a-z0-9_]{0,62}$; it was skipped and nothing was stored under it.',
     );
   }

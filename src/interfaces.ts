@@ -32,6 +32,13 @@
  * - Checkpoint: the chain's head (last sequence number and hash) signed with the operator's
  *   Ed25519 key at the end of a run, kept in `_ocs_audit_checkpoints` and in a file shipped
  *   elsewhere, so a chain rebuilt without the key is caught (src/audit/).
+ * - Chatbot choice: the chatbots a team admin lets the export serve (newer servers, `team/`'s
+ *   `exportable_chatbots`); none chosen means the whole team. Its selection key (`all`, or 32 hex
+ *   digits) goes with every page request as `selection` (src/sync/chatbot-choice.ts).
+ * - Scope: how the manifest classes a resource under a choice: `owned` (a chatbot's own rows),
+ *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
+ * - Out of scope: a row the server still has but no longer serves under the current choice;
+ *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -44,6 +51,8 @@ export interface ManifestEntry {
   cursor: CursorKind;
   /** True when some fields of every row are sealed (the manifest does not say which). */
   secret: boolean;
+  /** The server's class of the resource under a chatbot choice, as sent; absent on older servers. */
+  scope?: string;
 }
 
 export interface Manifest {
@@ -72,7 +81,14 @@ export interface ExportSource {
    * or YAML, no answer): the schema is optional, the rows are the fallback.
    */
   openApi(): Promise<unknown>;
-  page(resource: string, cursor: string | null, limit: number, signal?: AbortSignal): Promise<Page>;
+  /** `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol. */
+  page(
+    resource: string,
+    cursor: string | null,
+    limit: number,
+    signal?: AbortSignal,
+    selection?: string,
+  ): Promise<Page>;
   close(): Promise<void>;
   /** HTTP requests sent so far, retries included (for run records and the benchmark). */
   readonly requestCount?: number;
@@ -132,6 +148,11 @@ export interface PageWrite {
   /** Keep every version in `<resource>__history`. */
   history: boolean;
   /**
+   * The chatbot choice's key the page was requested under (`all` for the whole team): stored with
+   * each row (`_ocs_served_under`) and with the cursor. Undefined is the whole team.
+   */
+  selection?: string;
+  /**
    * Pages handed over with the same walk commit in order and none after one of them failed, so
    * the caller may hand over the next page before this one has committed (commit-order.ts).
    * Unique per warehouse: the sync uses `<run id>/<resource>`.
@@ -159,7 +180,8 @@ export interface RunSummary {
   error?: string;
 }
 
-export type ResourceOutcomeStatus = 'ok' | 'skipped' | 'failed';
+/** `excluded`: not requested, the server serves it empty under the team's chatbot choice. */
+export type ResourceOutcomeStatus = 'ok' | 'skipped' | 'failed' | 'excluded';
 
 export interface ResourceOutcome {
   runId: number;
@@ -176,16 +198,22 @@ export interface ResourceState {
   resource: string;
   cursor: string | null;
   cursorKind: CursorKind | null;
+  /** The chatbot choice's key the cursor was committed under (null or absent: the whole team). */
+  cursorSelection?: string | null;
   lastRunId: number | null;
   lastSuccessAt: string | null;
   lastError: string | null;
   lastErrorAt: string | null;
   lastFullRefreshAt: string | null;
+  /** Set while the team's chatbot choice excludes the resource (not requested since). */
+  excludedAt?: string | null;
 }
 
 export interface ResourceStatus extends ResourceState {
   rows: number;
   rowsDeleted: number;
+  /** Live rows marked out of the team's chatbot choice (absent: none). */
+  rowsOutOfScope?: number;
   /** Newest `updated_at` stored, ISO text, when the table has that column. */
   newestUpdatedAt: string | null;
 }
@@ -201,6 +229,22 @@ export interface Lock {
 }
 
 export type DeleteMode = 'mark' | 'remove';
+
+export interface MissingUnderChoice {
+  selection: string;
+  deleteServedUnderSameChoice: boolean;
+  mode: DeleteMode;
+  history: boolean;
+}
+
+/** A chatbot choice as recorded: its key and the chatbots (public id, name) it stood for. */
+export interface ChatbotChoiceRecord {
+  key: string;
+  chatbots: Array<{ publicId: string; name: string }>;
+}
+
+/** Why a `<resource>__history` version was written (`_ocs_version_kind`). */
+export type VersionKind = 'served' | 'scope_exit' | 'scope_return';
 
 /** An index ocs-sync keeps on one column of a resource table (references, `updated_at`). */
 export interface IndexSpec {
@@ -273,6 +317,21 @@ export interface Warehouse {
     mode: DeleteMode,
     history: boolean,
   ): Promise<number>;
+  /**
+   * After a complete walk from the start under a chatbot choice: rows of `table` not written by
+   * `runId` under `selection` are marked out of scope (a `scope_exit` history version each), or,
+   * with `deleteServedUnderSameChoice`, marked or removed when they were last served under this
+   * same choice. Never deletes anything else.
+   */
+  markMissingUnderChoice(
+    table: string,
+    runId: number,
+    options: MissingUnderChoice,
+  ): Promise<{ deleted: number; outOfScope: number }>;
+  /** Records the chatbot choice a run walks under (`_ocs_chatbot_choices`, `_ocs_runs`). */
+  recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void>;
+  /** Every choice recorded, by key. */
+  chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>>;
 
   /** Page through one column's values by id (for tools such as `unseal`). */
   readColumn(
@@ -404,6 +463,8 @@ export interface FileCandidate {
   file: string | null;
   /** The row's `updated_at` in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, or null. */
   updatedAt: string | null;
+  /** The row's `content_size` when it is a positive whole number (null and 0 say nothing). */
+  contentSize: number | null;
   record: FileRecord | undefined;
 }
 

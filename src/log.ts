@@ -2,6 +2,7 @@ import { createRequire } from 'node:module';
 import type { Logger, LevelWithSilent } from 'pino';
 import type Pino from 'pino';
 import type PinoPretty from 'pino-pretty';
+import { STORED_TEXT_LENGTH, printable } from './printable.js';
 
 export type { Logger };
 
@@ -50,8 +51,12 @@ export function createLogger(options: LoggerOptions): Logger {
     // Loaded only when used: machines read JSON lines and need none of it.
     const pretty = createRequire(import.meta.url)('pino-pretty') as typeof PinoPretty;
     return pino(
-      base,
+      // Lines for a terminal: what a message or a field quotes from the server is escaped and
+      // cut (printable). JSON lines need nothing more than JSON's own escaping.
+      { ...base, formatters: { log: (object) => printableValue(object, 0) as typeof object } },
       pretty({
+        messageFormat: (log, messageKey) =>
+          printable(String(log[messageKey] ?? ''), { max: STORED_TEXT_LENGTH }),
         destination,
         sync: true,
         colorize: destination.isTTY === true,
@@ -67,6 +72,19 @@ export function createLogger(options: LoggerOptions): Logger {
     return pino(base, pino.destination({ dest: fd, sync: true }));
   }
   return pino(base, destination);
+}
+
+/** Strings escaped and cut at every level of a log line's fields (a few levels deep). */
+function printableValue(value: unknown, depth: number): unknown {
+  if (typeof value === 'string') return printable(value, { max: STORED_TEXT_LENGTH });
+  if (depth > 4 || typeof value !== 'object' || value === null) return value;
+  if (Array.isArray(value)) return value.map((item) => printableValue(item, depth + 1));
+  return Object.fromEntries(
+    Object.entries(value).map(([key, item]) => [
+      printable(key, { max: 80 }),
+      printableValue(item, depth + 1),
+    ]),
+  );
 }
 
 /** A logger that drops everything (tests and library use). */

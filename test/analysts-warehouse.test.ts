@@ -238,6 +238,7 @@ describe.each(testDialects)("analysts' warehouse (%s)", (dialect) => {
         'note',
         '_synced_at',
         '_run_id',
+        '_ocs_out_of_scope_since',
       ]);
     } finally {
       await db.close();

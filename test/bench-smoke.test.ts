@@ -3,6 +3,7 @@
  * child processes (from source, through vite-node), and the report names every stage and ratio.
  * No timing assertions: only that it runs and says everything it should.
  */
+import { spawn } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -25,6 +26,7 @@ import {
 } from '../bench/report.js';
 import { parseJsonExact } from '../src/source/json.js';
 import { readAhead } from '../src/sync/read-ahead.js';
+import { CLI_FROM_SOURCE } from './support.js';
 
 const postgresUrl = process.env.OCS_BENCH_POSTGRES_URL ?? process.env.OCS_TEST_POSTGRES_URL;
 
@@ -277,9 +279,9 @@ describe('hot path', () => {
       g: Number('12345678901234567.5'),
       s: '123456789012345678901',
     });
-    // Nesting deeper than the call stack is no problem for the check.
+    // Nesting deeper than the call stack is refused by the check, never a stack overflow.
     const deep = `${'['.repeat(100_000)}${']'.repeat(100_000)}`;
-    expect(Array.isArray(parseJsonExact(deep))).toBe(true);
+    expect(() => parseJsonExact(deep)).toThrow(/nested more than 1000 levels/);
     expect(() => parseJsonExact('{"id": 9007199254740993')).toThrow(SyntaxError);
   });
 });
@@ -303,5 +305,30 @@ describe('start-up stage', () => {
     expect(out).toMatch(
       /ocs-sync status \(demo warehouse\)\s+\d+ ms\s+\d+\.\d\dx node \(goal <= 3x\)/,
     );
+  });
+});
+
+describe('page memory stage (npm run bench:page)', () => {
+  it('cuts a page holding one huge value off at the limit and reports the peak RSS', async () => {
+    const [viteNode] = CLI_FROM_SOURCE;
+    const run = (args: string[]) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        let out = '';
+        const child = spawn(process.execPath, [viteNode!, 'bench/page-memory.ts', ...args]);
+        child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+        child.stderr.on('data', (chunk: Buffer) => (out += chunk.toString()));
+        child.on('close', (code) => resolve({ code, out }));
+      });
+    const cut = await run(['--mib', '6', '--limit-mib', '1']);
+    expect(cut.code, cut.out).toBe(0);
+    expect(cut.out).toContain(
+      'failed huge: GET huge/ answered more than the 1 MiB a page may hold',
+    );
+    expect(cut.out).toMatch(
+      /one value of 6 MiB, http\.max_page_mib 1: exit 3 \(cut off at the limit\); RSS baseline \d+ MiB, peak \+[\d.]+ MiB/,
+    );
+    const whole = await run(['--mib', '2', '--limit-mib', '4']);
+    expect(whole.code, whole.out).toBe(0);
+    expect(whole.out).toMatch(/one value of 2 MiB, http\.max_page_mib 4: exit 0 \(read whole\)/);
   });
 });

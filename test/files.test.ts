@@ -276,7 +276,13 @@ describe('file contents configuration', () => {
       { env: { OCS_WAREHOUSE_URL: '/data/team.db' }, version: '0' },
       { server: false },
     );
-    expect(config.files).toEqual({ enabled: true, dir: '/data/team-files', concurrency: 2 });
+    expect(config.files).toEqual({
+      enabled: true,
+      dir: '/data/team-files',
+      concurrency: 2,
+      maxFileMib: 1024,
+      requestTimeoutSeconds: 3600,
+    });
   });
 });
 
@@ -299,6 +305,7 @@ describe('what to fetch (pure)', () => {
     fileId: '1',
     file: 'a.txt',
     updatedAt: '2026-01-01T00:00:00.000000Z',
+    contentSize: null,
     record: stored,
     ...changes,
   });

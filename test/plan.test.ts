@@ -10,7 +10,7 @@ import {
   planTable,
   selectEntries,
 } from '../src/sync/plan.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../src/source/json.js';
 import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
 import { dateTimeCases } from './date-time-cases.js';
@@ -379,11 +379,16 @@ describe('exact JSON', () => {
     for (const text of ['9007199254740991', '-9007199254740991', '"9007199254740993"', 'null']) {
       expect(parseJsonExact(text)).toEqual(JSON.parse(text));
     }
-    // Nesting deeper than the call stack is walked without recursion.
-    const deep = `${'['.repeat(20_000)}1${']'.repeat(20_000)}`;
+    // Nesting as deep as the server can write is walked, and parsed exactly past 2^53.
+    const deep = `${'['.repeat(MAX_JSON_DEPTH)}9007199254740993${']'.repeat(MAX_JSON_DEPTH)}`;
     let inner = parseJsonExact(deep);
     while (Array.isArray(inner)) inner = inner[0] as unknown;
-    expect(inner).toBe(1);
+    expect(inner).toBe(big);
+    // Deeper is refused as such, whatever it holds, before the exact parse could overflow.
+    for (const number of ['1', '9007199254740993']) {
+      const deeper = `${'['.repeat(20_000)}${number}${']'.repeat(20_000)}`;
+      expect(() => parseJsonExact(deeper)).toThrow(JsonTooDeepError);
+    }
   });
 });
 

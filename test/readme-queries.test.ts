@@ -2,14 +2,12 @@
  * The README's example queries run as written on every dialect, against a synced warehouse: the
  * views and joins it documents exist and mean what it says.
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
-import { projectRoot } from '../src/warehouse/migrations.js';
 import {
   createTestWarehouse,
+  readmeSqlBlocks,
   runCli,
   syncEnv,
   teamKeys,
@@ -19,13 +17,7 @@ import {
 
 /** The ```sql blocks between the README's analysts-queries markers. */
 function readmeQueries(): string[] {
-  const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
-  const start = readme.indexOf('<!-- analysts-queries:start -->');
-  const end = readme.indexOf('<!-- analysts-queries:end -->');
-  expect(start).toBeGreaterThan(0);
-  return [...readme.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
-    match[1]!.trim(),
-  );
+  return readmeSqlBlocks('analysts-queries');
 }
 
 describe('README example queries', () => {

@@ -5,11 +5,13 @@ import { createLogger } from '../src/log.js';
 import { startExportServer, type ExportServer } from '../src/serve/export-server.js';
 import { prepareServe, type PrepareServeOptions } from '../src/serve/prepare.js';
 import type { SealingForServe } from '../src/serve/rows.js';
+import type { FailedKeyThrottle } from '../src/serve/failed-keys.js';
 import { parseJsonExact } from '../src/source/json.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import type { TestWarehouse } from './support.js';
 
-export const SERVE_KEY = 'serve-test-key-0123456789';
+/** As long as serve asks (32 characters at least). */
+export const SERVE_KEY = 'serve-test-key-0123456789abcdef-0123';
 
 let restoreKeys: { publicKey: string; privateKey: string } | undefined;
 
@@ -34,6 +36,7 @@ export async function serveWarehouse(
   options: Partial<PrepareServeOptions> & {
     sealing?: SealingForServe;
     filesDir?: string;
+    failedKeys?: FailedKeyThrottle;
   } = {},
 ): Promise<ServedWarehouse> {
   const opened = await openWarehouse({
@@ -62,6 +65,7 @@ export async function serveWarehouse(
       filesDir: options.filesDir ?? warehouse.filesDir,
       listen: { host: '127.0.0.1', port: 0 },
       logger: createLogger({ level: 'silent' }),
+      failedKeys: options.failedKeys,
     });
   } catch (error) {
     await opened.close();

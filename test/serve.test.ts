@@ -7,6 +7,7 @@
 import { createPrivateKey, createPublicKey } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse as parseYaml } from 'yaml';
 import { main } from '../src/cli/main.js';
@@ -17,6 +18,7 @@ import { blobPath } from '../src/files/blob-store.js';
 import { generateArchiveKeyPair, loadArchiveSecretKey } from '../src/sealing/keys.js';
 import { isSealedToken } from '../src/sealing/detect.js';
 import { openSealedValue } from '../src/sealing/open.js';
+import { FailedKeyThrottle } from '../src/serve/failed-keys.js';
 import {
   SERVE_KEY,
   get,
@@ -119,6 +121,47 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
     expect(pk.cursor).toBe(String(pk.results[1]!.id));
     const next = await page('users', `?limit=2&cursor=${pk.cursor!}`);
     expect(next.results[0]!.id).toBe(dataset.ids('users')[2]);
+  });
+
+  it('slows down an address that keeps presenting wrong keys, refuses it past the cap, and forgets it after the right key', async () => {
+    let now = 0;
+    const waits: number[] = [];
+    // The clock stands still while a check waits: as when many guesses arrive at once.
+    const failedKeys = new FailedKeyThrottle({
+      now: () => now,
+      sleep: async (ms) => {
+        waits.push(ms);
+      },
+      maxDelayMs: 4000,
+    });
+    const guarded = await serveWarehouse(warehouse, {
+      sealing: { publicKey: restorePublicKey() },
+      failedKeys,
+    });
+    try {
+      const team = (key: string) => get(`${guarded.url}/api/export/team/`, { 'x-api-key': key });
+      const statuses: number[] = [];
+      for (let attempt = 0; attempt < 7; attempt += 1) statuses.push((await team('guess')).status);
+      expect(statuses).toEqual([401, 401, 401, 401, 401, 401, 401]);
+      // Three free failures, then each check waits twice as long, up to the cap.
+      expect(waits).toEqual([1000, 2000, 4000]);
+      // The next would wait past the cap: refused at once, its key not even checked.
+      const refused = await team(SERVE_KEY);
+      expect(refused.status).toBe(429);
+      expect(refused.headers['retry-after']).toBe('8');
+      expect(refused.headers['cache-control']).toBe('no-store');
+      expect(refused.json()).toEqual({
+        detail: 'Too many wrong API keys from this address; try again later.',
+      });
+      now += 8000;
+      expect((await team(SERVE_KEY)).status).toBe(200);
+      // The right key cleared the address.
+      waits.length = 0;
+      expect((await team('guess')).status).toBe(401);
+      expect(waits).toEqual([]);
+    } finally {
+      await guarded.close();
+    }
   });
 
   it('answers like the server around the pages', async () => {
@@ -286,6 +329,21 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
     expect(withoutKey.code).toBe(2);
     expect(withoutKey.stderr).toMatch(/OCS_SERVE_API_KEY or pass --api-key-file/);
 
+    // A key that can be guessed is refused, naming where it came from.
+    const short = await runCli(['serve'], { ...env, OCS_SERVE_API_KEY: 'x' });
+    expect(short.code).toBe(2);
+    expect(short.stderr).toContain(
+      'The serve API key (OCS_SERVE_API_KEY) has 1 characters; serve refuses keys shorter than 32',
+    );
+    expect(short.stderr).toContain('openssl rand -hex 32');
+    const shortFile = join(directory.path, `short-key-${dialect}`);
+    writeFileSync(shortFile, 'a'.repeat(31));
+    const shortFromFile = await runCli(['serve', '--api-key-file', shortFile], env);
+    expect(shortFromFile.code).toBe(2);
+    expect(shortFromFile.stderr).toContain(
+      `The serve API key (--api-key-file ${shortFile}) has 31`,
+    );
+
     const keyed = { ...env, OCS_SERVE_API_KEY: SERVE_KEY };
     const badAsOf = await runCli(['serve', '--as-of', 'yesterday'], keyed);
     expect(badAsOf.code).toBe(2);
@@ -337,8 +395,44 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
     const team = await get(`${url!}/api/export/team/`);
     expect(team.status).toBe(200);
     expect(team.json()).toMatchObject({ is_migrating: true, has_public_key: true });
+    // No answer may be kept by a cache on the way: rows, files, refusals alike.
+    const answers = [
+      team,
+      await get(`${url!}/api/export/manifest/`),
+      await get(`${url!}/api/export/team/`, { 'x-api-key': 'wrong' }),
+      await get(`${url!}/api/export/nothing_here/`),
+      await get(`${url!}/api/files/1/content`),
+      await get(`${url!}/elsewhere`),
+    ];
+    for (const answer of answers) expect(answer.headers['cache-control']).toBe('no-store');
+    expect(stdout).not.toContain('beyond loopback');
     controller.abort();
     expect(await running).toBe(0);
+
+    // Beyond loopback, over plain HTTP: it starts, and says what that exposes.
+    const wide = new AbortController();
+    let logs = '';
+    let wideOut = '';
+    const wideRunning = main(['serve', '--listen', '0.0.0.0:0', '--public-key', publicKeyFile], {
+      env: { ...keyed, OCS_LOG_LEVEL: 'warn' },
+      output: { out: (line) => (wideOut += `${line}\n`), err: () => undefined },
+      logStream: new Writable({
+        write(chunk, _encoding, callback) {
+          logs += chunk.toString();
+          callback();
+        },
+      }),
+      signal: wide.signal,
+    });
+    for (let tries = 0; tries < 200 && !wideOut.includes('Serving'); tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    wide.abort();
+    expect(await wideRunning).toBe(0);
+    expect(logs).toContain(
+      "serve listens on 0.0.0.0:0, beyond loopback, and speaks plain HTTP: the API key and the team's data",
+    );
+    expect(logs).toContain('unless a TLS proxy sits in front of it');
   });
 
   function restoreKey() {

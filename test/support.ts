@@ -1,7 +1,7 @@
 /** Shared test plumbing: a fake server, a fresh warehouse, the CLI with captured output. */
 import Database from 'better-sqlite3';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
@@ -13,6 +13,7 @@ import { silentLogger } from '../src/log.js';
 import { HttpExportSource, type HttpSourceOptions } from '../src/source/http-source.js';
 import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { projectRoot } from '../src/warehouse/migrations.js';
 
 /** Node's arguments that run the CLI from source as its own process (run-cli-from-source.ts). */
 export const CLI_FROM_SOURCE = [
@@ -407,4 +408,15 @@ export async function closeCliTestBed(
   await server?.close();
   await bed.warehouse.dispose();
   bed.directory.remove();
+}
+
+/** The ```sql blocks of the README between `<!-- NAME:start -->` and `<!-- NAME:end -->`. */
+export function readmeSqlBlocks(name: string): string[] {
+  const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
+  const start = readme.indexOf(`<!-- ${name}:start -->`);
+  const end = readme.indexOf(`<!-- ${name}:end -->`);
+  expect(start).toBeGreaterThan(0);
+  return [...readme.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
+    match[1]!.trim(),
+  );
 }

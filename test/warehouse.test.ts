@@ -1569,9 +1569,19 @@ describe('value encoding', () => {
     expect(
       planHistoryVersions(['1', '2', '3', '3', '3'], ['h1', 'x', 'h3', 'h3', 'y'], open),
     ).toEqual([
-      { index: 1, closeOpen: true },
-      { index: 2, closeOpen: false },
-      { index: 4, closeOpen: true },
+      { index: 1, closeOpen: true, kind: 'served' },
+      { index: 2, closeOpen: false, kind: 'served' },
+      { index: 4, closeOpen: true, kind: 'served' },
+    ]);
+  });
+
+  it('plans a scope_return version for a row whose open version is a scope exit, same content or not', () => {
+    const open = new Map([
+      ['1', 'h1'],
+      ['2', 'h2'],
+    ]);
+    expect(planHistoryVersions(['1', '2', '1'], ['h1', 'h2', 'h1'], open, new Set(['1']))).toEqual([
+      { index: 0, closeOpen: true, kind: 'scope_return' },
     ]);
   });
 });
@@ -1669,6 +1679,8 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
         '_synced_at timestamp with time zone',
         '_run_id bigint',
         '_deleted_at timestamp with time zone',
+        '_ocs_out_of_scope_since timestamp with time zone',
+        '_ocs_served_under text',
       ]);
       const tables = await admin.query(
         `SELECT table_schema, count(*)::int AS n FROM information_schema.tables

@@ -22,9 +22,17 @@ import { silentLogger } from '../log.js';
 import { probeWarehouse, type WarehouseProbe } from '../warehouse/probe.js';
 import type { CommandContext } from './context.js';
 import { formatFileTotals } from './files-output.js';
+import {
+  DEFAULT_DATA_FILE_MODE,
+  findWiderThanPrivate,
+  formatMode,
+  privateModes,
+} from '../private-files.js';
+import { sqliteFiles } from '../warehouse/sqlite-file.js';
 import { createSource } from './wiring.js';
 
-export type CheckStatus = 'ok' | 'failed' | 'skipped';
+/** `warning`: worth fixing, but no reason the sync would fail (exit 0 still). */
+export type CheckStatus = 'ok' | 'failed' | 'skipped' | 'warning';
 
 export interface CheckResult {
   name: string;
@@ -46,6 +54,7 @@ const NAMES = {
   writable: 'warehouse writable',
   lock: 'writer lock free',
   files: 'file contents',
+  privateFiles: 'files private',
 } as const;
 
 /** Splits "message\n  hint: fix" into the two parts. */
@@ -126,7 +135,40 @@ async function checkWarehouse(
     });
   }
   results.push(filesResult(config, probe));
+  results.push(await privateFilesResult(config));
   return probe;
+}
+
+/**
+ * Whether the files that hold team data are as private as `data_file_mode` says (0600 files in
+ * 0700 folders by default): the SQLite warehouse with its -wal and -shm, and the blob store.
+ */
+async function privateFilesResult(config: Config): Promise<CheckResult> {
+  const modes = privateModes(config.dataFileMode);
+  const { target } = config.warehouse;
+  const paths = [
+    ...(target.dialect === 'sqlite' && target.path !== ':memory:'
+      ? sqliteFiles(resolve(target.path))
+      : []),
+    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
+  ].filter((path) => existsSync(path));
+  const { wider, examined, complete } = await findWiderThanPrivate(paths, modes);
+  const allowed = `files ${formatMode(modes.file)}, folders ${formatMode(modes.folder)}`;
+  const scope = complete ? `${examined} checked` : `the first ${examined} checked`;
+  if (wider.length === 0) {
+    return { name: NAMES.privateFiles, status: 'ok', detail: `${allowed} (${scope})` };
+  }
+  const shown = wider.slice(0, 5).map((entry) => `${entry.path} (${formatMode(entry.mode)})`);
+  const more = wider.length > shown.length ? ` and ${wider.length - shown.length} more` : '';
+  return {
+    name: NAMES.privateFiles,
+    status: 'warning',
+    detail: `wider than data_file_mode allows (${allowed}): ${shown.join(', ')}${more}`,
+    fix:
+      `They hold team data: chmod ${formatMode(modes.file)} the files and ${formatMode(modes.folder)} the folders` +
+      (modes.file === DEFAULT_DATA_FILE_MODE ? ` (chmod -R go-rwx ${paths.join(' ')})` : '') +
+      ', or set data_file_mode (OCS_DATA_FILE_MODE) if they are meant to be shared.',
+  };
 }
 
 /** Where file contents go, whether this user may write there, and what is kept so far. */
@@ -393,13 +435,20 @@ export async function runCheckCommand(
     if (!(error instanceof ConfigError)) throw error;
     results = [{ name: NAMES.config, status: 'failed', detail: error.message }];
   }
-  const ok = results.every((result) => result.status === 'ok');
+  const ok = results.every((result) => result.status === 'ok' || result.status === 'warning');
   if (options.json) {
     context.output.out(JSON.stringify({ ok, checks: results }, null, 2));
   } else {
     const width = Math.max(...results.map((result) => result.name.length));
     for (const result of results) {
-      const mark = result.status === 'ok' ? '✓' : result.status === 'failed' ? '✗' : '-';
+      const mark =
+        result.status === 'ok'
+          ? '✓'
+          : result.status === 'failed'
+            ? '✗'
+            : result.status === 'warning'
+              ? '!'
+              : '-';
       context.output.out(`${mark} ${result.name.padEnd(width)}  ${result.detail}`);
       if (result.fix) context.output.out(`  ${' '.repeat(width)}  fix: ${result.fix}`);
     }

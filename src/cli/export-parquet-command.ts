@@ -3,6 +3,7 @@ import { exportParquet } from '../export/parquet.js';
 import type { CommandContext } from './context.js';
 import { warehouseTables } from './schema-report.js';
 import { createWarehouse } from './wiring.js';
+import { privateModes } from '../private-files.js';
 
 export async function runExportParquetCommand(
   context: CommandContext,
@@ -30,6 +31,7 @@ export async function runExportParquetCommand(
       directory,
       tables,
       live: options.live ?? false,
+      modes: privateModes(config.dataFileMode),
       onTable: (file) => context.output.out(`${file.file}  ${file.rows} rows`),
     });
     return ExitCode.ok;

@@ -79,7 +79,7 @@ export async function runUnsealCommand(
     const sealedFields = recorded ? (JSON.parse(recorded) as Record<string, string[]>) : {};
     const wanted = options.resource;
     for (const name of wanted ?? []) {
-      if (!(name in sealedFields)) {
+      if (!Object.hasOwn(sealedFields, name)) {
         throw new UsageError(
           `The warehouse has no sealed fields recorded for ${JSON.stringify(name)}; known: ${Object.keys(sealedFields).join(', ') || 'none (run a sync first)'}.`,
         );

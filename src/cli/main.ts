@@ -8,7 +8,7 @@ import { Command, CommanderError, Option } from 'commander';
 import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
 import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
 import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
-import { processOutput } from './output.js';
+import { processOutput, terminalSafe } from './output.js';
 import { packageVersion } from './version.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
@@ -249,7 +249,7 @@ export function buildProgram(
 export async function main(argv: string[], environment?: Partial<CliEnvironment>): Promise<number> {
   const env: CliEnvironment = {
     env: environment?.env ?? process.env,
-    output: environment?.output ?? processOutput,
+    output: terminalSafe(environment?.output ?? processOutput),
     logStream: environment?.logStream,
     signal: environment?.signal,
     // Only the real process may ask a person; tests and embedders pass their own (or none).

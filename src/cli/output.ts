@@ -1,5 +1,7 @@
 /** Plain-text output for people: aligned tables and run summaries. */
 import type { ResourceStatus } from '../interfaces.js';
+import { STORED_TEXT_LENGTH, printable } from '../printable.js';
+import { EXCLUDED_BY_CHOICE, describeChoice } from '../sync/chatbot-choice.js';
 import type { SyncReport } from '../sync/engine.js';
 import { formatFilesSummary } from './files-output.js';
 import type { RunRecord } from '../warehouse/reader.js';
@@ -15,8 +17,25 @@ export const processOutput: Output = {
   err: (line) => process.stderr.write(`${line}\n`),
 };
 
+/**
+ * Every line a command prints goes through this (main wraps its output in it): whatever a message
+ * quotes from the server, no control character reaches the terminal raw. Line breaks stay; the
+ * escapes are JSON's own, so `--json` output means the same.
+ */
+export function terminalSafe(output: Output): Output {
+  const safe = (line: string) => printable(line, { max: Infinity, keepNewlines: true });
+  return { out: (line) => output.out(safe(line)), err: (line) => output.err(safe(line)) };
+}
+
+/** The longest cell a table shows; `--wide` errors were cut when stored, at about twice this. */
+const CELL_LENGTH = 1000;
+
 export function formatTable(headers: string[], rows: Array<Array<string | number>>): string {
-  const cells = [headers, ...rows.map((row) => row.map(String))];
+  // Escaped before measuring, so an escaped cell keeps its column aligned.
+  const cells = [
+    headers,
+    ...rows.map((row) => row.map((cell) => printable(String(cell), { max: CELL_LENGTH }))),
+  ];
   const widths = headers.map((_, column) =>
     Math.max(...cells.map((row) => (row[column] ?? '').length)),
   );
@@ -70,14 +89,26 @@ export function formatStatusTable(
   options: { now?: number; wide?: boolean } = {},
 ): string {
   const now = options.now ?? Date.now();
+  // Only under a chatbot choice: the column rows leave when the choice stops serving them.
+  const scoped = statuses.some((status) => status.rowsOutOfScope || status.excludedAt);
   const base = statuses.map((status) => [
     status.resource,
     status.rows,
     status.rowsDeleted,
+    ...(scoped ? [status.rowsOutOfScope ?? 0] : []),
     formatAgo(status.lastSuccessAt, now),
     status.newestUpdatedAt ? formatAgo(status.newestUpdatedAt, now) : '-',
   ]);
-  const headers = ['resource', 'rows', 'deleted', 'last success', 'newest row'];
+  const headers = [
+    'resource',
+    'rows',
+    'deleted',
+    ...(scoped ? ['out of scope'] : []),
+    'last success',
+    'newest row',
+  ];
+  const note = (status: ResourceStatus) =>
+    status.excludedAt ? EXCLUDED_BY_CHOICE : withoutName(status.resource, status.lastError ?? '');
   if (options.wide) {
     return formatTable(
       [...headers, 'last full refresh', 'cursor', 'last error'],
@@ -85,7 +116,7 @@ export function formatStatusTable(
         ...base[index]!,
         formatAgo(status.lastFullRefreshAt, now),
         describeCursor(status.cursor, status.cursorKind),
-        oneLine(withoutName(status.resource, status.lastError ?? '')),
+        oneLine(note(status)),
       ]),
     );
   }
@@ -98,7 +129,8 @@ export function formatStatusTable(
     [...headers, 'last error'],
     statuses.map((status, index) => [
       ...base[index]!,
-      shorten(withoutName(status.resource, firstLine(status.lastError ?? '')), Math.max(10, room)),
+      // The exclusion is said whole: it is short, and cut it would read as an error.
+      status.excludedAt ? EXCLUDED_BY_CHOICE : shorten(firstLine(note(status)), Math.max(10, room)),
     ]),
   );
 }
@@ -113,7 +145,8 @@ export function describeCursor(cursor: string | null, kind: ResourceStatus['curs
       id?: unknown;
     };
     if (typeof decoded.updated_at === 'string') {
-      return `after ${decoded.updated_at}${decoded.id === undefined ? '' : ` id ${String(decoded.id)}`}`;
+      const id = decoded.id === undefined ? '' : ` id ${String(decoded.id)}`;
+      return printable(`after ${decoded.updated_at}${id}`, { max: 80 });
     }
   } catch {
     // Not the base64 JSON we know: show it as it is.
@@ -134,7 +167,7 @@ export function formatRunLine(
     `${run.rows} rows`,
   ];
   const error = run.error
-    ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : run.error}`
+    ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : printable(run.error, { max: STORED_TEXT_LENGTH, keepNewlines: true })}`
     : '';
   return `${parts.join(', ')}${error}`;
 }
@@ -170,6 +203,15 @@ export function formatSyncSummary(report: SyncReport): string {
   if (report.previousSchemaChecksum && report.previousSchemaChecksum !== report.schemaChecksum) {
     lines.push(
       `  Schema checksum changed since the last run; ${report.schemaChanges.length} change(s) applied.`,
+    );
+  }
+  if (report.choice) lines.push(`  Chatbot choice: ${describeChoice(report.choice)}`);
+  const leaving = report.resources.filter((resource) => resource.outOfScope);
+  if (leaving.length > 0) {
+    const total = leaving.reduce((sum, resource) => sum + (resource.outOfScope ?? 0), 0);
+    lines.push(
+      `  Out of scope: ${total} row(s) of ${leaving.length} resource(s) the choice no longer ` +
+        'serves, kept and marked (not deleted); `ocs-sync status` counts them per resource.',
     );
   }
   if (report.files) lines.push(...formatFilesSummary(report.files));
@@ -216,7 +258,8 @@ function splitHint(text: string): [string, string | undefined] {
   return at < 0 ? [text, undefined] : [text.slice(0, at), text.slice(at + '\n  hint: '.length)];
 }
 
+/** One line of at most `max` characters, control characters escaped. */
 export function shorten(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, ' ');
+  const flat = printable(text.replace(/\s+/g, ' '), { max: Infinity });
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
 }

@@ -6,6 +6,7 @@
 import type { Logger } from '../log.js';
 import type { SyncEvents } from '../sync/engine.js';
 import type { LiveArea } from './live-area.js';
+import { printable } from '../printable.js';
 
 const LOG_EVERY_MS = 15_000;
 const REDRAW_EVERY_MS = 200;
@@ -48,7 +49,8 @@ export function createProgressEvents(
       lastShown = live ? 0 : started;
     },
     onResourceStart: (info) => {
-      resource = info.resource;
+      // The manifest's name as given: a refused one may hold anything.
+      resource = printable(info.resource, { max: 60 });
       index = info.index;
       total = info.total;
       resourceRows = 0;

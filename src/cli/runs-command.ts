@@ -2,9 +2,11 @@
 import { ExitCode, UsageError } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
-import type { WarehouseReader } from '../warehouse/reader.js';
+import type { RunRecord, WarehouseReader } from '../warehouse/reader.js';
+import { WHOLE_TEAM_KEY, describeChoice } from '../sync/chatbot-choice.js';
 import type { CommandContext } from './context.js';
 import { firstLine, formatTable, shorten } from './output.js';
+import { storedText } from '../printable.js';
 import { parseNumberOption } from './option-values.js';
 import { formatAgo, formatDuration } from './time-text.js';
 
@@ -44,9 +46,22 @@ export async function runRunsCommand(
     return ExitCode.ok;
   }
   const now = Date.now();
+  // Only when some run walked under a chatbot choice: which one, by its chatbots.
+  const chosen = runs.some((run) => run.selectionKey !== null);
   context.output.out(
     formatTable(
-      ['id', 'kind', 'status', 'started', 'took', 'rows', 'pages', 'requests', 'error'],
+      [
+        'id',
+        'kind',
+        'status',
+        'started',
+        'took',
+        'rows',
+        'pages',
+        'requests',
+        ...(chosen ? ['chatbot choice'] : []),
+        'error',
+      ],
       runs.map((run) => [
         run.id,
         run.kind,
@@ -56,11 +71,20 @@ export async function runRunsCommand(
         run.rows,
         run.pages,
         run.requests,
+        ...(chosen ? [shortChoice(run)] : []),
         shorten(firstLine(run.error ?? ''), 40),
       ]),
     ),
   );
   return ExitCode.ok;
+}
+
+/** "Support bot, Sales bot (3184818c)" in at most 30 columns; "whole team"; "-" for none. */
+function shortChoice(run: RunRecord): string {
+  if (run.selectionKey === null) return '-';
+  if (run.selectionKey === WHOLE_TEAM_KEY) return 'whole team';
+  const names = (run.choice?.chatbots ?? []).map((chatbot) => chatbot.name || chatbot.publicId);
+  return `${shorten(names.join(', ') || '?', 20)} (${run.selectionKey.slice(0, 8)})`;
 }
 
 export async function runRunsShowCommand(
@@ -93,7 +117,10 @@ export async function runRunsShowCommand(
   out(`  took      ${run.finishedAt ? formatDuration(run.durationMs) : 'still running'}`);
   out(`  rows      ${run.rows} in ${run.pages} pages, ${run.requests} requests`);
   if (run.schemaChecksum) out(`  schema    ${run.schemaChecksum}`);
-  if (run.error) out(`  error     ${run.error.replace(/\n/g, '\n            ')}`);
+  if (run.selectionKey !== null) {
+    out(`  chatbots  ${describeChoice(run.choice ?? { key: run.selectionKey, chatbots: [] })}`);
+  }
+  if (run.error) out(`  error     ${storedText(run.error).replace(/\n/g, '\n            ')}`);
   out('');
   out(
     resources.length === 0

@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { ExitCode, UsageError } from '../errors.js';
-import { parseListenAddress, secretPolicyFor } from '../config/schema.js';
+import { isLoopbackHost, parseListenAddress, secretPolicyFor } from '../config/schema.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { loadArchiveSecretKey } from '../sealing/keys.js';
 import { startExportServer } from '../serve/export-server.js';
@@ -28,6 +28,9 @@ export interface ServeCommandOptions {
   filesDir?: string;
 }
 
+/** Shorter keys can be guessed; `openssl rand -hex 32` gives 64 characters. */
+export const MIN_SERVE_KEY_LENGTH = 32;
+
 const AS_OF = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?(Z|[+-]\d{2}:\d{2})$/;
 
 function readApiKey(options: ServeCommandOptions, env: NodeJS.ProcessEnv): string {
@@ -48,6 +51,16 @@ function readApiKey(options: ServeCommandOptions, env: NodeJS.ProcessEnv): strin
     throw new UsageError('serve needs an API key for the importer to present.', {
       hint: 'Set OCS_SERVE_API_KEY or pass --api-key-file FILE (a long random string).',
     });
+  }
+  if (key.length < MIN_SERVE_KEY_LENGTH) {
+    const setting =
+      options.apiKeyFile !== undefined
+        ? `--api-key-file ${options.apiKeyFile}`
+        : 'OCS_SERVE_API_KEY';
+    throw new UsageError(
+      `The serve API key (${setting}) has ${key.length} characters; serve refuses keys shorter than ${MIN_SERVE_KEY_LENGTH}, which can be guessed.`,
+      { hint: 'Make one with `openssl rand -hex 32` (64 characters).' },
+    );
   }
   return key;
 }
@@ -109,6 +122,12 @@ export async function runServeCommand(
       logger,
     });
     cleanup.add('export server', () => server.close());
+    if (!isLoopbackHost(listen.host)) {
+      logger.warn(
+        { listen: listenText },
+        `serve listens on ${listenText}, beyond loopback, and speaks plain HTTP: the API key and the team's data (opened secrets resealed, file contents) cross the network unencrypted unless a TLS proxy sits in front of it. Prefer --listen 127.0.0.1:PORT with an SSH tunnel, or put a TLS proxy in front.`,
+      );
+    }
     const { out } = context.output;
     out(`Serving ${warehouse.description}${asOf ? ` as of ${asOf}` : ''} at ${server.url}`);
     out(`Schema checksum ${prepared.schemaChecksum}; ${prepared.plan.resources.size} resources.`);

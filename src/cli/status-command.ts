@@ -3,7 +3,8 @@
  * cron jobs and monitoring can act on (ExitCode.status*). Reads the warehouse; writes nothing.
  */
 import { ExitCode } from '../errors.js';
-import type { ResourceStatus } from '../interfaces.js';
+import type { ChatbotChoiceRecord, ResourceStatus } from '../interfaces.js';
+import { describeChoice } from '../sync/chatbot-choice.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
 import { SYNC_RUN_KINDS, type AuditSummary, type RunRecord } from '../warehouse/reader.js';
 import { keyId } from '../audit/key-id.js';
@@ -62,6 +63,8 @@ export function judgeHealth(
   }
   if (maxLagSeconds !== undefined) {
     const lagging = resources.filter((resource) => {
+      // Not requested under the team's chatbot choice: no lag to speak of.
+      if (resource.excludedAt) return false;
       const lag = lagSeconds(resource, now);
       return lag === null || lag > maxLagSeconds;
     });
@@ -103,6 +106,7 @@ export async function runStatusCommand(
     );
     const files = await reader.fileTotals();
     const audit = await reader.audit();
+    const choice = await reader.activeChatbotChoice();
     const now = Date.now();
     const health = judgeHealth(lastRun, resources, maxLagSeconds, now);
     if (options.json) {
@@ -111,10 +115,13 @@ export async function runStatusCommand(
           {
             last_run: runJson(lastRun),
             last_success: runJson(lastSuccess),
+            chatbot_choice: choiceJson(choice),
             resources: resources.map((resource) => ({
               resource: resource.resource,
               rows: resource.rows,
               rows_deleted: resource.rowsDeleted,
+              rows_out_of_scope: resource.rowsOutOfScope ?? 0,
+              excluded_by_chatbot_choice: Boolean(resource.excludedAt),
               last_success_at: resource.lastSuccessAt,
               lag_seconds: lagSeconds(resource, now),
               newest_updated_at: resource.newestUpdatedAt,
@@ -124,6 +131,7 @@ export async function runStatusCommand(
               cursor: resource.cursor,
               cursor_kind: resource.cursorKind,
               cursor_position: describeCursor(resource.cursor, resource.cursorKind),
+              cursor_selection: resource.cursorSelection ?? null,
             })),
             files,
             audit: auditJson(audit),
@@ -141,6 +149,7 @@ export async function runStatusCommand(
     context.output.out(`Warehouse:     ${reader.description}`);
     context.output.out(`Last run:      ${formatRunLine(lastRun, now, { errorWidth })}`);
     context.output.out(`Last success:  ${formatRunLine(lastSuccess, now, { errorWidth })}`);
+    if (choice) context.output.out(`Chatbot choice: ${describeChoice(choice)}`);
     context.output.out(
       `Health:        ${health.problems.length === 0 ? 'ok' : health.problems.join('; ')}`,
     );
@@ -199,6 +208,18 @@ function auditJson(audit: AuditSummary): Record<string, unknown> {
   };
 }
 
+/** The choice as `status --json` and `runs --json` write it. */
+export function choiceJson(choice: ChatbotChoiceRecord | null | undefined): unknown {
+  if (!choice) return null;
+  return {
+    selection_key: choice.key,
+    chatbots: choice.chatbots.map((chatbot) => ({
+      public_id: chatbot.publicId,
+      name: chatbot.name,
+    })),
+  };
+}
+
 function runJson(run: RunRecord | undefined): Record<string, unknown> | null {
   if (!run) return null;
   return {
@@ -213,5 +234,6 @@ function runJson(run: RunRecord | undefined): Record<string, unknown> | null {
     requests: run.requests,
     schema_checksum: run.schemaChecksum,
     error: run.error,
+    selection_key: run.selectionKey,
   };
 }

@@ -3,7 +3,7 @@
  * Every command builds its parts here, so behaviour is the same whichever command runs.
  */
 import { ConfigError } from '../errors.js';
-import type { Config } from '../config/schema.js';
+import { secretPolicyFor, type Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { parseArchivePublicKey, loadPrivateKey } from '../sealing/keys.js';
 import type { SealingKeys } from '../sealing/policy.js';
@@ -19,6 +19,9 @@ import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { sqliteFilesReadableByOthers } from '../warehouse/sqlite-file.js';
 import { BlobStore } from '../files/blob-store.js';
 import { createFilesStep, type FilesStep } from '../files/sync-files.js';
+import { privateModes } from '../private-files.js';
+
+const MIB = 1024 * 1024;
 
 export function createSource(
   config: Config,
@@ -45,6 +48,8 @@ export function createSource(
     maxRetryDelayMs: config.http.maxRetryDelaySeconds * 1000,
     maxRequestsPerMinute: config.http.maxRequestsPerMinute,
     userAgent: config.http.userAgent,
+    maxPageBytes: config.http.maxPageMib * MIB,
+    fileTimeoutMs: config.files.requestTimeoutSeconds * 1000,
     connections: Math.max(config.pagesInFlight * config.concurrency, config.files.concurrency) + 1,
     logger,
     onAttempt,
@@ -63,6 +68,7 @@ export function createWarehouse(
     poolSize: config.warehouse.poolSize,
     statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
     lockStaleAfterSeconds: config.lock.staleAfterSeconds,
+    fileModes: privateModes(config.dataFileMode),
     logger,
   });
 }
@@ -109,7 +115,7 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
   }
   return {
     keys,
-    policyFor: (resource) => config.secrets.resources[resource] ?? config.secrets.default,
+    policyFor: (resource) => secretPolicyFor(config, resource),
   };
 }
 
@@ -150,7 +156,7 @@ export async function warnIfSecretsReadableByOthers(
   if (target.dialect !== 'sqlite' || target.path === ':memory:') return;
   const sealed = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
   const opened = [...sealed.keys()].filter(
-    (resource) => (config.secrets.resources[resource] ?? config.secrets.default) === 'plaintext',
+    (resource) => secretPolicyFor(config, resource) === 'plaintext',
   );
   if (opened.length === 0) return;
   const exposed = sqliteFilesReadableByOthers(resolve(target.path));
@@ -169,9 +175,10 @@ export function createFiles(
   if (!config.files.enabled) return undefined;
   return createFilesStep({
     ledger: parts.warehouse.fileLedger(),
-    store: new BlobStore(requireFilesDir(config)),
+    store: new BlobStore(requireFilesDir(config), privateModes(config.dataFileMode)),
     source: parts.source,
     concurrency: config.files.concurrency,
+    maxFileBytes: config.files.maxFileMib * MIB,
     logger: parts.logger,
   });
 }

@@ -2,7 +2,7 @@
  * `exclude_fields`: fields never stored, per resource. In a file, a mapping of resource name to a
  * list of field names; in OCS_EXCLUDE_FIELDS, comma-separated `resource.field` items. Pure.
  */
-import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { isSafeFieldName, isSafeResourceName, recordByName } from '../names.js';
 
 export type ExcludeFields = Record<string, string[]>;
 
@@ -15,7 +15,7 @@ export const EXCLUDE_FIELDS_ALLOWED =
  * `resource.field` is kept under its own text with no field, so validation names it.
  */
 export function parseExcludeFieldsText(text: string): ExcludeFields | string {
-  const mapping: ExcludeFields = {};
+  const mapping: ExcludeFields = recordByName();
   const items = text
     .split(',')
     .map((item) => item.trim())
@@ -62,11 +62,14 @@ export function checkExcludeFields(value: ExcludeFields): string | undefined {
   return problems.length > 0 ? `has problems: ${problems.join('; ')}` : undefined;
 }
 
-/** The mapping with each resource's fields listed once, resources without fields left out. */
+/**
+ * The mapping with each resource's fields listed once, resources without fields left out; a
+ * record without a prototype, so a resource named `constructor` finds only its own entry.
+ */
 export function normaliseExcludeFields(value: ExcludeFields): ExcludeFields {
-  return Object.fromEntries(
+  return recordByName(
     Object.entries(value)
       .filter(([, fields]) => fields.length > 0)
-      .map(([resource, fields]) => [resource, [...new Set(fields)]]),
+      .map(([resource, fields]) => [resource, [...new Set(fields)]] as const),
   );
 }

@@ -32,6 +32,7 @@ import {
 } from './schema.js';
 import { redactUrl } from './warehouse-url.js';
 import { parseExcludeFieldsText } from './exclude-fields.js';
+import { recordByName, valueByName } from '../names.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -147,12 +148,13 @@ export function explainConfig(
 function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   const problems: string[] = [];
   const origins = new Map<string, Origin>();
-  const merged: Tree = {};
+  // Without a prototype at every level: a key `__proto__` or `constructor` in the file is a key.
+  const merged: Tree = recordByName();
   const fileName = inputs.filePath ?? 'config file';
 
   const lineOf = (segments: readonly (string | number)[]): number | undefined => {
     for (let length = segments.length; length > 0; length--) {
-      const line = inputs.fileLines?.[segments.slice(0, length).join('.')];
+      const line = valueByName(inputs.fileLines, segments.slice(0, length).join('.'));
       if (line !== undefined) return line;
     }
     return undefined;
@@ -198,10 +200,10 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
         `${fileName}: must be a mapping of keys (such as base_url: …, warehouse: …), not ${Array.isArray(inputs.file) ? 'a list' : 'a single value'}`,
       );
     } else {
-      const file = { ...inputs.file };
+      const file = recordByName(Object.entries(inputs.file));
       for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
-        if (setting.path in file) {
-          const line = inputs.fileLines?.[setting.path];
+        if (Object.hasOwn(file, setting.path)) {
+          const line = valueByName(inputs.fileLines, setting.path);
           problems.push(
             `${fileName}${line === undefined ? '' : `:${line}`}: ${setting.path} may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
           );
@@ -213,7 +215,7 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   }
 
   // Layer 2: the environment.
-  const envLayer: Tree = {};
+  const envLayer: Tree = recordByName();
   for (const setting of SETTINGS) {
     if (!setting.env) continue;
     const raw = inputs.env[setting.env];
@@ -278,7 +280,7 @@ function getAt(tree: unknown, segments: readonly (string | number)[]): unknown {
 function setAt(tree: Tree, segments: readonly string[], value: unknown): void {
   let node = tree;
   for (const segment of segments.slice(0, -1)) {
-    if (!isPlainObject(node[segment])) node[segment] = {};
+    if (!isPlainObject(node[segment])) node[segment] = recordByName();
     node = node[segment] as Tree;
   }
   node[segments[segments.length - 1]!] = value;
@@ -301,7 +303,7 @@ function mergeInto(
     const path = [...prefix, key];
     if (origin) origins.set(path.join('.'), origin);
     if (isPlainObject(value)) {
-      if (!isPlainObject(target[key])) target[key] = {};
+      if (!isPlainObject(target[key])) target[key] = recordByName();
       mergeInto(target[key] as Tree, value, origin, path, origins);
     } else {
       target[key] = Array.isArray(value) ? [...(value as unknown[])] : value;
@@ -349,7 +351,7 @@ function camelToSnake(key: string): string {
 }
 
 function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
-  const out: Tree = {};
+  const out: Tree = recordByName();
   // Keys of secrets.resources and exclude_fields are resource names, not setting names.
   const isResourceMap = ['secrets.resources', 'exclude_fields'].includes(prefix.join('.'));
   for (const [key, value] of Object.entries(flags)) {
@@ -706,7 +708,7 @@ export function parseConfigText(text: string, path: string): ConfigFileContents 
         : [`${path}: YAML cannot be read: ${(error as Error).message.split('\n')[0]}`],
     );
   }
-  const fileLines: Record<string, number> = {};
+  const fileLines: Record<string, number> = recordByName();
   collectLines(document.contents, [], lineCounter, fileLines);
   return { file, fileLines };
 }

@@ -14,6 +14,7 @@ const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
 import type * as Zod from 'zod';
 import type { z as ZodTypes } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
+import { recordByName, valueByName } from '../names.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
 import {
   EXCLUDE_FIELDS_ALLOWED,
@@ -77,6 +78,8 @@ export interface Config {
     /** Hard cap on requests per minute; 0 = none. */
     maxRequestsPerMinute: number;
     userAgent: string;
+    /** Largest page (or other export API answer) read, in MiB; a larger one fails its resource. */
+    maxPageMib: number;
   };
   logLevel: LogLevel;
   privateKeyFile: string | undefined;
@@ -117,6 +120,10 @@ export interface Config {
     dir: string | undefined;
     /** Downloads at once. */
     concurrency: number;
+    /** Largest file fetched when its row gives no `content_size` (and never more), in MiB. */
+    maxFileMib: number;
+    /** Deadline of one file download, headers and body, in seconds. */
+    requestTimeoutSeconds: number;
   };
   audit: {
     /**
@@ -129,6 +136,11 @@ export interface Config {
     /** Where each checkpoint is appended as one JSON line (shipped elsewhere by the operator). */
     checkpointFile: string | undefined;
   };
+  /**
+   * Mode of the files ocs-sync creates that hold team data (SQLite warehouse, blobs, Parquet);
+   * the folders it creates get the same with x wherever r is set (0600 -> 0700).
+   */
+  dataFileMode: number;
 }
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
@@ -156,6 +168,7 @@ export interface ConfigFileValues {
     max_retry_delay_seconds?: number;
     max_requests_per_minute?: number;
     user_agent?: string;
+    max_page_mib?: number;
   };
   log_level?: LogLevel;
   private_key_file?: string;
@@ -173,8 +186,15 @@ export interface ConfigFileValues {
   full_refresh_schedule?: string | false;
   timezone?: string;
   health?: { listen?: string | false; max_age_seconds?: number };
-  files?: { enabled?: boolean; dir?: string; concurrency?: number };
   audit?: { enabled?: boolean; signing_key_file?: string; checkpoint_file?: string };
+  files?: {
+    enabled?: boolean;
+    dir?: string;
+    concurrency?: number;
+    max_file_mib?: number;
+    request_timeout_seconds?: number;
+  };
+  data_file_mode?: string | number;
 }
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -220,6 +240,7 @@ export function configDefaults(version: string) {
       max_retry_delay_seconds: 60,
       max_requests_per_minute: 0,
       user_agent: `ocs-sync/${version}`,
+      max_page_mib: 64,
     },
     log_level: 'info' as LogLevel,
     secrets: {
@@ -234,8 +255,9 @@ export function configDefaults(version: string) {
     full_refresh_schedule: DEFAULT_FULL_REFRESH_SCHEDULE as string | false,
     timezone: 'UTC',
     health: { listen: DEFAULT_HEALTH_LISTEN as string | false, max_age_seconds: 3600 },
-    files: { enabled: true, concurrency: 2 },
+    files: { enabled: true, concurrency: 2, max_file_mib: 1024, request_timeout_seconds: 3600 },
     audit: { enabled: false },
+    data_file_mode: '0600' as string | number,
   } satisfies ConfigFileValues;
 }
 
@@ -350,6 +372,12 @@ export const SETTINGS: readonly SettingInfo[] = [
     allowed: 'printable ASCII text of 1 to 200 characters',
   },
   {
+    path: 'http.max_page_mib',
+    env: 'OCS_MAX_PAGE_MIB',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 512 (MiB)',
+  },
+  {
     path: 'log_level',
     env: 'OCS_LOG_LEVEL',
     kind: 'text',
@@ -457,7 +485,27 @@ export const SETTINGS: readonly SettingInfo[] = [
     path: 'audit.checkpoint_file',
     env: 'OCS_AUDIT_CHECKPOINT_FILE',
     kind: 'text',
-    allowed: 'the path of the file checkpoints are appended to (created with mode 0600)',
+    allowed:
+      'the path of the file checkpoints are appended to (created with data_file_mode, 0600 by default)',
+  },
+  {
+    path: 'files.max_file_mib',
+    env: 'OCS_FILES_MAX_FILE_MIB',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 1048576 (MiB)',
+  },
+  {
+    path: 'files.request_timeout_seconds',
+    env: 'OCS_FILES_REQUEST_TIMEOUT_SECONDS',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 604800',
+  },
+  {
+    path: 'data_file_mode',
+    env: 'OCS_DATA_FILE_MODE',
+    kind: 'text',
+    allowed:
+      "an octal file mode in quotes, such as '0600' or '0640': read and write for the owner, no execute bits",
   },
 ];
 
@@ -587,6 +635,29 @@ function checkPrivateKey(value: string): string | undefined {
   return undefined;
 }
 
+const isStringOrNumber = (value: unknown): value is string | number =>
+  typeof value === 'string' || typeof value === 'number';
+
+/**
+ * `data_file_mode` as a number. YAML 1.2 reads an unquoted `0600` as the decimal 600, so a number
+ * is read by its digits as octal too: `0600`, `600` and `'0600'` all mean rw-------.
+ */
+export function parseFileMode(value: string | number): number | undefined {
+  const text = String(value).trim();
+  if (!/^0?[0-7]{3}$/.test(text)) return undefined;
+  return parseInt(text, 8);
+}
+
+function checkFileMode(value: string | number): string | undefined {
+  const mode = parseFileMode(value);
+  if (mode === undefined) {
+    return `must be an octal file mode in quotes, such as '0600' or '0640'; got ${JSON.stringify(value)}`;
+  }
+  if ((mode & 0o600) !== 0o600) return 'must let the owner read and write (0600 at least)';
+  if ((mode & 0o111) !== 0) return 'must not set execute bits (folders get them where r is set)';
+  return undefined;
+}
+
 function checkUserAgent(value: string): string | undefined {
   if (value.length < 1 || value.length > 200 || !/^[\x20-\x7e]+$/.test(value)) {
     return 'must be printable ASCII text of 1 to 200 characters (no line breaks)';
@@ -661,6 +732,7 @@ export const configSchema = z.strictObject({
     max_retry_delay_seconds: integer(1, 3600),
     max_requests_per_minute: integer(0, 100000),
     user_agent: checked(isString, checkUserAgent),
+    max_page_mib: integer(1, 512),
   }),
   log_level: z.enum(LOG_LEVELS),
   private_key_file: checked(isString, (value) =>
@@ -699,12 +771,15 @@ export const configSchema = z.strictObject({
       value.trim() === '' ? 'must not be empty' : undefined,
     ).optional(),
     concurrency: integer(1, 16),
+    max_file_mib: integer(1, 1048576),
+    request_timeout_seconds: integer(1, 604800),
   }),
   audit: z.strictObject({
     enabled: z.boolean(),
     signing_key_file: nonEmptyText.optional(),
     checkpoint_file: nonEmptyText.optional(),
   }),
+  data_file_mode: checked(isStringOrNumber, checkFileMode),
 });
 
 export type MergedConfigValues = ZodTypes.output<typeof configSchema>;
@@ -762,6 +837,7 @@ export function toConfig(values: MergedConfigValues): Config {
       maxRetryDelaySeconds: values.http.max_retry_delay_seconds,
       maxRequestsPerMinute: values.http.max_requests_per_minute,
       userAgent: values.http.user_agent,
+      maxPageMib: values.http.max_page_mib,
     },
     logLevel: values.log_level,
     privateKeyFile: values.private_key_file,
@@ -769,7 +845,7 @@ export function toConfig(values: MergedConfigValues): Config {
     privateKeyPassphrase: values.private_key_passphrase,
     secrets: {
       default: values.secrets.default,
-      resources: { ...values.secrets.resources },
+      resources: recordByName(Object.entries(values.secrets.resources)),
       archivePublicKey: values.secrets.archive_public_key?.trim(),
     },
     onSchemaChange: values.on_schema_change,
@@ -787,12 +863,15 @@ export function toConfig(values: MergedConfigValues): Config {
       enabled: values.files.enabled,
       dir: values.files.dir?.trim() ?? defaultFilesDir(target.target),
       concurrency: values.files.concurrency,
+      maxFileMib: values.files.max_file_mib,
+      requestTimeoutSeconds: values.files.request_timeout_seconds,
     },
     audit: {
       enabled: values.audit.enabled,
       signingKeyFile: values.audit.signing_key_file?.trim(),
       checkpointFile: values.audit.checkpoint_file?.trim(),
     },
+    dataFileMode: parseFileMode(values.data_file_mode) ?? 0o600,
   };
 }
 
@@ -807,7 +886,7 @@ export function defaultFilesDir(target: WarehouseTarget): string | undefined {
 
 /** The secrets policy for one resource. */
 export function secretPolicyFor(config: Config, resource: string): SecretPolicy {
-  return config.secrets.resources[resource] ?? config.secrets.default;
+  return valueByName(config.secrets.resources, resource) ?? config.secrets.default;
 }
 
 /** Whether a resource keeps every version in `<resource>__history`. */

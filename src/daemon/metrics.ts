@@ -221,7 +221,8 @@ export class SyncMetrics {
           this.rowsReconciled.inc({ resource: report.resource }, report.rows);
           this.rowsDeleted.inc({ resource: report.resource }, report.deleted);
         }
-        if (report.status !== 'ok')
+        // An excluded resource is the team's chatbot choice, not a problem.
+        if (report.status !== 'ok' && report.status !== 'excluded')
           this.resourceProblems.inc({ resource: report.resource, status: report.status });
       },
       onSchemaChange: (change) => {

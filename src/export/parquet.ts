@@ -3,11 +3,14 @@
  * DuckDB (@duckdb/node-api, whose native library ships inside the npm package: no extension is
  * downloaded). Rows are read from the warehouse in id-ordered batches and appended to a staging
  * table in a temporary on-disk DuckDB database with a memory limit, so memory stays flat however
- * large the table; DuckDB then copies the staging table to Parquet. Each file is written under a
- * temporary name and renamed when complete, so a reader never sees half a file.
+ * large the table; DuckDB then copies the staging table to Parquet. Each file is written into a
+ * 0700 folder beside its final place and moved there when complete, so a reader never sees half a
+ * file, and no one else sees it at all while DuckDB writes it (DuckDB creates files with the
+ * default mode). The files hold team data (opened secrets too, under the `plaintext` policy): they
+ * are private, 0600 by default (`data_file_mode`).
  */
 import { DuckDBInstance, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
-import { mkdirSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ColumnSpec, ColumnType, StoredRow, Warehouse } from '../interfaces.js';
@@ -15,6 +18,11 @@ import { WarehouseError } from '../errors.js';
 import { quoteIdentifier as q } from '../warehouse/identifiers.js';
 import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 import { toJsonText } from '../warehouse/values.js';
+import {
+  DEFAULT_PRIVATE_MODES,
+  makePrivateFolderSync,
+  type PrivateModes,
+} from '../private-files.js';
 
 export interface ParquetExportOptions {
   directory: string;
@@ -25,6 +33,8 @@ export interface ParquetExportOptions {
   batchRows?: number;
   /** DuckDB's memory limit while staging, e.g. `128MB` (the default). */
   memoryLimit?: string;
+  /** Modes of the files and of the folder when it is created (default 0600 / 0700). */
+  modes?: PrivateModes;
   onTable?(result: ParquetFile): void;
 }
 
@@ -101,7 +111,9 @@ export async function exportParquet(
   options: ParquetExportOptions,
 ): Promise<ParquetFile[]> {
   const directory = resolve(options.directory);
-  mkdirSync(directory, { recursive: true });
+  makePrivateFolderSync(directory, options.modes);
+  // mkdtemp makes 0700 folders: the staging database, and the Parquet files being written.
+  const writing = mkdtempSync(join(directory, '.partial-'));
   const staging = mkdtempSync(join(tmpdir(), 'ocs-parquet-'));
   const instance = await DuckDBInstance.create(join(staging, 'stage.duckdb'), {
     memory_limit: options.memoryLimit ?? '128MB',
@@ -115,7 +127,13 @@ export async function exportParquet(
   const results: ParquetFile[] = [];
   try {
     for (const table of options.tables) {
-      const result = await exportTable(warehouse, connection, table, directory, options);
+      const result = await exportTable(
+        warehouse,
+        connection,
+        table,
+        { directory, writing },
+        options,
+      );
       results.push(result);
       options.onTable?.(result);
     }
@@ -123,6 +141,7 @@ export async function exportParquet(
     connection.closeSync();
     instance.closeSync();
     rmSync(staging, { recursive: true, force: true });
+    rmSync(writing, { recursive: true, force: true });
   }
   return results;
 }
@@ -131,7 +150,7 @@ async function exportTable(
   warehouse: Pick<Warehouse, 'describeTable' | 'readRows'>,
   connection: DuckDBConnection,
   table: string,
-  directory: string,
+  folders: { directory: string; writing: string },
   options: ParquetExportOptions,
 ): Promise<ParquetFile> {
   const dataColumns = await warehouse.describeTable(table);
@@ -171,8 +190,8 @@ async function exportTable(
   } finally {
     appender.closeSync();
   }
-  const file = join(directory, `${table}.parquet`);
-  const partial = `${file}.partial`;
+  const file = join(folders.directory, `${table}.parquet`);
+  const partial = join(folders.writing, `${table}.parquet`);
   const selected = columns.map((column) =>
     column.type === 'datetime' || column.type === 'date'
       ? `CAST(${q(column.name)} AS ${PARQUET_TYPE[column.type]}) AS ${q(column.name)}`
@@ -183,6 +202,7 @@ async function exportTable(
     `COPY (SELECT ${selected.join(', ')} FROM staging) TO '${partial.replaceAll("'", "''")}' (FORMAT PARQUET, COMPRESSION ZSTD, ROW_GROUP_SIZE 20000)`,
   );
   await connection.run('DROP TABLE staging');
+  chmodSync(partial, (options.modes ?? DEFAULT_PRIVATE_MODES).file);
   renameSync(partial, file);
   return { table, file, rows };
 }

@@ -383,13 +383,15 @@ export class FakeDataset {
   /**
    * One page after `cursor` (a cursor string as a client sends it, or null for the start),
    * exactly as the server pages: `pk` by `id > cursor`; `updated_at_id` by
-   * `updated_at > t OR (updated_at = t AND id > id)`. Throws InvalidCursorError for a bad cursor.
+   * `updated_at > t OR (updated_at = t AND id > id)`; only rows `include` keeps (a chatbot
+   * choice), when given. Throws InvalidCursorError for a bad cursor.
    */
   pageAfter(
     resource: string,
     cursorKind: CursorKind,
     cursor: string | null,
     limit: number,
+    include?: (row: Row) => boolean,
   ): DatasetPage {
     const table = this.table(resource);
     const decoded = cursor === null ? null : decodeCursor(cursorKind, cursor);
@@ -397,7 +399,8 @@ export class FakeDataset {
     if (cursorKind === 'pk') {
       const start = decoded ? table.firstIdAfter(decoded.id) : 0;
       for (let index = start; index < table.byId.length && taken.length <= limit; index += 1) {
-        taken.push(table.byId[index] as Entry);
+        const entry = table.byId[index] as Entry;
+        if (!include || include(entry.row)) taken.push(entry);
       }
     } else {
       const order = table.timeOrder();
@@ -407,7 +410,7 @@ export class FakeDataset {
           : 0;
       for (let index = start; index < order.length && taken.length <= limit; index += 1) {
         const entry = order[index] as Entry;
-        if (entry.live) taken.push(entry);
+        if (entry.live && (!include || include(entry.row))) taken.push(entry);
       }
     }
     const hasMore = taken.length > limit;

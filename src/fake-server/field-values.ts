@@ -8,6 +8,16 @@ import type { RowId } from '../export-api/cursor.js';
 import { formatTimestamp } from '../export-api/cursor.js';
 import { FakeDataset, type RowGeneratorContext } from './dataset.js';
 import { SeededRandom, deriveSeed } from './random.js';
+import { sampleContentSize } from './file-contents.js';
+
+/**
+ * Fields the server computes rather than stores as given: `files.content_size` is the size of
+ * the stored file, so it agrees with the bytes the fake serves for the row (sampleFileContent).
+ * A generated value is still drawn first, so every other value stays as the seed gives it.
+ */
+const DERIVED_FIELDS: Readonly<Record<string, Readonly<Record<string, (id: RowId) => unknown>>>> = {
+  files: { content_size: sampleContentSize },
+};
 
 export type FieldKind =
   | 'integer'
@@ -345,6 +355,13 @@ export function rowGeneratorFor(
 } {
   const values = new ValueGenerator(new SeededRandom(deriveSeed(seed, resource.resource)), options);
   const entries = Object.entries(resource.fields);
+  const derived = Object.hasOwn(DERIVED_FIELDS, resource.resource)
+    ? DERIVED_FIELDS[resource.resource]!
+    : {};
+  const valueOf = (name: string, spec: FieldSpec, context: RowGeneratorContext) => {
+    const value = values.value(name, spec, context);
+    return Object.hasOwn(derived, name) ? derived[name]!(context.id) : value;
+  };
   const editable = editableFields(resource);
   // Cloning a template with every key gives each row its final shape at once (no reshaping).
   const template: Record<string, unknown> = { id: 0 };
@@ -354,7 +371,7 @@ export function rowGeneratorFor(
       // `id` first: the dataset then keeps this object as the row, in the server's key order.
       const row: Record<string, unknown> = { ...template };
       row.id = context.id;
-      for (const [name, spec] of entries) row[name] = values.value(name, spec, context);
+      for (const [name, spec] of entries) row[name] = valueOf(name, spec, context);
       return row;
     },
     editRow: (_row, context) => {
@@ -363,7 +380,7 @@ export function rowGeneratorFor(
       const count = Math.min(editable.length, values.random.int(1, 2));
       for (let index = 0; index < count; index += 1) {
         const name = values.random.pick(editable);
-        changes[name] = values.value(name, resource.fields[name] as FieldSpec, context);
+        changes[name] = valueOf(name, resource.fields[name] as FieldSpec, context);
       }
       return changes;
     },

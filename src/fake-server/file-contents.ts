@@ -59,10 +59,14 @@ export function contentDigest(content: FakeFileContent): { sha256: string; size:
 export const SHARED_CONTENT = Buffer.from('The team logo, attached to many chats.\n');
 export const LARGE_CONTENT_BYTES = 3 * 1024 * 1024;
 
+/** One line of a small sample file: fixed length, so a file's size follows from its id alone. */
+const SMALL_LINE_BYTES = 70;
+
 /**
  * The sample contents, by id: a tenth have no blob (404), a tenth are empty, a tenth share one
  * content, ids 7, 32, 57, ... are 3 MiB, the rest small text. Bytes depend on the row's `file`
- * and `updated_at`, so an edited row serves new bytes.
+ * and `updated_at`, so an edited row serves new bytes; their size depends on the id only, so the
+ * row's `content_size` (sampleContentSize) stays true after an edit, as the server keeps it.
  */
 export const sampleFileContent: FakeFileContentFor = (row) => {
   const id = BigInt(row.id);
@@ -71,9 +75,28 @@ export const sampleFileContent: FakeFileContentFor = (row) => {
   if (id % 10n === 0n) return { bytes: new Uint8Array() };
   if (id % 10n === 5n) return { bytes: SHARED_CONTENT };
   if (id % 25n === 7n) return { size: LARGE_CONTENT_BYTES, seed: version };
-  const line = `file ${version}\n`;
-  return { bytes: Buffer.from(line.repeat(Number(id % 7n) + 1)) };
+  const line = `file ${createHash('sha256').update(version).digest('hex')}\n`;
+  return { bytes: Buffer.from(line.repeat(smallLines(id))) };
 };
+
+function smallLines(id: bigint): number {
+  return Number(id % 7n) + 1;
+}
+
+/**
+ * The `content_size` of a sample `files` row, as the server keeps it: the size of its stored file
+ * (sampleFileContent), 0 for an empty one, and null for a tenth of the rows whose blob exists all
+ * the same (REFERENCE.md: trust the bytes, not the field). A row whose blob the storage lost
+ * (404) still says the size it had.
+ */
+export function sampleContentSize(rowId: number | bigint): number | null {
+  const id = BigInt(rowId);
+  if (id % 10n === 9n) return null;
+  if (id % 10n === 0n) return 0;
+  if (id % 10n === 5n) return SHARED_CONTENT.length;
+  if (id % 25n === 7n) return LARGE_CONTENT_BYTES;
+  return SMALL_LINE_BYTES * smallLines(id);
+}
 
 const CONTENT_TYPES: Record<string, string> = {
   txt: 'text/plain',

@@ -412,6 +412,56 @@ export function sampleFixture(): FixtureResource[] {
   ];
 }
 
+/**
+ * The sample fixture as the next server version exports it, for the fake's `chatbotChoice`: the
+ * references the chatbot scope follows (a chatbot's versions, providers and pipeline; a node's
+ * collection, provider, model and source material; tagged items and comments pointing at messages
+ * and sessions) and the new `scheduled_triggers` after `timeout_triggers`.
+ */
+export function scopedSampleFixture(): FixtureResource[] {
+  const fixture = sampleFixture();
+  const fieldsOf = (name: string) => fixture.find((entry) => entry.resource === name)!.fields;
+  Object.assign(fieldsOf('chatbots'), {
+    working_version: { ...ref('chatbots', true), nullChance: 1 },
+    voice_provider: ref('voice_providers', true),
+    trace_provider: ref('trace_providers', true),
+  });
+  Object.assign(fieldsOf('pipeline_nodes'), {
+    collection: ref('collections', true),
+    llm_provider: ref('llm_providers', true),
+    llm_provider_model: ref('llm_provider_models', true),
+    source_material: ref('source_materials', true),
+  });
+  // Generic foreign keys at rows the scope can follow (content types in chatbot-scope.ts).
+  Object.assign(fieldsOf('custom_tagged_items'), {
+    object_id: ref('chat_messages'),
+    content_type_id: choice([12]),
+  });
+  Object.assign(fieldsOf('user_comments'), {
+    object_id: ref('sessions'),
+    content_type_id: choice([13]),
+  });
+  const triggers = [
+    resource('timeout_triggers', 'events.timeouttrigger', 'pk', {
+      ...timestamps,
+      delay: integer(),
+      total_num_triggers: integer(),
+      is_active: boolean(),
+      experiment: ref('chatbots'),
+    }),
+    resource('scheduled_triggers', 'events.scheduledtrigger', 'pk', {
+      ...timestamps,
+      name: string('title'),
+      cron_expression: choice(['0 9 * * *', '*/30 * * * *']),
+      is_active: boolean(),
+      experiment: ref('chatbots'),
+    }),
+  ];
+  const after = fixture.findIndex((entry) => entry.resource === 'chatbot_channels');
+  fixture.splice(after + 1, 0, ...triggers);
+  return fixture;
+}
+
 export interface SampleDatasetOptions {
   /** PRNG seed (default 42): the same seed gives the same rows. */
   seed?: number;
@@ -425,11 +475,13 @@ export interface SampleDatasetOptions {
   firstIds?: DatasetFromFixtureOptions['firstIds'];
   /** Rows per resource overriding rowsPerResource. */
   rowCounts?: Record<string, number>;
+  /** The scoped sample fixture (for the fake's `chatbotChoice`). */
+  scoped?: boolean;
 }
 
 /** The sample fixture filled with generated rows. `dataset.fixture` is the fixture used. */
 export function createSampleDataset(options: SampleDatasetOptions = {}): FakeDataset {
-  const fixture = sampleFixture();
+  const fixture = options.scoped ? scopedSampleFixture() : sampleFixture();
   const rowCounts: Record<string, number> = { ...options.rowCounts };
   if (options.bigResource) {
     if (!fixture.some((entry) => entry.resource === options.bigResource?.resource)) {

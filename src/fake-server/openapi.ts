@@ -20,6 +20,8 @@ export interface FakeManifestEntry {
   resource: string;
   cursor: CursorKind;
   secret: boolean;
+  /** The next server version's class of the model under a chatbot choice. */
+  scope?: 'owned' | 'referenced' | 'excluded';
 }
 
 export interface FakeManifestDocument {
@@ -149,6 +151,13 @@ const pagingParameters = [
     description: 'Maximum rows per page (default 100, capped at 1000).',
   },
 ];
+const selectionParameter = {
+  in: 'query',
+  name: 'selection',
+  schema: { type: 'string' },
+  description:
+    "The team's chatbot choice the client walks under (`all`, or its 32-hex key); a 409 answers one that changed.",
+};
 const keySecurity = [{ apiKeyAuth: [] }, { tokenAuth: [] }];
 
 function jsonResponse(schemaName: string): JsonObject {
@@ -160,8 +169,18 @@ function jsonResponse(schemaName: string): JsonObject {
   };
 }
 
-/** An OpenAPI 3 document of the fixture in the same shape as the real export schema. */
-export function openApiFromFixture(fixture: FixtureResource[]): JsonObject {
+/**
+ * An OpenAPI 3 document of the fixture in the same shape as the real export schema; with
+ * `chatbotChoice`, as the next server version documents it (manifest `scope`, `team/`'s
+ * `exportable_chatbots` and `require_mfa`, the `selection` parameter).
+ */
+export function openApiFromFixture(
+  fixture: FixtureResource[],
+  options: { chatbotChoice?: boolean } = {},
+): JsonObject {
+  const parameters = options.chatbotChoice
+    ? [...pagingParameters, selectionParameter]
+    : pagingParameters;
   const schemas: Record<string, unknown> = {};
   const paths: Record<string, unknown> = {};
   const usedNames = new Set<string>();
@@ -197,7 +216,7 @@ export function openApiFromFixture(fixture: FixtureResource[]): JsonObject {
       get: {
         operationId: resource.resource,
         summary: pascalCase(resource.resource).replace(/([a-z])([A-Z])/g, '$1 $2'),
-        parameters: pagingParameters,
+        parameters,
         tags: ['Team'],
         security: keySecurity,
         responses: jsonResponse(`${name}List`),
@@ -240,8 +259,15 @@ export function openApiFromFixture(fixture: FixtureResource[]): JsonObject {
       resource: { type: 'string' },
       cursor: { type: 'string' },
       secret: { type: 'boolean' },
+      ...(options.chatbotChoice ? { scope: { type: 'string' } } : {}),
     },
-    required: ['cursor', 'model', 'resource', 'secret'],
+    required: [
+      'cursor',
+      'model',
+      'resource',
+      'secret',
+      ...(options.chatbotChoice ? ['scope'] : []),
+    ],
   };
   schemas.TeamExport = {
     type: 'object',
@@ -258,6 +284,16 @@ export function openApiFromFixture(fixture: FixtureResource[]): JsonObject {
       is_migrating: { type: 'boolean' },
       created_by: { type: 'integer', readOnly: true, nullable: true },
       files_export: { type: 'integer', nullable: true },
+      ...(options.chatbotChoice
+        ? {
+            exportable_chatbots: {
+              type: 'array',
+              items: { $ref: '#/components/schemas/ExportableChatbot' },
+              readOnly: true,
+            },
+            require_mfa: { type: 'boolean' },
+          }
+        : {}),
     },
     required: [
       'created_at',
@@ -270,6 +306,13 @@ export function openApiFromFixture(fixture: FixtureResource[]): JsonObject {
       'updated_at',
     ],
   };
+  if (options.chatbotChoice) {
+    schemas.ExportableChatbot = {
+      type: 'object',
+      properties: { public_id: { type: 'string' }, name: { type: 'string' } },
+      required: ['name', 'public_id'],
+    };
+  }
   schemas.SyncErrorDetail = {
     type: 'object',
     properties: { detail: { type: 'string' } },

@@ -34,6 +34,8 @@ import {
   type FakeManifestEntry,
 } from './openapi.js';
 import { SeededRandom } from './random.js';
+import { ChatbotScopeView, scopeClassOfModel } from './chatbot-scope.js';
+import { SELECTION_CHANGED_DETAIL, selectionKey } from '../export-api/selection.js';
 import {
   contentChunks,
   contentSize,
@@ -153,6 +155,14 @@ export interface FakeServerOptions {
   sealAfresh?: boolean;
   /** Rewrites each row as sent (after sealing). */
   transformRow?: (resource: string, row: Record<string, unknown>) => Record<string, unknown>;
+  /**
+   * Speak the next server version's export scoped to chosen chatbots (REFERENCE.md, last section):
+   * every manifest entry gets `scope`, `team/` gets `exportable_chatbots` and `require_mfa`, a
+   * `selection` that is not the current choice's key gets the 409, and pages serve only what the
+   * choice reaches (chatbot-scope.ts). `chosen`: public ids of working-version chatbots (empty:
+   * the whole team). Change it with `server.choice`.
+   */
+  chatbotChoice?: { chosen: string[] };
   host?: string;
   /** Default 0: any free port. */
   port?: number;
@@ -169,10 +179,25 @@ export interface FaultController {
   pending(): number;
 }
 
+/** The team's chatbot choice on a server started with `chatbotChoice`. */
+export interface ChoiceController {
+  /** Public ids of the chosen chatbots, as set (empty: the whole team). */
+  current(): string[];
+  set(publicIds: string[]): void;
+  /** Sets the choice once `requests` more requests have arrived, before the next one is answered. */
+  changeAfter(requests: number, publicIds: string[]): void;
+  /** The selection key of the choice now (chosen chatbots deleted since do not count). */
+  key(): string;
+  /** What `team/` lists now. */
+  exportable(): Array<{ public_id: string; name: string }>;
+}
+
 export interface FakeServer {
   /** Base URL without trailing slash, e.g. `http://127.0.0.1:40123`. */
   readonly url: string;
   readonly dataset: FakeDataset;
+  /** Present when started with `chatbotChoice`. */
+  readonly choice?: ChoiceController;
   /** The live options: changes (onPageServed, pageLatencyMs, keys, ...) apply to the next request. */
   readonly options: FakeServerOptions;
   readonly faults: FaultController;
@@ -357,7 +382,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     let openApi = options.openApi;
     if (openApi === undefined) {
       if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
-      openApi = openApiFromFixture(fixture);
+      openApi = openApiFromFixture(fixture, { chatbotChoice: options.chatbotChoice !== undefined });
     }
     let manifest: FakeManifestDocument;
     if (options.manifest !== undefined) {
@@ -378,6 +403,13 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     } else {
       if (!fixture) throw new Error('startFakeServer needs a fixture (or openApi and manifest).');
       manifest = manifestFromFixture(fixture, openApi);
+    }
+    if (options.chatbotChoice) {
+      // Fixed per model, with or without a choice.
+      manifest.entries = manifest.entries.map((entry) => ({
+        ...entry,
+        scope: scopeClassOfModel(entry.model),
+      }));
     }
     if (options.manifestChecksum !== undefined) manifest.schema_checksum = options.manifestChecksum;
     if (options.transformManifest) manifest = options.transformManifest(manifest);
@@ -410,6 +442,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       options.manifest,
       options.manifestChecksum,
       options.transformManifest,
+      options.chatbotChoice,
     ];
     if (!documents || sources.some((source, index) => source !== documentSources[index])) {
       documents = buildDocuments();
@@ -538,8 +571,15 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     is_migrating: false,
     created_by: 1,
     files_export: null,
+    ...(options.chatbotChoice
+      ? { exportable_chatbots: scopeView().chatbots, require_mfa: false }
+      : {}),
     ...options.team,
   });
+
+  /** The rows the current choice serves (a fresh view: the dataset changes between requests). */
+  const scopeView = (): ChatbotScopeView =>
+    new ChatbotScopeView(dataset, options.chatbotChoice?.chosen ?? []);
 
   const resourcePage = async (
     resource: string,
@@ -565,10 +605,14 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const cursorText = lastParam(params, 'cursor');
     const cursor = cursorText === null || cursorText === '' ? null : cursorText;
     const cursorKind: CursorKind = entry.cursor;
+    const view = options.chatbotChoice ? scopeView() : undefined;
+    // No chatbot (left) in the choice: the whole team.
+    const include =
+      view && view.chatbots.length > 0 ? view.includes(resource, entry.model) : undefined;
     let page: { rows: Row[]; cursor: string | null; hasMore: boolean };
     try {
       if (dataset.hasResource(resource)) {
-        page = dataset.pageAfter(resource, cursorKind, cursor, limit);
+        page = dataset.pageAfter(resource, cursorKind, cursor, limit, include);
       } else {
         // In the manifest but without rows here: an empty table, cursor still checked.
         if (cursor !== null) decodeCursor(cursorKind, cursor);
@@ -650,6 +694,10 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (endpoint === 'team') return jsonReply(200, team(), throttled.headers);
     const entry = served.entries.get(endpoint);
     if (!entry) return jsonReply(404, { detail: 'Unknown resource.' }, throttled.headers);
+    const selection = lastParam(params, 'selection');
+    if (options.chatbotChoice && selection !== null && selection !== choiceKey()) {
+      return jsonReply(409, { detail: SELECTION_CHANGED_DETAIL }, throttled.headers);
+    }
     if (options.pageLatencyMs && options.pageLatencyMs > 0) await delay(options.pageLatencyMs);
     return resourcePage(endpoint, entry, params, served, throttled.headers);
   };
@@ -760,8 +808,39 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     response.end();
   };
 
+  const choiceKey = (): string =>
+    selectionKey(scopeView().chatbots.map((chatbot) => chatbot.public_id));
+  const pendingChoices: Array<{ after: number; chosen: string[] }> = [];
+  const choice: ChoiceController | undefined = options.chatbotChoice
+    ? {
+        current: () => [...(options.chatbotChoice?.chosen ?? [])],
+        set: (chosen) => {
+          options.chatbotChoice = { chosen: [...chosen] };
+        },
+        changeAfter: (requests, chosen) => {
+          pendingChoices.push({ after: Math.max(0, Math.floor(requests)), chosen: [...chosen] });
+        },
+        key: choiceKey,
+        exportable: () => scopeView().chatbots,
+      }
+    : undefined;
+  /** Applies the changes due before this request is answered. */
+  const applyDueChoices = () => {
+    for (let index = 0; index < pendingChoices.length;) {
+      const pending = pendingChoices[index]!;
+      if (pending.after <= 0) {
+        options.chatbotChoice = { chosen: pending.chosen };
+        pendingChoices.splice(index, 1);
+      } else {
+        pending.after -= 1;
+        index += 1;
+      }
+    }
+  };
+
   const handle = async (request: IncomingMessage, response: ServerResponse): Promise<void> => {
     const url = new URL(request.url ?? '/', 'http://fake.invalid');
+    if (choice) applyDueChoices();
     const method = request.method ?? 'GET';
     const log: RequestLogEntry = {
       method,
@@ -866,6 +945,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     options,
     faults,
     requests,
+    ...(choice ? { choice } : {}),
     manifest: () => currentDocuments().manifest,
     openApi: () => currentDocuments().openApi,
     setSchema(next) {

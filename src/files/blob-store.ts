@@ -7,8 +7,9 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { DEFAULT_PRIVATE_MODES, makePrivateFolder, openPrivateFile } from '../private-files.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
 const PARTIAL_PREFIX = '.partial-';
@@ -32,7 +33,11 @@ export type BlobCheck =
   { status: 'ok' } | { status: 'missing' } | { status: 'corrupt'; reason: string };
 
 export class BlobStore {
-  constructor(readonly dir: string) {}
+  /** `modes`: blobs and the folders made for them are private (`data_file_mode`, 0600/0700). */
+  constructor(
+    readonly dir: string,
+    private readonly modes = DEFAULT_PRIVATE_MODES,
+  ) {}
 
   private get root(): string {
     return join(this.dir, 'sha256');
@@ -40,7 +45,7 @@ export class BlobStore {
 
   /** Creates the folder and removes partial files of earlier, interrupted runs. */
   async prepare(): Promise<number> {
-    await mkdir(this.root, { recursive: true });
+    await makePrivateFolder(this.root, this.modes);
     let removed = 0;
     for (const name of await readdir(this.root)) {
       if (!name.startsWith(PARTIAL_PREFIX)) continue;
@@ -59,7 +64,7 @@ export class BlobStore {
     check?: (blob: { sha256: string; size: number }) => void,
   ): Promise<StoredBlob> {
     const temporary = join(this.root, `${PARTIAL_PREFIX}${randomUUID()}`);
-    const handle = await open(temporary, 'wx');
+    const handle = await openPrivateFile(temporary, this.modes);
     let closed = false;
     try {
       const hash = createHash('sha256');
@@ -84,7 +89,7 @@ export class BlobStore {
         await unlink(temporary);
         return { sha256, size, created: false };
       }
-      await mkdir(dirname(final), { recursive: true });
+      await makePrivateFolder(dirname(final), this.modes);
       await rename(temporary, final);
       await syncDirectory(dirname(final));
       return { sha256, size, created: true };

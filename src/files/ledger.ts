@@ -15,6 +15,7 @@ import type {
 import { appendRecordEntries } from '../warehouse/audit-chain.js';
 import { kyselyRun, nowIso, toIsoText } from '../warehouse/bookkeeping.js';
 import { canonicalTimestamp } from './plan.js';
+import { storedText } from '../printable.js';
 
 /** The table that holds the rows whose contents we fetch. */
 export const FILES_TABLE = 'files';
@@ -132,12 +133,14 @@ export class KyselyFileLedger implements FileLedgerStore {
     // No columns recorded: the `files` table was never created here.
     if (columns.size === 0) return [];
     const path = columns.has('file') ? sql`f.file` : sql`null`;
+    const size = columns.has('content_size') ? sql`f.content_size` : sql`null`;
     const updatedAt = this.asText(columns.get('updated_at'));
     const after = afterId === null ? sql`` : sql`and f.id > ${afterId}`;
     const result = await sql<
-      LedgerRow & { id: string; row_file: unknown; row_updated_at: unknown }
+      LedgerRow & { id: string; row_file: unknown; row_updated_at: unknown; row_size: unknown }
     >`
       select cast(f.id as text) as id, ${path} as row_file, ${updatedAt} as row_updated_at,
+        ${size} as row_size,
         ${LEDGER_COLUMNS_OF_L}
       from ${sql.table(FILES_TABLE)} as f left join _ocs_files as l on l.file_id = f.id
       where f._deleted_at is null ${after}
@@ -149,6 +152,7 @@ export class KyselyFileLedger implements FileLedgerStore {
         row.row_updated_at === null || row.row_updated_at === undefined
           ? null
           : canonicalTimestamp(String(row.row_updated_at)),
+      contentSize: declaredSize(row.row_size),
       record: row.status === null || row.status === undefined ? undefined : toRecord(row),
     }));
   }
@@ -169,7 +173,7 @@ export class KyselyFileLedger implements FileLedgerStore {
       size: record.size,
       content_type: record.contentType,
       status: record.status,
-      error: record.error,
+      error: record.error === null ? null : storedText(record.error),
       updated_at: record.updatedAt,
       file: record.file,
       fetched_at: record.fetchedAt,
@@ -218,6 +222,13 @@ export class KyselyFileLedger implements FileLedgerStore {
     }
     return sql`cast(f.updated_at as text)`;
   }
+}
+
+/** A stored `content_size` as a byte count: a positive whole number, else null (says nothing). */
+function declaredSize(value: unknown): number | null {
+  const size = typeof value === 'number' || typeof value === 'bigint' ? Number(value) : NaN;
+  const parsed = typeof value === 'string' && /^\d+$/.test(value) ? Number(value) : size;
+  return Number.isSafeInteger(parsed) && parsed > 0 ? parsed : null;
 }
 
 function toRecord(row: LedgerRow): FileRecord {

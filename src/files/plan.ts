@@ -12,6 +12,8 @@ export interface PlannedFetch {
   fileId: string;
   file: string | null;
   updatedAt: string | null;
+  /** The row's `content_size` (a positive number), or null when it gives none. */
+  contentSize: number | null;
   reason: FetchReason;
   /** The ledger's record before this fetch (its attempt count drives the back-off). */
   previous: FileRecord | undefined;
@@ -31,6 +33,7 @@ export function planFetches(candidates: readonly FileCandidate[], now: number): 
       fileId: candidate.fileId,
       file: candidate.file,
       updatedAt: candidate.updatedAt,
+      contentSize: candidate.contentSize,
       reason,
       previous: candidate.record,
     });

@@ -3,7 +3,13 @@
  * `files` rows in id order, plan which need their bytes fetched (plan.ts), fetch a bounded number
  * at once into the blob store, and record each outcome in the ledger once its blob is in place.
  */
-import { AuthError, HttpStatusError, InterruptedError, describeError } from '../errors.js';
+import {
+  AuthError,
+  HttpStatusError,
+  InterruptedError,
+  ResponseTooLargeError,
+  describeError,
+} from '../errors.js';
 import type { FileLedgerStore, FileRecord, FileTotals } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { BlobStore } from './blob-store.js';
@@ -46,6 +52,8 @@ export interface FilesStepOptions {
   logger: Logger;
   /** Rows read from the warehouse at a time. */
   batchSize?: number;
+  /** No file is stored larger (`files.max_file_mib`); a row's `content_size` bounds it further. */
+  maxFileBytes?: number;
   now?: () => number;
 }
 
@@ -81,7 +89,11 @@ export async function syncFiles(
     const base = { fileId: planned.fileId, file: planned.file, updatedAt: planned.updatedAt };
     let record: FileRecord;
     try {
-      const fetched = await fetchFile(options.source, store, planned.fileId, signal);
+      const fetched = await fetchFile(options.source, store, planned.fileId, {
+        signal,
+        contentSize: planned.contentSize,
+        maxBytes: options.maxFileBytes,
+      });
       const fetchedAt = new Date(now()).toISOString();
       if (fetched.status === 'ok') {
         record = {
@@ -130,9 +142,11 @@ export async function syncFiles(
         report.failures.push({ fileId: planned.fileId, error: message });
       }
       logger.error({ fileId: planned.fileId, error: message }, 'Could not fetch file content');
-      // A refused file is that file's problem; anything else (server gone, disk full) would
-      // fail every file after it too.
-      if (!(error instanceof HttpStatusError)) throw new StopFiles(message);
+      // A refused or oversized file is that file's problem; anything else (server gone, disk
+      // full) would fail every file after it too.
+      if (!(error instanceof HttpStatusError || error instanceof ResponseTooLargeError)) {
+        throw new StopFiles(message);
+      }
       return;
     }
     await ledger.record(record);

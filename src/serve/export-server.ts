@@ -24,12 +24,19 @@ import {
   parsePythonInt,
   parseTimestamp,
 } from '../export-api/cursor.js';
+import {
+  SELECTION_CHANGED_DETAIL,
+  WHOLE_TEAM_KEY,
+  compareCodePoints,
+  selectionKey,
+} from '../export-api/selection.js';
 import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { toJsonText } from '../warehouse/values.js';
 import { blobPath } from '../files/blob-store.js';
 import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
 import { renderRows, UnservableValueError, type SealingForServe } from './rows.js';
+import { FailedKeyThrottle } from './failed-keys.js';
 
 export const DEFAULT_LIMIT = 100;
 export const MAX_LIMIT = 1000;
@@ -47,6 +54,8 @@ export interface ExportServerOptions {
   filesDir?: string;
   listen: ListenAddress;
   logger: Logger;
+  /** Slows down addresses that keep presenting wrong keys (default: 1 s doubling to 30 s). */
+  failedKeys?: FailedKeyThrottle;
 }
 
 export interface ExportServer {
@@ -62,6 +71,8 @@ interface Reply {
 }
 
 const JSON_TYPE = 'application/json';
+/** Every answer holds team data or says who may read it: no cache (a proxy's, a browser's) keeps it. */
+const NO_STORE = { 'cache-control': 'no-store' };
 const NOT_PROVIDED = 'Authentication credentials were not provided.';
 const INVALID_TOKEN = 'Invalid token.';
 
@@ -142,14 +153,62 @@ function pathOf(request: IncomingMessage): string {
 
 function sendReply(request: IncomingMessage, response: ServerResponse, reply: Reply): void {
   const body = Buffer.from(reply.body, 'utf8');
-  response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+  response.writeHead(reply.status, {
+    ...reply.headers,
+    ...NO_STORE,
+    'content-length': String(body.length),
+  });
   response.end(request.method === 'HEAD' ? undefined : body);
+}
+
+/** The chatbot choice `serve` presents: `all`, or the chatbots it serves. */
+interface ServedChoice {
+  key: string;
+  chatbots: Array<{ public_id: string; name: string }>;
 }
 
 class ExportHandler {
   private yaml?: string;
+  private readonly failedKeys: FailedKeyThrottle;
+  private choice?: Promise<ServedChoice | undefined>;
 
-  constructor(private readonly options: ExportServerOptions) {}
+  constructor(private readonly options: ExportServerOptions) {
+    this.failedKeys = options.failedKeys ?? new FailedKeyThrottle();
+  }
+
+  /**
+   * Only when the server spoke the scoped protocol. When its team had a chatbot choice, `serve`
+   * says which chatbots it serves: every working version it holds (rows that left the choice are
+   * still served, so what it serves points only at what it serves); otherwise the whole team.
+   */
+  private servedChoice(): Promise<ServedChoice | undefined> {
+    this.choice ??= (async () => {
+      const { plan } = this.options;
+      if (!plan.scoped) return undefined;
+      const [team] = await this.read(plan.team, null, 1);
+      const chose =
+        team !== undefined && Array.isArray(team.exportable_chatbots)
+          ? team.exportable_chatbots.length > 0
+          : false;
+      const chatbotsResource = plan.resources.get('chatbots');
+      if (!chose || !chatbotsResource) return { key: WHOLE_TEAM_KEY, chatbots: [] };
+      const chatbots: ServedChoice['chatbots'] = [];
+      for (let after: { id: bigint } | null = null; ;) {
+        const rows = await this.read(chatbotsResource, after, MAX_LIMIT);
+        for (const row of rows) {
+          const working = row.working_version === null || row.working_version === undefined;
+          if (working && typeof row.public_id === 'string') {
+            chatbots.push({ public_id: row.public_id, name: String(row.name ?? '') });
+          }
+        }
+        if (rows.length < MAX_LIMIT) break;
+        after = { id: BigInt(rows[rows.length - 1]!.id) };
+      }
+      chatbots.sort((left, right) => compareCodePoints(left.public_id, right.public_id));
+      return { key: selectionKey(chatbots.map((chatbot) => chatbot.public_id)), chatbots };
+    })();
+    return this.choice;
+  }
 
   async handle(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const url = new URL(request.url ?? '/', 'http://serve.invalid');
@@ -164,7 +223,7 @@ class ExportHandler {
     }
     const file = /^\/api\/files\/(\d{1,19})\/content\/?$/.exec(url.pathname);
     if (file) {
-      const refused = this.authenticate(request);
+      const refused = await this.authenticate(request);
       if (refused) sendReply(request, response, refused);
       else await this.sendFile(request, response, BigInt(file[1]!));
       return;
@@ -203,7 +262,7 @@ class ExportHandler {
       };
     }
     if (endpoint === 'schema') return this.schema(params);
-    const refused = this.authenticate(request);
+    const refused = await this.authenticate(request);
     if (refused) return refused;
     if (endpoint === TEAM_RESOURCE) return this.team();
     const resource = this.options.plan.resources.get(endpoint);
@@ -211,12 +270,30 @@ class ExportHandler {
     return this.page(resource, params);
   }
 
-  private authenticate(request: IncomingMessage): Reply | undefined {
+  private async authenticate(request: IncomingMessage): Promise<Reply | undefined> {
     const key = presentedKey(request);
     const unauthorized = (detail: string) =>
       json(401, { detail }, { 'www-authenticate': 'Api-Key' });
     if (key === undefined) return unauthorized(NOT_PROVIDED);
-    return sameKey(key, this.options.apiKey) ? undefined : unauthorized(INVALID_TOKEN);
+    const address = request.socket.remoteAddress ?? 'unknown';
+    if (!(await this.failedKeys.beforeCheck(address))) {
+      return json(
+        429,
+        { detail: 'Too many wrong API keys from this address; try again later.' },
+        { 'retry-after': String(this.failedKeys.retryAfterSeconds(address)) },
+      );
+    }
+    if (sameKey(key, this.options.apiKey)) {
+      this.failedKeys.succeeded(address);
+      return undefined;
+    }
+    if (this.failedKeys.failed(address)) {
+      this.options.logger.warn(
+        { address },
+        'serve: repeated wrong API keys from this address; its key checks are slowed down from now on',
+      );
+    }
+    return unauthorized(INVALID_TOKEN);
   }
 
   private schema(params: URLSearchParams): Reply {
@@ -238,8 +315,14 @@ class ExportHandler {
     const [row] = await this.read(team, null, 1);
     if (!row) return json(404, { detail: 'Not found.' });
     const [rendered] = await this.render(team, [row]);
+    const choice = await this.servedChoice();
     // The importer refuses a source team that is not migrating or has no public key.
-    return json(200, { ...rendered, is_migrating: true, has_public_key: true });
+    return json(200, {
+      ...rendered,
+      is_migrating: true,
+      has_public_key: true,
+      ...(choice ? { exportable_chatbots: choice.chatbots } : {}),
+    });
   }
 
   private async page(resource: ServedResource, params: URLSearchParams): Promise<Reply> {
@@ -250,6 +333,11 @@ class ExportHandler {
       if (parsed === undefined) return json(400, ['`limit` must be an integer.']);
       if (parsed < 1) return json(400, ['`limit` must be a positive integer.']);
       limit = Math.min(parsed, MAX_LIMIT);
+    }
+    const choice = await this.servedChoice();
+    const selection = lastParam(params, 'selection');
+    if (choice && selection !== null && selection !== choice.key) {
+      return json(409, { detail: SELECTION_CHANGED_DETAIL });
     }
     const cursorText = lastParam(params, 'cursor');
     let after: { id: bigint; updatedAt?: string } | null = null;
@@ -265,8 +353,11 @@ class ExportHandler {
         throw error;
       }
     }
+    // Under a chatbot choice the server serves its excluded resources empty; so does `serve`.
+    const excluded =
+      choice !== undefined && choice.key !== WHOLE_TEAM_KEY && resource.excludedUnderChoice;
     // One row more than asked says whether another page follows.
-    const rows = await this.read(resource, after, limit + 1);
+    const rows = excluded ? [] : await this.read(resource, after, limit + 1);
     const hasMore = rows.length > limit;
     const pageRows = hasMore ? rows.slice(0, limit) : rows;
     const results = await this.render(resource, pageRows);
@@ -339,6 +430,7 @@ class ExportHandler {
       return;
     }
     response.writeHead(200, {
+      ...NO_STORE,
       'content-type': headerSafe(stored.contentType) ?? 'application/octet-stream',
       'content-length': String(size),
       'content-disposition': attachmentHeader(basename(stored.file ?? `file-${fileId}`)),

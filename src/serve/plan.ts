@@ -5,13 +5,15 @@
  */
 import type { ColumnSpec, CursorKind } from '../interfaces.js';
 import type { SecretPolicy } from '../sealing/policy.js';
-import { isSafeResourceName } from '../names.js';
+import { isSafeResourceName, valueByName } from '../names.js';
 
 export interface StoredManifestEntry {
   model: string;
   resource: string;
   cursor: CursorKind;
   secret: boolean;
+  /** The class under a chatbot choice, when the server sent one. */
+  scope?: string;
 }
 
 export interface ServeFacts {
@@ -39,11 +41,18 @@ export interface ServedResource {
   sealedFields: string[];
   /** `empty`: not in the warehouse, served as an empty walk (only with --allow-incomplete). */
   source: 'live' | 'history' | 'empty';
+  /** Served empty while `serve` presents a chatbot choice (the manifest's `excluded`). */
+  excludedUnderChoice?: boolean;
 }
 
 export interface ServePlan {
   team: ServedResource;
   resources: Map<string, ServedResource>;
+  /**
+   * The server spoke the scoped protocol (manifest `scope`, `team/`'s `exportable_chatbots`):
+   * `serve` speaks it too.
+   */
+  scoped: boolean;
   /** Why serve must not start; empty when it may. */
   refusals: string[];
   /** What the operator should know (served incomplete, served sealed to the original key). */
@@ -70,7 +79,7 @@ export function planServe(facts: ServeFacts): ServePlan {
 
   const plan = (resource: string, cursor: CursorKind, secret: boolean): ServedResource => {
     const columns = isSafeResourceName(resource) ? facts.tables.get(resource) : undefined;
-    const sealedFields = secret ? [...(facts.sealedFields[resource] ?? [])] : [];
+    const sealedFields = secret ? [...(valueByName(facts.sealedFields, resource) ?? [])] : [];
     if (columns === undefined) {
       missing.push(resource);
       return { resource, cursor, columns: [], sealedFields, source: 'empty' };
@@ -98,8 +107,13 @@ export function planServe(facts: ServeFacts): ServePlan {
   const team = plan(TEAM_RESOURCE, 'pk', false);
   const resources = new Map<string, ServedResource>();
   for (const entry of facts.entries) {
-    resources.set(entry.resource, plan(entry.resource, entry.cursor, entry.secret));
+    const served = plan(entry.resource, entry.cursor, entry.secret);
+    if (entry.scope === 'excluded') served.excludedUnderChoice = true;
+    resources.set(entry.resource, served);
   }
+  const scoped =
+    facts.entries.some((entry) => entry.scope !== undefined) ||
+    team.columns.some((column) => column.name === 'exportable_chatbots');
 
   if (missing.includes(TEAM_RESOURCE)) {
     refusals.push('The warehouse has no team row: run `ocs-sync sync` first.');
@@ -152,5 +166,5 @@ export function planServe(facts: ServeFacts): ServePlan {
         "team's original private key to open them.",
     );
   }
-  return { team, resources, refusals, warnings };
+  return { team, resources, scoped, refusals, warnings };
 }

@@ -1,9 +1,18 @@
 import pRetry from 'p-retry';
 import { Agent, request, type Dispatcher } from 'undici';
-import { AuthError, HttpStatusError, ProtocolError, ServerUnavailableError } from '../errors.js';
+import {
+  AuthError,
+  HttpStatusError,
+  ProtocolError,
+  ResponseTooLargeError,
+  ServerUnavailableError,
+} from '../errors.js';
 import type { ExportSource, Manifest, ManifestEntry, Page, Row } from '../interfaces.js';
 import type { Logger } from '../log.js';
-import { parseJsonExact } from './json.js';
+import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
+import { RequestDeadline } from './deadline.js';
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from './json.js';
+import { describeSeen, formatByteCount, readLimitedText } from './limited-body.js';
 import { RequestPacer, readRateLimitHeaders, systemClock, type Clock } from './pacer.js';
 import {
   TransientFailure,
@@ -17,7 +26,12 @@ export interface HttpSourceOptions {
   baseUrl: string;
   apiKey: string;
   authScheme: 'api-key' | 'bearer';
+  /** Deadline of one request to the export API, headers and body together. */
   requestTimeoutMs: number;
+  /** Deadline of one file content download (default one hour). */
+  fileTimeoutMs?: number;
+  /** Largest export API answer read (a page, the manifest, the schema); default 64 MiB. */
+  maxPageBytes?: number;
   /** Attempts per request, the first included. */
   maxAttempts: number;
   minRetryDelayMs: number;
@@ -47,6 +61,16 @@ export interface FileContentInfo {
   contentLength: number | undefined;
   contentType: string | null;
 }
+
+/** The settings that raise the limits, as errors name them. */
+export const PAGE_LIMIT_SETTING = 'http.max_page_mib (OCS_MAX_PAGE_MIB)';
+export const FILE_TIMEOUT_SETTING =
+  'files.request_timeout_seconds (OCS_FILES_REQUEST_TIMEOUT_SECONDS)';
+export const REQUEST_TIMEOUT_SETTING = 'http.request_timeout_seconds';
+export const DEFAULT_MAX_PAGE_BYTES = 64 * 1024 * 1024;
+const DEFAULT_FILE_TIMEOUT_MS = 3600 * 1000;
+/** Error answers are read up to this much: enough for any `detail`, never a flood. */
+const ERROR_BODY_BYTES = 64 * 1024;
 
 interface JsonResponse {
   status: number;
@@ -79,6 +103,7 @@ export class HttpExportSource implements ExportSource {
     this.agent = new Agent({
       connections: options.connections ?? 4,
       keepAliveTimeout: 30_000,
+      // Idle timeouts (between bytes); each request also has its deadline (RequestDeadline).
       headersTimeout: options.requestTimeoutMs,
       bodyTimeout: options.requestTimeoutMs,
       connectTimeout: Math.min(options.requestTimeoutMs, 30_000),
@@ -119,6 +144,10 @@ export class HttpExportSource implements ExportSource {
       if (error instanceof HttpStatusError) return unpublished(`HTTP ${error.status}`);
       if (error instanceof AuthError) return unpublished(`HTTP ${error.status}`);
       if (error instanceof ServerUnavailableError) return unpublished(error.message);
+      // Too large or nested too deep: read like a schema that is not published.
+      if (error instanceof ResponseTooLargeError || error instanceof ProtocolError) {
+        return unpublished(error.message);
+      }
       throw error;
     }
     if (isPlainObject(response.body)) return response.body;
@@ -138,9 +167,11 @@ export class HttpExportSource implements ExportSource {
     cursor: string | null,
     limit: number,
     signal?: AbortSignal,
+    selection?: string,
   ): Promise<Page> {
     const query = new URLSearchParams({ limit: String(limit) });
     if (cursor !== null) query.set('cursor', cursor);
+    if (selection !== undefined) query.set('selection', selection);
     const { body } = await this.getJson(`${resource}/?${query.toString()}`, { signal });
     return parsePage(body, resource, limit);
   }
@@ -222,148 +253,189 @@ export class HttpExportSource implements ExportSource {
 
   /**
    * One request through the team's budget, for pages and files alike: paced, counted, reported to
-   * `onAttempt`; a failed connection becomes a TransientFailure when another attempt may fix it.
-   * The caller reads the body.
+   * `onAttempt`, under its own deadline (headers and body: `read` runs inside it); a failed
+   * connection or a passed deadline becomes a TransientFailure when another attempt may fix it.
    */
-  private async send(
+  private async send<T>(
     url: string,
     path: string,
     requestHeaders: Record<string, string>,
     signal: AbortSignal | undefined,
-  ): Promise<{
-    response: Dispatcher.ResponseData;
-    headers: Record<string, string | string[] | undefined>;
-    report: (status: number, outcome: RequestEvent['outcome']) => void;
-  }> {
+    timeout: { ms: number; setting: string },
+    read: (answer: {
+      response: Dispatcher.ResponseData;
+      headers: Record<string, string | string[] | undefined>;
+      report: (status: number, outcome: RequestEvent['outcome']) => void;
+    }) => Promise<T>,
+  ): Promise<T> {
     await this.pacer.beforeRequest(signal);
     const started = performance.now();
     this.requestCount += 1;
-    const report = (status: number, outcome: RequestEvent['outcome']) =>
+    let status = 0;
+    let reported = false;
+    const report = (answered: number, outcome: RequestEvent['outcome']) => {
+      reported = true;
       this.options.onAttempt?.({
         path: stripQuery(path),
-        status,
+        status: answered,
         outcome,
         durationMs: performance.now() - started,
       });
-    let response: Dispatcher.ResponseData;
+    };
+    const deadline = new RequestDeadline(timeout.ms, signal);
     try {
-      response = await request(url, {
+      const response = await request(url, {
         method: 'GET',
         dispatcher: this.agent,
         headers: requestHeaders,
-        signal,
+        signal: deadline.signal,
       });
+      status = response.statusCode;
+      const headers = response.headers as Record<string, string | string[] | undefined>;
+      this.pacer.observe(readRateLimitHeaders(headers));
+      return await read({ response, headers, report });
     } catch (error) {
+      if (deadline.expired && !signal?.aborted) {
+        if (!reported) report(status, 'retry');
+        throw new TransientFailure(
+          'timeout',
+          `no complete answer within ${timeout.ms / 1000} s (${timeout.setting})`,
+          undefined,
+          status || undefined,
+        );
+      }
+      if (reported || error instanceof TransientFailure || error instanceof ResponseTooLargeError) {
+        throw error;
+      }
       const transient = classifyNetworkError(error);
-      report(0, transient ? 'retry' : 'error');
+      report(status, transient ? 'retry' : 'error');
       throw transient ?? error;
+    } finally {
+      deadline.release();
     }
-    const headers = response.headers as Record<string, string | string[] | undefined>;
-    this.pacer.observe(readRateLimitHeaders(headers));
-    return { response, headers, report };
   }
 
-  private async fileAttempt<T>(
+  private fileAttempt<T>(
     path: string,
     consume: (body: AsyncIterable<Uint8Array>, info: FileContentInfo) => Promise<T>,
     signal: AbortSignal | undefined,
   ): Promise<{ status: 'ok'; value: T } | { status: 'missing' }> {
-    const { response, headers, report } = await this.send(
+    const timeout = {
+      ms: this.options.fileTimeoutMs ?? DEFAULT_FILE_TIMEOUT_MS,
+      setting: FILE_TIMEOUT_SETTING,
+    };
+    return this.send(
       `${this.baseUrl}/api/${path}`,
       path,
       { ...this.headers(true), accept: '*/*' },
       signal,
+      timeout,
+      async ({ response, headers, report }) => {
+        const { statusCode } = response;
+        if (statusCode === 200) {
+          const declared = Number(firstHeader(headers['content-length']));
+          const info: FileContentInfo = {
+            contentLength: Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined,
+            contentType: firstHeader(headers['content-type']) ?? null,
+          };
+          try {
+            const value = await consume(response.body, info);
+            report(statusCode, 'ok');
+            return { status: 'ok', value };
+          } catch (error) {
+            response.body.destroy();
+            if (error instanceof ResponseTooLargeError) {
+              report(statusCode, 'error');
+              throw error;
+            }
+            const transient =
+              error instanceof TransientFailure ? error : classifyNetworkError(error);
+            if (transient) report(statusCode, 'retry');
+            throw transient ?? error;
+          }
+        }
+        const { body, text } = await readErrorBody(response);
+        if (statusCode === 404) {
+          report(statusCode, 'ok');
+          return { status: 'missing' };
+        }
+        report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+        throw this.statusError(statusCode, headers, body, text, path);
+      },
     );
-    const { statusCode } = response;
-    if (statusCode === 200) {
-      const declared = Number(firstHeader(headers['content-length']));
-      const info: FileContentInfo = {
-        contentLength: Number.isSafeInteger(declared) && declared >= 0 ? declared : undefined,
-        contentType: firstHeader(headers['content-type']) ?? null,
-      };
-      try {
-        const value = await consume(response.body, info);
-        report(statusCode, 'ok');
-        return { status: 'ok', value };
-      } catch (error) {
-        response.body.destroy();
-        const transient = error instanceof TransientFailure ? error : classifyNetworkError(error);
-        report(statusCode, transient ? 'retry' : 'error');
-        throw transient ?? error;
-      }
-    }
-    // Error bodies are small; read them to keep the connection reusable and to quote them.
-    let text = '';
-    try {
-      text = await response.body.text();
-    } catch {
-      // A body cut short does not change what the status says.
-    }
-    let body: unknown;
-    try {
-      body = text === '' ? undefined : parseJsonExact(text);
-    } catch {
-      body = undefined;
-    }
-    if (statusCode === 404) {
-      report(statusCode, 'ok');
-      return { status: 'missing' };
-    }
-    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
-    throw this.statusError(statusCode, headers, body, text, path);
   }
 
-  private async attempt(
+  private attempt(
     path: string,
     auth: boolean,
     document: boolean,
     signal?: AbortSignal,
   ): Promise<JsonResponse> {
-    const { response, headers, report } = await this.send(
+    const timeout = { ms: this.options.requestTimeoutMs, setting: REQUEST_TIMEOUT_SETTING };
+    return this.send(
       `${this.baseUrl}/api/export/${path}`,
       path,
       this.headers(auth),
       signal,
-    );
-    let text: string;
-    try {
-      text = await response.body.text();
-    } catch (error) {
-      const transient = classifyNetworkError(error);
-      report(0, transient ? 'retry' : 'error');
-      throw transient ?? error;
-    }
-    const { statusCode } = response;
+      timeout,
+      async ({ response, headers, report }) => {
+        const { statusCode } = response;
+        if (statusCode < 200 || statusCode >= 300) {
+          const { body, text } = await readErrorBody(response);
+          report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
+          throw this.statusError(statusCode, headers, body, text, path);
+        }
+        const limit = this.options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES;
+        let text: string;
+        try {
+          const declared = Number(firstHeader(headers['content-length']));
+          text = await readLimitedText(
+            response.body,
+            limit,
+            (seen) => pageTooLarge(path, limit, seen),
+            Number.isSafeInteger(declared) ? declared : undefined,
+          );
+        } catch (error) {
+          if (error instanceof ResponseTooLargeError) {
+            response.body.destroy();
+            report(statusCode, 'error');
+          }
+          throw error;
+        }
 
-    let body: unknown;
-    let bodyError: unknown;
-    try {
-      body = text === '' ? undefined : parseJsonExact(text);
-    } catch (error) {
-      bodyError = error;
-    }
-
-    if (statusCode >= 200 && statusCode < 300) {
-      if (document) {
+        let body: unknown;
+        let bodyError: unknown;
+        try {
+          body = text === '' ? undefined : parseJsonExact(text);
+        } catch (error) {
+          bodyError = error;
+        }
+        if (bodyError instanceof JsonTooDeepError || bodyError instanceof RangeError) {
+          // Complete, and beyond what any real page holds: asking again would bring the same.
+          report(statusCode, 'error');
+          throw new ProtocolError(
+            `GET ${stripQuery(path)} answered JSON nested more than ${MAX_JSON_DEPTH} levels deep, which no real page does (the server's own encoder stops there); nothing of it was stored.`,
+            { hint: 'A broken or hostile server sent it; the rest of the run goes on.' },
+          );
+        }
+        if (document) {
+          report(statusCode, 'ok');
+          return { status: statusCode, body: bodyError === undefined ? body : undefined, text };
+        }
+        if (bodyError !== undefined || body === undefined) {
+          // A 200 whose body is cut short or is an HTML page from a proxy: try again.
+          report(statusCode, 'retry');
+          throw new TransientFailure(
+            'bad_body',
+            `HTTP ${statusCode} with a body that is not complete JSON (${text.length} bytes)`,
+            undefined,
+            statusCode,
+          );
+        }
         report(statusCode, 'ok');
-        return { status: statusCode, body: bodyError === undefined ? body : undefined, text };
-      }
-      if (bodyError !== undefined || body === undefined) {
-        // A 200 whose body is cut short or is an HTML page from a proxy: try again.
-        report(statusCode, 'retry');
-        throw new TransientFailure(
-          'bad_body',
-          `HTTP ${statusCode} with a body that is not complete JSON (${text.length} bytes)`,
-          undefined,
-          statusCode,
-        );
-      }
-      report(statusCode, 'ok');
-      return { status: statusCode, body, text };
-    }
-
-    report(statusCode, isRetryableStatus(statusCode) ? 'retry' : 'error');
-    throw this.statusError(statusCode, headers, body, text, path);
+        return { status: statusCode, body, text };
+      },
+    );
   }
 
   /** What an error answer becomes: retryable ones a TransientFailure, the rest typed errors. */
@@ -421,16 +493,67 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The server's `detail`, a DRF list of messages, or a short safe excerpt of anything else. */
+/**
+ * The server's `detail`, a DRF list of messages, or an excerpt of anything else: control
+ * characters escaped and cut short (printable), as everything the server says that we show.
+ */
 export function describeErrorBody(body: unknown, text: string): string {
-  if (isPlainObject(body) && typeof body.detail === 'string') return body.detail;
-  if (Array.isArray(body) && body.every((item) => typeof item === 'string')) return body.join(' ');
-  if (body !== undefined) return JSON.stringify(body).slice(0, 200);
+  if (isPlainObject(body) && typeof body.detail === 'string') return printable(body.detail);
+  if (Array.isArray(body) && body.every((item) => typeof item === 'string')) {
+    return printable(body.join(' '));
+  }
+  if (body !== undefined) {
+    // Ids past 2^53 arrive as bigint, which JSON.stringify refuses.
+    const json = JSON.stringify(body, (_key, value: unknown) =>
+      typeof value === 'bigint' ? value.toString() : value,
+    );
+    return printable(json, { max: 200 });
+  }
   const plain = text
+    .slice(0, PRINTABLE_LENGTH * 4)
     .replace(/<[^>]*>/g, ' ')
     .replace(/\s+/g, ' ')
     .trim();
-  return plain === '' ? '(empty body)' : plain.slice(0, 200);
+  return plain === '' ? '(empty body)' : printable(plain, { max: 200 });
+}
+
+/** An error answer's body, read up to ERROR_BODY_BYTES (the rest is dropped with the connection). */
+async function readErrorBody(
+  response: Dispatcher.ResponseData,
+): Promise<{ body: unknown; text: string }> {
+  let text = '';
+  try {
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    for await (const chunk of response.body as AsyncIterable<Uint8Array>) {
+      chunks.push(chunk);
+      size += chunk.length;
+      if (size >= ERROR_BODY_BYTES) break;
+    }
+    text = Buffer.concat(chunks, size).subarray(0, ERROR_BODY_BYTES).toString('utf8');
+  } catch {
+    // A body cut short does not change what the status says.
+  }
+  let body: unknown;
+  try {
+    body = text === '' ? undefined : parseJsonExact(text);
+  } catch {
+    body = undefined;
+  }
+  return { body, text };
+}
+
+function pageTooLarge(
+  path: string,
+  limit: number,
+  seen: { bytes: number; declared?: number },
+): ResponseTooLargeError {
+  return new ResponseTooLargeError(
+    `GET ${stripQuery(path)} answered more than the ${formatByteCount(limit)} a page may hold (${PAGE_LIMIT_SETTING}): ${describeSeen(seen)}. Nothing of this page was stored; the pages before it are kept.`,
+    {
+      hint: `If the server's pages really are that large, raise ${PAGE_LIMIT_SETTING}; else the server is broken or hostile.`,
+    },
+  );
 }
 
 /** Validate and normalise a manifest body. Names are checked later, by the engine. */
@@ -445,7 +568,7 @@ export function parseManifest(body: unknown): Manifest {
     const cursor = raw.cursor === 'updated_at_id' ? 'updated_at_id' : 'pk';
     if (raw.cursor !== 'pk' && raw.cursor !== 'updated_at_id') {
       throw new ProtocolError(
-        `Manifest entry ${JSON.stringify(raw.resource)} has an unknown cursor kind ${JSON.stringify(raw.cursor)}.`,
+        `Manifest entry ${quotedName(raw.resource)} has an unknown cursor kind ${printable(String(JSON.stringify(raw.cursor)), { max: 80 })}.`,
       );
     }
     return {
@@ -453,6 +576,8 @@ export function parseManifest(body: unknown): Manifest {
       resource: raw.resource,
       cursor,
       secret: raw.secret === true,
+      // Kept as sent, whatever its value: chatbot-choice.ts decides what an unknown one means.
+      ...(typeof raw.scope === 'string' ? { scope: raw.scope } : {}),
     };
   });
   return {

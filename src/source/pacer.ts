@@ -5,6 +5,8 @@
  * the rest of the window. `max_requests_per_minute` is a hard cap on top of that.
  */
 
+import { MAX_SERVER_WAIT_MS } from './retry.js';
+
 export interface RateLimitReading {
   limit?: number;
   remaining?: number;
@@ -120,9 +122,12 @@ export function readRateLimitHeaders(
     const value = Number(Array.isArray(raw) ? raw[0] : raw);
     return raw === undefined || !Number.isFinite(value) ? undefined : value;
   };
+  const resetSeconds = number('x-ratelimit-reset');
   return {
     limit: number('x-ratelimit-limit'),
     remaining: number('x-ratelimit-remaining'),
-    resetSeconds: number('x-ratelimit-reset'),
+    // A window longer than any real one is not waited out (MAX_SERVER_WAIT_MS).
+    resetSeconds:
+      resetSeconds === undefined ? undefined : Math.min(resetSeconds, MAX_SERVER_WAIT_MS / 1000),
   };
 }

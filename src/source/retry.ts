@@ -45,7 +45,7 @@ export function classifyNetworkError(error: unknown): TransientFailure | undefin
   // undici wraps the socket error in `cause`; look a few levels down.
   for (let depth = 0; depth < 4 && current instanceof Error; depth += 1) {
     const code = (current as { code?: unknown }).code;
-    if (typeof code === 'string' && code in RETRYABLE_ERROR_CODES) {
+    if (typeof code === 'string' && Object.hasOwn(RETRYABLE_ERROR_CODES, code)) {
       return new TransientFailure(RETRYABLE_ERROR_CODES[code]!, `${code}: ${current.message}`);
     }
     current = (current as { cause?: unknown }).cause;
@@ -58,20 +58,31 @@ export function isRetryableStatus(status: number): boolean {
   return status >= 500 || status === 429 || status === 408;
 }
 
-/** Parse `Retry-After` (seconds or an HTTP date) or the body's `available_in` into milliseconds. */
+/**
+ * The longest wait a server may ask for (Retry-After, available_in, X-RateLimit-Reset): twice the
+ * real server's 5-minute budget window. A longer one is a broken or hostile server holding the
+ * run; waiting this long and asking again is enough.
+ */
+export const MAX_SERVER_WAIT_MS = 10 * 60 * 1000;
+
+/**
+ * Parse `Retry-After` (seconds or an HTTP date) or the body's `available_in` into milliseconds,
+ * at most MAX_SERVER_WAIT_MS.
+ */
 export function parseRetryAfterMs(
   header: string | undefined,
   availableIn: unknown,
   now: number,
 ): number | undefined {
+  const capped = (ms: number) => Math.min(ms, MAX_SERVER_WAIT_MS);
   if (header !== undefined && header.trim() !== '') {
     const seconds = Number(header);
-    if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+    if (Number.isFinite(seconds) && seconds >= 0) return capped(seconds * 1000);
     const date = Date.parse(header);
-    if (!Number.isNaN(date)) return Math.max(0, date - now);
+    if (!Number.isNaN(date)) return capped(Math.max(0, date - now));
   }
   if (typeof availableIn === 'number' && Number.isFinite(availableIn) && availableIn >= 0) {
-    return availableIn * 1000;
+    return capped(availableIn * 1000);
   }
   return undefined;
 }

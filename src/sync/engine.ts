@@ -11,7 +11,6 @@ import {
   HttpStatusError,
   InterruptedError,
   OcsSyncError,
-  ProtocolError,
   SchemaChangeStoppedError,
   ServerUnavailableError,
   UnsafeNameError,
@@ -19,12 +18,14 @@ import {
 } from '../errors.js';
 import type {
   AuditOutcome,
+  ChatbotChoiceRecord,
   ColumnSpec,
   DeleteMode,
   ExportSource,
   ManifestEntry,
   Page,
   ResourceOutcomeStatus,
+  ResourceState,
   Row,
   RunKind,
   RunStatus,
@@ -58,7 +59,21 @@ import {
   selectEntries,
   withoutFields,
 } from './plan.js';
+import { CursorTrail } from './cursor-trail.js';
 import { readAhead } from './read-ahead.js';
+import {
+  EXCLUDED_BY_CHOICE,
+  UNKNOWN_CHOICE_KEY,
+  WHOLE_TEAM_KEY,
+  describeChoice,
+  planResourceWalk,
+  readServerScope,
+  selectionParameter,
+  servesPartOfTeam,
+  walkKey,
+  type ResourceWalkPlan,
+  type ServerScope,
+} from './chatbot-choice.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import {
   RELATIONSHIPS_STATE_KEY,
@@ -67,7 +82,7 @@ import {
   parseRelationships,
   referenceCandidates,
 } from './relationships.js';
-import { isSafeFieldName, isSafeResourceName } from '../names.js';
+import { isSafeFieldName, isSafeResourceName, valueByName } from '../names.js';
 import { FILES_TABLE } from '../files/ledger.js';
 import type { FilesReport, FilesStep } from '../files/sync-files.js';
 import {
@@ -132,6 +147,8 @@ export interface ResourceReport {
   valuesAltered: number;
   /** Rows marked deleted (or removed) by a full refresh. */
   deleted: number;
+  /** Rows marked out of the team's chatbot choice by this walk (absent: none). */
+  outOfScope?: number;
   fullRefresh: boolean;
 }
 
@@ -154,6 +171,8 @@ export interface SyncReport {
   files?: FilesReport;
   /** The audit checkpoint written after the run (added by the caller that writes it). */
   audit?: AuditOutcome;
+  /** The chatbot choice the run ended under, when the server speaks of one. */
+  choice?: ChatbotChoiceRecord;
 }
 
 const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
@@ -183,6 +202,17 @@ class SyncRun {
   private readonly sealedFields = new Map<string, { marked: Set<string>; all: Set<string> }>();
   /** Resources skipped without a request, and why (no public key on the team, no private key). */
   private readonly notRequested = new Map<string, SkipResource>();
+  /** What the server says about its chatbot choice (chatbot-choice.ts), read from `team/`. */
+  private scope: ServerScope = { kind: 'unscoped' };
+  /** Every chatbot choice recorded in the warehouse, by key. */
+  private choices = new Map<string, ChatbotChoiceRecord>();
+  /** One walk of the resources; aborted when the choice changes under it. */
+  private pass = new AbortController();
+  private selectionChange: SelectionChangedError | undefined;
+  /** Set when the choice changed twice in this run and the run stopped walking. */
+  private gaveUp: string | undefined;
+  /** Rows and pages committed in this run, walks cut short by a choice change included. */
+  private readonly totals = { rows: 0, pages: 0 };
 
   constructor(private readonly options: SyncOptions) {}
 
@@ -244,26 +274,24 @@ class SyncRun {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
       await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
       const team = await this.syncTeam();
+      await this.readScope(team, manifest.entries);
       this.planSealedResources(selected, team);
-      await this.forEachEntry(selected, async (entry, index) => {
-        this.options.events?.onResourceStart?.({
-          resource: entry.resource,
-          index,
-          total: selected.length,
-        });
-        const report = await this.syncResource(entry);
-        reports.push(report);
-        this.options.events?.onResourceDone?.(report);
-      });
+      reports.push(...(await this.walkResources(selected, manifest.entries)));
       await this.refreshRelationships(manifest.entries);
       files = await this.syncFiles(reports);
       const partial =
         this.problems.length > 0 ||
-        reports.some((report) => report.status !== 'ok' || report.warnings.length > 0) ||
+        reports.some(
+          (report) =>
+            (report.status !== 'ok' && report.status !== 'excluded') || report.warnings.length > 0,
+        ) ||
         (files !== undefined && (files.failed > 0 || files.error !== undefined));
       status = partial ? 'partial' : 'ok';
       // Skipped or failed resources may not have their tables evolved yet: re-read the schema next time.
-      if (reports.every((report) => report.status === 'ok')) {
+      if (
+        this.gaveUp === undefined &&
+        reports.every((report) => report.status === 'ok' || report.status === 'excluded')
+      ) {
         await warehouse.setState(SCHEMA_CHECKSUM_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
@@ -277,14 +305,13 @@ class SyncRun {
     }
 
     const requests = (source.requestCount ?? 0) - requestsBefore;
-    const rows = reports.reduce((sum, report) => sum + report.rows, 0);
-    const pages = reports.reduce((sum, report) => sum + report.pages, 0);
+    const { rows, pages } = this.totals;
     await warehouse.finishRun(this.runId, {
       status,
       rows,
       pages,
       requests,
-      error: runError === undefined ? undefined : describeError(runError),
+      error: runError === undefined ? this.gaveUp : describeError(runError),
     });
     if (runError !== undefined) throw runError;
 
@@ -297,6 +324,7 @@ class SyncRun {
       schemaChanges: this.schemaChanges,
       resources: reports,
       problems: this.problems,
+      ...(this.scope.kind === 'choice' ? { choice: this.scope.choice } : {}),
       rows,
       pages,
       requests,
@@ -317,6 +345,83 @@ class SyncRun {
       `Sync ${status}`,
     );
     return report;
+  }
+
+  /** Reads the server's chatbot choice from the team row and records it for the run. */
+  private async readScope(
+    team: Record<string, unknown>,
+    entries: readonly ManifestEntry[],
+  ): Promise<void> {
+    const { warehouse, logger } = this.options;
+    this.scope = readServerScope(team, entries);
+    if (this.scope.kind === 'unscoped') return;
+    const choice =
+      this.scope.kind === 'choice' ? this.scope.choice : { key: UNKNOWN_CHOICE_KEY, chatbots: [] };
+    await warehouse.recordRunChoice(this.runId, choice);
+    this.choices = await warehouse.chatbotChoices();
+    if (this.scope.kind === 'unknown') {
+      logger.warn(
+        { reason: this.scope.reason },
+        'The server classes its resources by chatbot but does not say which chatbots it serves: ' +
+          'every resource is read from the start, and no missing row is taken for deleted',
+      );
+    } else {
+      logger.info(
+        { selection: choice.key, chatbots: choice.chatbots.length },
+        `Chatbot choice: ${describeChoice(choice)}`,
+      );
+    }
+  }
+
+  /**
+   * Walks the resources. When the team's chatbot choice changes under the walk (the server's
+   * 409), the walk stops, keeps every committed page (true when served, and stored under the
+   * choice it was requested with), re-reads `team/` and walks again under the new choice, once;
+   * a second change ends the run `partial`.
+   */
+  private async walkResources(
+    entries: ManifestEntry[],
+    manifestEntries: readonly ManifestEntry[],
+  ): Promise<ResourceReport[]> {
+    const { logger } = this.options;
+    for (let changes = 0; ; changes += 1) {
+      const reports: ResourceReport[] = [];
+      this.pass = new AbortController();
+      this.selectionChange = undefined;
+      try {
+        await this.forEachEntry(entries, async (entry, index) => {
+          this.options.events?.onResourceStart?.({
+            resource: entry.resource,
+            index,
+            total: entries.length,
+          });
+          const report = await this.syncResource(entry);
+          reports.push(report);
+          this.options.events?.onResourceDone?.(report);
+        });
+        return reports;
+      } catch (error) {
+        if (!(error instanceof SelectionChangedError)) throw error;
+        if (changes >= 1) {
+          this.gaveUp =
+            `The team's chatbot choice changed again during this run (${error.message}); the run ` +
+            'stopped walking. Every page committed is kept under the choice it was served with; ' +
+            "the next run walks under the team's current choice.";
+          this.problems.push(this.gaveUp);
+          logger.error({ detail: error.detail }, this.gaveUp);
+          return reports;
+        }
+        logger.warn(
+          { detail: error.detail },
+          "The team's chatbot choice changed during the run: committed pages are kept; " +
+            'walking again under the new choice',
+        );
+        const team = await this.syncTeam();
+        await this.readScope(team, manifestEntries);
+        this.notRequested.clear();
+        this.planSealedResources(entries, team);
+      }
+    }
   }
 
   /**
@@ -595,15 +700,23 @@ class SyncRun {
     work: (entry: ManifestEntry, index: number) => Promise<void>,
   ): Promise<void> {
     let next = 0;
+    // After a failure no worker takes another entry, and every walk settles before the failure
+    // is thrown: nothing of this run writes after it has ended (or walks again).
+    let failure: { error: unknown } | undefined;
     const worker = async () => {
-      while (next < entries.length) {
-        this.throwIfAborted();
-        const index = next++;
-        await work(entries[index]!, index);
+      try {
+        while (failure === undefined && next < entries.length) {
+          this.throwIfAborted();
+          const index = next++;
+          await work(entries[index]!, index);
+        }
+      } catch (error) {
+        failure ??= { error };
       }
     };
     const workers = Math.max(1, Math.min(this.options.concurrency, entries.length));
     await Promise.all(Array.from({ length: workers }, worker));
+    if (failure) throw failure.error;
   }
 
   private async syncResource(entry: ManifestEntry): Promise<ResourceReport> {
@@ -618,6 +731,7 @@ class SyncRun {
       warnings: [],
       valuesAltered: 0,
       deleted: 0,
+      outOfScope: 0,
       fullRefresh,
     };
     const { logger } = this.options;
@@ -635,9 +749,35 @@ class SyncRun {
       return report;
     }
 
+    let state: ResourceState | undefined;
+    let plan: ResourceWalkPlan;
     try {
-      await this.walk(entry, report, fullRefresh);
+      state = await this.options.warehouse.getResourceState(entry.resource);
+      plan = planResourceWalk({
+        entry,
+        scope: this.scope,
+        cursor: state?.cursor ?? null,
+        cursorKey: state?.cursorSelection ?? null,
+        fullRefresh,
+        chatbotsOf: (key) => this.choices.get(key)?.chatbots.map((chatbot) => chatbot.publicId),
+      });
+      if (plan.excluded) {
+        // Not requested; its table still follows the schema for the day the choice is cleared.
+        await this.ensureTable(entry.resource, this.desiredColumns(entry, this.policyOf(entry)));
+        await this.record(report, 'excluded', EXCLUDED_BY_CHOICE, started);
+        logger.debug({ resource: entry.resource }, report.error);
+        return report;
+      }
+      await this.walk(entry, report, fullRefresh, state, plan);
     } catch (caught) {
+      // The choice changed under this run: not an outcome of the resource; the run walks again.
+      if (this.selectionChange && this.pass.signal.aborted) throw this.selectionChange;
+      const change = asSelectionChange(caught, selectionParameter(this.scope));
+      if (change) {
+        this.selectionChange = change;
+        this.pass.abort();
+        throw change;
+      }
       const error = this.options.signal?.aborted
         ? interrupted()
         : (asSkip(caught, entry.resource) ?? caught);
@@ -667,6 +807,7 @@ class SyncRun {
         pages: report.pages,
         durationMs: report.durationMs,
         ...(fullRefresh ? { deleted: report.deleted } : {}),
+        ...(report.outOfScope ? { outOfScope: report.outOfScope } : {}),
         ...(report.valuesAltered ? { valuesAltered: report.valuesAltered } : {}),
       },
       `${entry.resource}: ${report.rows} rows`,
@@ -678,15 +819,24 @@ class SyncRun {
     entry: ManifestEntry,
     report: ResourceReport,
     fullRefresh: boolean,
+    state: ResourceState | undefined,
+    plan: ResourceWalkPlan,
   ): Promise<void> {
     const { source, warehouse, logger, pageSize } = this.options;
     const { resource } = entry;
     const policy = this.policyOf(entry);
     const sealed = this.sealedFieldsOf(resource);
+    // Fixed for the walk: every page is requested, and committed, under this choice (a server
+    // without choices: nothing, as before choices were known).
+    const key = walkKey(this.scope);
+    const selection = selectionParameter(this.scope);
+    const servedUnder = this.scope.kind === 'unscoped' ? undefined : key;
 
     let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
-    const state = await warehouse.getResourceState(resource);
-    let cursor = fullRefresh ? null : (state?.cursor ?? null);
+    let cursor = plan.cursor;
+    if (plan.restartReason !== undefined) {
+      logger.debug({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
+    }
     if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
       logger.warn(
         { resource },
@@ -694,24 +844,28 @@ class SyncRun {
       );
       cursor = null;
     }
+    // A walk from the start under a choice tells which rows the choice no longer serves.
+    const missing =
+      plan.missing === 'none' && cursor === null && servesPartOfTeam(this.scope)
+        ? 'out_of_scope'
+        : plan.missing;
     const history = this.historyFor(resource);
 
     let fetchCursor = cursor;
-    const runSignal = this.options.signal;
+    const trail = new CursorTrail(resource, cursor);
+    const signals = [this.pass.signal, ...(this.options.signal ? [this.options.signal] : [])];
     const pages = readAhead<{ page: Page; after: string | null }>(async (signal) => {
       const page = await source.page(
         resource,
         fetchCursor,
         pageSize,
-        runSignal ? AbortSignal.any([signal, runSignal]) : signal,
+        AbortSignal.any([signal, ...signals]),
+        selection,
       );
       const after = cursorAfterPage(page, entry.cursor, fetchCursor);
       const last = !hasNextPage(page, pageSize);
-      if (!last && after === fetchCursor) {
-        throw new ProtocolError(
-          `GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`,
-        );
-      }
+      // Any cursor followed before in this walk, not only the last one, would loop forever.
+      if (!last && after !== null) trail.follow(after);
       fetchCursor = after;
       return { value: { page, after }, last };
     }, this.options.pagesInFlight);
@@ -776,11 +930,14 @@ class SyncRun {
             cursor: fullRefresh ? null : after,
             cursorKind: entry.cursor,
             history,
+            selection: servedUnder,
             walk,
           })
           .then((result) => {
             report.rows += result.rowsWritten;
             report.pages += 1;
+            this.totals.rows += result.rowsWritten;
+            this.totals.pages += 1;
             report.valuesAltered += result.valuesAltered;
             this.options.events?.onPageWritten?.({
               resource,
@@ -807,16 +964,29 @@ class SyncRun {
         `${report.valuesAltered} value(s) of ${resource} had NUL characters removed to fit the database`,
       );
     }
-    if (fullRefresh) {
-      this.throwIfAborted();
-      // Only a complete walk may say what is gone; then the cursor moves to where the walk ended.
+    if (missing !== 'none') this.throwIfAborted();
+    // Only a complete walk may say what is gone or out of the choice.
+    if (missing === 'delete') {
       report.deleted = await warehouse.markMissingAsDeleted(
         resource,
         this.runId,
         this.options.deletes,
         history,
       );
-      const stored = state?.cursor ?? null;
+    } else if (missing === 'out_of_scope') {
+      const marked = await warehouse.markMissingUnderChoice(resource, this.runId, {
+        selection: key,
+        deleteServedUnderSameChoice: plan.deleteServedUnderSameChoice,
+        mode: this.options.deletes,
+        history,
+      });
+      report.deleted = marked.deleted;
+      report.outOfScope = marked.outOfScope;
+    }
+    if (fullRefresh) {
+      // The cursor moves to where the walk ended (a stored one stays only under its own choice).
+      const stored =
+        (state?.cursorSelection ?? WHOLE_TEAM_KEY) === key ? (state?.cursor ?? null) : null;
       await warehouse.writePage({
         runId: this.runId,
         resource,
@@ -825,6 +995,7 @@ class SyncRun {
         cursor: cursor ?? stored,
         cursorKind: entry.cursor,
         history: false,
+        selection: servedUnder,
       });
     }
   }
@@ -844,7 +1015,7 @@ class SyncRun {
   }
 
   private excludedFields(table: string): readonly string[] {
-    return this.options.excludeFields?.[table] ?? [];
+    return valueByName(this.options.excludeFields, table) ?? [];
   }
 
   private withoutExcluded(table: string, columns: ColumnSpec[]): ColumnSpec[] {
@@ -1029,6 +1200,26 @@ function asSkip(error: unknown, resource: string): SkipResource | undefined {
     });
   }
   return undefined;
+}
+
+/** The team's chatbot choice changed under the run (the server's 409 to a `selection`). */
+class SelectionChangedError extends OcsSyncError {
+  constructor(readonly detail: string) {
+    super(`HTTP 409: "${detail}"`);
+  }
+}
+
+/**
+ * A 409 to a request that carried `selection`, but not the sealed-without-public-key refusal
+ * some servers answer with a 409 too: the choice changed, whatever the detail's words.
+ */
+function asSelectionChange(
+  error: unknown,
+  selection: string | undefined,
+): SelectionChangedError | undefined {
+  if (selection === undefined || !(error instanceof HttpStatusError)) return undefined;
+  if (error.status !== 409 || /public key/i.test(error.detail)) return undefined;
+  return new SelectionChangedError(error.detail);
 }
 
 /** The tables among `names` that exist, with their data columns. */

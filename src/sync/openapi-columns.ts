@@ -124,7 +124,7 @@ class RefResolver {
 function dig(value: unknown, keys: string[]): unknown {
   let current = value;
   for (const key of keys) {
-    if (!isObject(current)) return undefined;
+    if (!isObject(current) || !Object.hasOwn(current, key)) return undefined;
     current = current[key];
   }
   return current;

@@ -7,15 +7,19 @@ import type { ColumnSpec, ExportSource, Manifest, Row, Warehouse } from '../inte
 import { originalValuesOf } from '../warehouse/original-values.js';
 import { toJsonText } from '../warehouse/values.js';
 
-/** The manifest in the server's shape: exactly its two keys, each entry exactly its four. */
+/**
+ * The manifest in the server's shape: exactly its two keys, each entry exactly its four, and the
+ * entry's `scope` when the server sent one (the scoped protocol), as sent.
+ */
 export function manifestDocument(manifest: Manifest): string {
   return toJsonText({
     schema_checksum: manifest.schemaChecksum,
-    entries: manifest.entries.map(({ model, resource, cursor, secret }) => ({
+    entries: manifest.entries.map(({ model, resource, cursor, secret, scope }) => ({
       model,
       resource,
       cursor,
       secret,
+      ...(scope === undefined ? {} : { scope }),
     })),
   });
 }

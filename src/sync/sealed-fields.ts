@@ -10,6 +10,7 @@ import type { SecretPolicy } from '../sealing/policy.js';
 import { sealedColumnType } from '../sealing/policy.js';
 import { isSealedToken, mayBeSealedToken } from '../sealing/detect.js';
 import { widenColumnType } from './column-types.js';
+import { isSafeFieldName } from '../names.js';
 
 export interface SealedFields {
   /** Marked by the server's schema: a value there that is not sealed is refused, never stored. */
@@ -28,7 +29,8 @@ export function detectSealedFields(rows: readonly Row[], known: ReadonlySet<stri
       // Runs on every value of every page: the cheap test first.
       const value = row[field];
       if (typeof value !== 'string' || !mayBeSealedToken(value)) continue;
-      if (known.has(field) || found.includes(field)) continue;
+      // A field whose name is refused is never stored, so never treated as sealed either.
+      if (known.has(field) || found.includes(field) || !isSafeFieldName(field)) continue;
       if (isSealedToken(value)) found.push(field);
     }
   }

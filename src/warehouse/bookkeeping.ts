@@ -12,6 +12,7 @@ import {
   type Kysely,
 } from 'kysely';
 import type {
+  ChatbotChoiceRecord,
   ColumnSpec,
   ColumnType,
   CursorKind,
@@ -23,8 +24,9 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import { storedText } from '../printable.js';
 import { nowSortableUtc } from './timestamps.js';
-import { toIsoText, toResourceState } from './reader.js';
+import { toChoiceRecord, toIsoText, toResourceState } from './reader.js';
 import { appendRecordEntries, type AuditedRecordTable, type SqlRun } from './audit-chain.js';
 
 export { toIsoText };
@@ -47,11 +49,20 @@ export interface BookkeepingTables {
     pages: BigCount;
     requests: BigCount;
     error: string | null;
+    selection_key: string | null;
+  };
+  _ocs_chatbot_choices: {
+    selection_key: string;
+    chatbots: string;
+    first_seen_at: Timestamp;
+    last_seen_at: Timestamp;
   };
   _ocs_resources: {
     resource: string;
     cursor: string | null;
     cursor_kind: CursorKind | null;
+    cursor_selection: string | null;
+    excluded_at: Timestamp | null;
     last_run_id: BigCount | null;
     last_success_at: Timestamp | null;
     last_error: string | null;
@@ -187,7 +198,7 @@ export class Bookkeeping {
           rows: summary.rows,
           pages: summary.pages,
           requests: summary.requests,
-          error: summary.error ?? null,
+          error: summary.error === undefined ? null : storedText(summary.error),
         })
         .where('id', '=', runId)
         .executeTakeFirst();
@@ -248,14 +259,19 @@ export class Bookkeeping {
     }
     const now = nowIso();
     const ok = outcome.status === 'ok';
-    const error = ok ? null : (outcome.error ?? outcome.status);
+    const excluded = outcome.status === 'excluded';
+    const error = ok ? null : storedText(outcome.error ?? outcome.status);
+    // An excluded resource is neither a success nor an error: the choice leaves it out.
     const changes = ok
       ? {
           last_success_at: now,
           last_error: null,
+          excluded_at: null,
           ...(kind === 'full_refresh' ? { last_full_refresh_at: now } : {}),
         }
-      : { last_error: error, last_error_at: now };
+      : excluded
+        ? { last_error: null, excluded_at: now }
+        : { last_error: error, last_error_at: now, excluded_at: null };
     const write = async (db: Kysely<BookkeepingTables>) => {
       const row = await db
         .insertInto('_ocs_resource_runs')
@@ -288,10 +304,45 @@ export class Bookkeeping {
     await this.db.transaction().execute(async (trx) => (await write(trx)).result);
   }
 
+  /** Records the choice (what its key stands for) and that the run walks under it. */
+  async recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
+    const now = nowIso();
+    const chatbots = JSON.stringify(
+      choice.chatbots.map((chatbot) => ({ public_id: chatbot.publicId, name: chatbot.name })),
+    );
+    await this.db.transaction().execute(async (trx) => {
+      await trx
+        .insertInto('_ocs_chatbot_choices')
+        .values({
+          selection_key: choice.key,
+          chatbots,
+          first_seen_at: now,
+          last_seen_at: now,
+        })
+        .onConflict((conflict) =>
+          conflict.column('selection_key').doUpdateSet({ chatbots, last_seen_at: now }),
+        )
+        .execute();
+      await trx
+        .updateTable('_ocs_runs')
+        .set({ selection_key: choice.key })
+        .where('id', '=', runId)
+        .execute();
+    });
+  }
+
+  async chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
+    const rows = await this.db
+      .selectFrom('_ocs_chatbot_choices')
+      .select(['selection_key', 'chatbots'])
+      .execute();
+    return new Map(rows.map((row) => [row.selection_key, toChoiceRecord(row)]));
+  }
+
   async resetCursor(resource: string): Promise<void> {
     await this.db
       .updateTable('_ocs_resources')
-      .set({ cursor: null, cursor_kind: null })
+      .set({ cursor: null, cursor_kind: null, cursor_selection: null })
       .where('resource', '=', resource)
       .execute();
   }

@@ -16,6 +16,7 @@
  *   a widened column gives back the same value, so old digests survive schema changes.
  */
 import type { ColumnSpec, Row } from '../interfaces.js';
+import { recordByName } from '../names.js';
 import { isServerTimestamp, servedTimestamp } from './timestamps.js';
 import { sha256Hex } from './values.js';
 
@@ -56,7 +57,8 @@ export function storableJsonValue(value: unknown): unknown {
   }
   if (value !== null && typeof value === 'object') {
     let changed = false;
-    const cleaned: Record<string, unknown> = {};
+    // No prototype: a key `__proto__` in the server's JSON is a key like any other.
+    const cleaned = recordByName<unknown>();
     for (const [key, item] of Object.entries(value)) {
       const cleanKey = storableText(key);
       const next = storableJsonValue(item);

@@ -4,6 +4,7 @@ import type { Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { parseWarehouseUrl } from '../config/warehouse-url.js';
 import type { WarehouseLogger } from './sqlite.js';
+import type { PrivateModes } from '../private-files.js';
 import { createPrivateSqliteFile } from './sqlite-file.js';
 
 export interface OpenWarehouseOptions {
@@ -19,6 +20,8 @@ export interface OpenWarehouseOptions {
   lockStaleAfterSeconds?: number;
   /** Refuse an SQLite file that does not exist yet (commands that only read, like `status`). */
   mustExist?: boolean;
+  /** Modes a new SQLite file is created with (default 0600). */
+  fileModes?: PrivateModes;
   logger?: WarehouseLogger;
 }
 
@@ -46,7 +49,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
   }
   if (path !== ':memory:') {
     checkSqlitePlace(path);
-    createPrivateSqliteFile(path);
+    createPrivateSqliteFile(path, options.fileModes);
   }
   const { SqliteWarehouse } = await import('./sqlite.js');
   const warehouse = new SqliteWarehouse({

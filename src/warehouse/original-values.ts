@@ -11,6 +11,7 @@
  *   as digits, which read back as bigint.
  */
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
+import { recordByName } from '../names.js';
 import { integralNumberText, storableText, wellFormedText } from './canonical.js';
 import { isServerTimestamp, servedTimestamp } from './timestamps.js';
 import { sha256Hex, toJsonText } from './values.js';
@@ -63,7 +64,8 @@ function jsonbValue(value: unknown): unknown {
     // A later duplicate key (after cleaning) wins, as in jsonb.
     for (const [key, item] of Object.entries(value))
       entries.set(postgresText(key), jsonbValue(item));
-    const result: Record<string, unknown> = {};
+    // No prototype: a key `__proto__` in the server's JSON is a key like any other.
+    const result = recordByName<unknown>();
     for (const key of [...entries.keys()].sort(jsonbKeyOrder)) result[key] = entries.get(key);
     return result;
   }

@@ -91,12 +91,13 @@ export async function openVersions(
   audit: boolean,
 ): Promise<number> {
   const keys = encoded.ids;
-  const open = await client.query<{ id: string; hash: string }>({
+  const open = await client.query<{ id: string; hash: string; kind: string }>({
     ...statements.openHashes,
     values: [[...new Set(keys)]],
   });
   const openHashes = new Map(open.rows.map((row) => [row.id, row.hash]));
-  const plan = planHistoryVersions(keys, hashes, openHashes);
+  const exits = new Set(open.rows.filter((row) => row.kind === 'scope_exit').map((row) => row.id));
+  const plan = planHistoryVersions(keys, hashes, openHashes, exits);
   if (plan.length === 0) return 0;
   // A row repeated within the page gets a version per distinct content; all but its last
   // version close at once (the same instant they opened), as one-at-a-time writes would.
@@ -118,6 +119,7 @@ export async function openVersions(
         lastPlanned.get(keys[version.index]!) === position ? null : now,
       ),
       indexes.map((index) => hashes[index]!),
+      plan.map((version) => version.kind),
       now,
       page.runId,
     ],

@@ -4,7 +4,9 @@
  */
 import type pg from 'pg';
 import type { PostgresConnection } from './postgres-connection.js';
+import { historyTableName } from './identifiers.js';
 import { createPostgresLiveView, dropPostgresLiveView } from './postgres-schema.js';
+import { VERSION_KIND_COLUMN } from './table-definitions.js';
 
 /** The resource tables: ours have `_deleted_at`; history tables have `_version_id`. */
 export async function postgresResourceTables(
@@ -36,7 +38,28 @@ async function analystsWarehouse(
   }
 }
 
+/** Migration 008: the chatbot choice's own columns on every resource and history table. */
+async function chatbotChoice(connection: PostgresConnection, client: pg.ClientBase): Promise<void> {
+  for (const table of await postgresResourceTables(connection, client)) {
+    await dropPostgresLiveView(connection, client, table);
+    await client.query(
+      `ALTER TABLE ${connection.table(table)} ADD COLUMN IF NOT EXISTS "_ocs_out_of_scope_since" timestamptz, ` +
+        'ADD COLUMN IF NOT EXISTS "_ocs_served_under" text',
+    );
+    const history = historyTableName(table);
+    if (await connection.tableExistsOn(client, history)) {
+      await client.query(
+        `ALTER TABLE ${connection.table(history)} ADD COLUMN IF NOT EXISTS "${VERSION_KIND_COLUMN}" text NOT NULL DEFAULT 'served'`,
+      );
+    }
+    await createPostgresLiveView(connection, client, table);
+  }
+}
+
 export const POSTGRES_MIGRATION_CODE: ReadonlyMap<
   number,
   (connection: PostgresConnection, client: pg.ClientBase) => Promise<void>
-> = new Map([[4, analystsWarehouse]]);
+> = new Map([
+  [4, analystsWarehouse],
+  [8, chatbotChoice],
+]);

@@ -12,7 +12,13 @@ import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './id
 import { advisoryLockKey, named, type PostgresConnection } from './postgres-connection.js';
 import { POSTGRES_TYPE, POSTGRES_TYPES, type EncodedPage } from './postgres-values.js';
 import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
-import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
+import {
+  OWN_COLUMN_NAMES,
+  OWN_COLUMN_UPDATES,
+  VERSION_KIND_COLUMN,
+  addColumnSql,
+  createHistoryTableSql,
+} from './table-definitions.js';
 import { rowContentHasher } from './canonical.js';
 import { openVersions, type HistoryStatements } from './postgres-history.js';
 
@@ -54,7 +60,7 @@ export class PostgresPageWriter {
       : encoded.ids;
     await client.query({
       ...statements.upsert,
-      values: [upsertIds, ...upsertColumns, syncedAt, page.runId],
+      values: [upsertIds, ...upsertColumns, syncedAt, page.runId, page.selection ?? null],
     });
     if (!statements.history) return 0;
     const hashes = page.rows.map(statements.hash);
@@ -88,13 +94,12 @@ export class PostgresPageWriter {
     ];
     const next = columns.length + 2;
     const upsert = named(
-      `INSERT INTO ${connection.table(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')}) ` +
-        `SELECT u.*, $${next}::timestamptz, $${next + 1}::bigint, NULL::timestamptz FROM unnest(${arrays.join(', ')}) AS u ` +
+      `INSERT INTO ${connection.table(table)} (${['"id"', ...names, ...OWN_COLUMN_NAMES].join(', ')}) ` +
+        `SELECT u.*, $${next}::timestamptz, $${next + 1}::bigint, NULL::timestamptz, NULL::timestamptz, ` +
+        `$${next + 2}::text FROM unnest(${arrays.join(', ')}) AS u ` +
         `ON CONFLICT ("id") DO UPDATE SET ${[
           ...names.map((name) => `${name} = excluded.${name}`),
-          '"_synced_at" = excluded."_synced_at"',
-          '"_run_id" = excluded."_run_id"',
-          '"_deleted_at" = NULL',
+          ...OWN_COLUMN_UPDATES,
         ].join(', ')}`,
     );
     const statements: PageStatements = {
@@ -107,19 +112,20 @@ export class PostgresPageWriter {
       const historyTable = connection.table(history);
       statements.history = {
         openHashes: named(
-          `SELECT "id"::text AS id, "_content_hash" AS hash FROM ${historyTable} ` +
-            `WHERE "_valid_to" IS NULL AND "id" = ANY($1::bigint[])`,
+          `SELECT "id"::text AS id, "_content_hash" AS hash, "${VERSION_KIND_COLUMN}" AS kind ` +
+            `FROM ${historyTable} WHERE "_valid_to" IS NULL AND "id" = ANY($1::bigint[])`,
         ),
         close: named(
           `UPDATE ${historyTable} SET "_valid_to" = $1::timestamptz ` +
             `WHERE "_valid_to" IS NULL AND "id" = ANY($2::bigint[])`,
         ),
         insert: named(
-          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', '"_valid_from"', '"_run_id"'].join(', ')}) ` +
-            `SELECT u.*, $${next + 2}::timestamptz, $${next + 3}::bigint FROM unnest(${[
+          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', `"${VERSION_KIND_COLUMN}"`, '"_valid_from"', '"_run_id"'].join(', ')}) ` +
+            `SELECT u.*, $${next + 3}::timestamptz, $${next + 4}::bigint FROM unnest(${[
               ...arrays,
               `$${next}::timestamptz[]`,
               `$${next + 1}::text[]`,
+              `$${next + 2}::text[]`,
             ].join(', ')}) AS u`,
         ),
       };

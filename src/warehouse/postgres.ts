@@ -10,8 +10,10 @@ import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../files/ledger.js';
 import type { FileLedgerStore } from '../interfaces.js';
 import type {
+  ChatbotChoiceRecord,
   ColumnSpec,
   DeleteMode,
+  MissingUnderChoice,
   IndexSpec,
   Lock,
   PageWrite,
@@ -64,7 +66,12 @@ import {
   type AlteredCounter,
 } from './postgres-values.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
+import {
+  OWN_COLUMNS,
+  VERSION_KIND_COLUMN,
+  createIndexSql,
+  referenceCheckSql,
+} from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -133,9 +140,10 @@ export class PostgresWarehouse implements Warehouse {
       options.logger,
     );
     this.saveCursor = named(
-      `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, last_run_id)
-       VALUES ($1, $2, $3, $4) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
-       cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+      `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, cursor_selection, last_run_id)
+       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
+       cursor_kind = excluded.cursor_kind, cursor_selection = excluded.cursor_selection,
+       last_run_id = excluded.last_run_id`,
     );
     this.auditStore = new KyselyAuditStore({
       dialect: 'postgres',
@@ -397,7 +405,7 @@ export class PostgresWarehouse implements Warehouse {
         if (page.cursor !== null) {
           await client.query({
             ...this.saveCursor,
-            values: [table, page.cursor, page.cursorKind, page.runId],
+            values: [table, page.cursor, page.cursorKind, page.selection ?? null, page.runId],
           });
         }
         // Last: the audit chain's head stays locked from its entries to the commit.
@@ -451,6 +459,90 @@ export class PostgresWarehouse implements Warehouse {
         return result.rowCount ?? 0;
       });
     });
+  }
+
+  markMissingUnderChoice(
+    table: string,
+    runId: number,
+    options: MissingUnderChoice,
+  ): Promise<{ deleted: number; outOfScope: number }> {
+    return this.guard(`Marking rows missing from ${table} under the chatbot choice`, async () => {
+      assertSafeTableName(table);
+      const { selection, deleteServedUnderSameChoice, mode, history } = options;
+      return this.connection.transaction(async (client) => {
+        if (!(await this.connection.tableExistsOn(client, table))) {
+          return { deleted: 0, outOfScope: 0 };
+        }
+        // Seen: written by this run under this choice ($1 run, $2 key). IS NOT DISTINCT FROM is
+        // null-safe: rows from before choices were recorded count as missing.
+        const missing =
+          'NOT ("_run_id" IS NOT DISTINCT FROM $1::bigint AND "_ocs_served_under" IS NOT DISTINCT FROM $2::text) ' +
+          'AND "_deleted_at" IS NULL';
+        const gone = `WHERE ${missing} AND "_ocs_served_under" IS NOT DISTINCT FROM $2::text`;
+        const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
+        const now = nowIso();
+        const historyTable = historyTableName(table);
+        const keepHistory = history && (await this.connection.tableExistsOn(client, historyTable));
+        let deleted = 0;
+        if (deleteServedUnderSameChoice) {
+          if (keepHistory) {
+            await client.query(
+              `UPDATE ${this.table(historyTable)} SET "_valid_to" = $3::timestamptz
+               WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${this.table(table)} ${gone})`,
+              [runId, selection, now],
+            );
+          }
+          const result =
+            mode === 'remove'
+              ? await client.query(`DELETE FROM ${this.table(table)} ${gone}`, [runId, selection])
+              : await client.query(
+                  `UPDATE ${this.table(table)} SET "_deleted_at" = $3::timestamptz ${gone}`,
+                  [runId, selection, now],
+                );
+          deleted = result.rowCount ?? 0;
+        }
+        if (keepHistory) {
+          // A scope exit is a version of its own: the content as last served, opened now.
+          const present = await this.connection.physicalColumns(client, historyTable);
+          const names = (await this.connection.storedColumns(client, table))
+            .filter((column) => present.has(column.name))
+            .map((column) => q(column.name));
+          const before = await client.query<{ last: string }>(
+            `SELECT coalesce(max("_version_id"), 0)::text AS last FROM ${this.table(historyTable)}`,
+          );
+          await client.query(
+            `INSERT INTO ${this.table(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
+             SELECT ${['t."id"', ...names.map((name) => `t.${name}`)].join(', ')}, $3::timestamptz,
+               coalesce((SELECT o."_content_hash" FROM ${this.table(historyTable)} o
+                         WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
+               $1::bigint, 'scope_exit'
+             FROM ${this.table(table)} t ${exits}`,
+            [runId, selection, now],
+          );
+          await client.query(
+            `UPDATE ${this.table(historyTable)} SET "_valid_to" = $3::timestamptz
+             WHERE "_valid_to" IS NULL AND "_version_id" <= $4::bigint
+               AND "id" IN (SELECT "id" FROM ${this.table(table)} ${exits})`,
+            [runId, selection, now, before.rows[0]!.last],
+          );
+        }
+        const marked = await client.query(
+          `UPDATE ${this.table(table)} SET "_ocs_out_of_scope_since" = $3::timestamptz ${exits}`,
+          [runId, selection, now],
+        );
+        return { deleted, outOfScope: marked.rowCount ?? 0 };
+      });
+    });
+  }
+
+  recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
+    return this.guard('Recording the chatbot choice', () =>
+      this.bookkeeping.recordRunChoice(runId, choice),
+    );
+  }
+
+  chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
+    return this.guard('Reading the chatbot choices', () => this.bookkeeping.chatbotChoices());
   }
 
   // ---------------------------------------------------------------- column tools

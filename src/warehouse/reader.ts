@@ -5,6 +5,7 @@
  * start without the query builder and the writer's machinery.
  */
 import type {
+  ChatbotChoiceRecord,
   FileTotals,
   SignedCheckpoint,
   VerificationRecord,
@@ -54,6 +55,10 @@ export interface RunRecord {
   pages: number;
   requests: number;
   error: string | null;
+  /** The chatbot choice the run walked under (null: a server without choices, or before). */
+  selectionKey: string | null;
+  /** What that key stood for, when recorded. */
+  choice: ChatbotChoiceRecord | null;
 }
 
 export interface ResourceRunRecord {
@@ -99,6 +104,8 @@ function toRun(row: Record<string, unknown>): RunRecord {
     pages: toCount(row.pages),
     requests: toCount(row.requests),
     error: (row.error as string | null) ?? null,
+    selectionKey: (row.selection_key as string | null | undefined) ?? null,
+    choice: null,
   };
 }
 
@@ -107,13 +114,32 @@ export function toResourceState(row: Record<string, unknown>): ResourceState {
     resource: String(row.resource),
     cursor: (row.cursor as string | null) ?? null,
     cursorKind: (row.cursor_kind as ResourceState['cursorKind']) ?? null,
+    cursorSelection: (row.cursor_selection as string | null | undefined) ?? null,
     lastRunId:
       row.last_run_id === null || row.last_run_id === undefined ? null : Number(row.last_run_id),
     lastSuccessAt: toIsoText(row.last_success_at),
     lastError: (row.last_error as string | null) ?? null,
     lastErrorAt: toIsoText(row.last_error_at),
     lastFullRefreshAt: toIsoText(row.last_full_refresh_at),
+    excludedAt: toIsoText(row.excluded_at),
   };
+}
+
+/** A `_ocs_chatbot_choices` row: its chatbots are JSON `[{"public_id", "name"}]`. */
+export function toChoiceRecord(row: Record<string, unknown>): ChatbotChoiceRecord {
+  let listed: unknown;
+  try {
+    listed = JSON.parse(String(row.chatbots));
+  } catch {
+    listed = [];
+  }
+  const chatbots = Array.isArray(listed)
+    ? listed.map((item: { public_id?: unknown; name?: unknown }) => ({
+        publicId: String(item?.public_id ?? ''),
+        name: String(item?.name ?? ''),
+      }))
+    : [];
+  return { key: String(row.selection_key), chatbots };
 }
 
 function emptyResourceState(resource: string): ResourceState {
@@ -123,11 +149,20 @@ function emptyResourceState(resource: string): ResourceState {
 const RUN_COLUMNS =
   'id, kind, status, started_at, finished_at, schema_checksum, "rows", pages, requests, error';
 
+/** Migration 008 (the chatbot choice's columns); a warehouse not yet migrated is read without. */
+async function hasChoiceColumns(rows: SqlRows): Promise<boolean> {
+  const found = await rows.all('SELECT 1 AS applied FROM _ocs_migrations WHERE version = 8');
+  return found.length > 0;
+}
+
 /** Every resource with a state row or a table, with its row counts (history tables excluded). */
 export async function readResourceStatuses(
   rows: SqlRows,
   facts: TableFacts,
 ): Promise<ResourceStatus[]> {
+  const outOfScope = (await hasChoiceColumns(rows))
+    ? ', count(CASE WHEN "_deleted_at" IS NULL AND "_ocs_out_of_scope_since" IS NOT NULL THEN 1 END) AS out_of_scope'
+    : '';
   const states = new Map(
     (await rows.all('SELECT * FROM _ocs_resources')).map((row) => [
       String(row.resource),
@@ -149,17 +184,19 @@ export async function readResourceStatuses(
     const state = states.get(name) ?? emptyResourceState(name);
     let live = 0;
     let deleted = 0;
+    let rowsOutOfScope = 0;
     let newestUpdatedAt: string | null = null;
     if (existing.has(name)) {
       // Resource names are checked identifiers (^[a-z][a-z0-9_]*$), safe to quote.
       const [counts] = await rows.all(
-        `SELECT count(*) - count("_deleted_at") AS live, count("_deleted_at") AS deleted FROM "${name}"`,
+        `SELECT count(*) - count("_deleted_at") AS live, count("_deleted_at") AS deleted${outOfScope} FROM "${name}"`,
       );
       live = toCount(counts?.live);
       deleted = toCount(counts?.deleted);
+      rowsOutOfScope = toCount(counts?.out_of_scope);
       if (withUpdatedAt.has(name)) newestUpdatedAt = await facts.newestUpdatedAt(name);
     }
-    result.push({ ...state, rows: live, rowsDeleted: deleted, newestUpdatedAt });
+    result.push({ ...state, rows: live, rowsDeleted: deleted, rowsOutOfScope, newestUpdatedAt });
   }
   return result;
 }
@@ -200,31 +237,76 @@ export class WarehouseReader {
     };
   }
 
+  private choices?: Promise<Map<string, ChatbotChoiceRecord> | undefined>;
+
+  /** Every recorded chatbot choice by key; undefined for a warehouse from before choices. */
+  private chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord> | undefined> {
+    this.choices ??= (async () => {
+      if (!(await hasChoiceColumns(this.rows))) return undefined;
+      const found = await this.rows.all('SELECT selection_key, chatbots FROM _ocs_chatbot_choices');
+      return new Map(found.map((row) => [String(row.selection_key), toChoiceRecord(row)]));
+    })();
+    return this.choices;
+  }
+
+  private async runColumns(): Promise<string> {
+    return (await this.chatbotChoices()) ? `${RUN_COLUMNS}, selection_key` : RUN_COLUMNS;
+  }
+
+  private async toRuns(found: Array<Record<string, unknown>>): Promise<RunRecord[]> {
+    const choices = await this.chatbotChoices();
+    return found.map((row) => {
+      const run = toRun(row);
+      const choice = run.selectionKey === null ? undefined : choices?.get(run.selectionKey);
+      return choice ? { ...run, choice } : run;
+    });
+  }
+
   /** Newest first; `kinds` limits them (default: every kind). */
   async runs(options: { limit: number; kinds?: readonly RunKind[] }): Promise<RunRecord[]> {
     const kinds = options.kinds ?? [];
     const where = kinds.length > 0 ? `WHERE kind IN (${kinds.map(() => '?').join(', ')})` : '';
     const found = await this.rows.all(
-      `SELECT ${RUN_COLUMNS} FROM _ocs_runs ${where} ORDER BY id DESC LIMIT ?`,
+      `SELECT ${await this.runColumns()} FROM _ocs_runs ${where} ORDER BY id DESC LIMIT ?`,
       [...kinds, options.limit],
     );
-    return found.map(toRun);
+    return this.toRuns(found);
   }
 
   async run(id: number): Promise<RunRecord | undefined> {
-    const [row] = await this.rows.all(`SELECT ${RUN_COLUMNS} FROM _ocs_runs WHERE id = ?`, [id]);
-    return row ? toRun(row) : undefined;
+    const found = await this.rows.all(
+      `SELECT ${await this.runColumns()} FROM _ocs_runs WHERE id = ?`,
+      [id],
+    );
+    return (await this.toRuns(found))[0];
+  }
+
+  /**
+   * The chatbot choice of the newest sync run that recorded one, or undefined when no run did
+   * (the server does not speak of choices).
+   */
+  async activeChatbotChoice(): Promise<ChatbotChoiceRecord | undefined> {
+    const choices = await this.chatbotChoices();
+    if (!choices) return undefined;
+    const [row] = await this.rows.all(
+      `SELECT selection_key FROM _ocs_runs
+       WHERE selection_key IS NOT NULL AND kind IN ('incremental', 'full_refresh')
+       ORDER BY id DESC LIMIT 1`,
+    );
+    if (!row) return undefined;
+    const key = String(row.selection_key);
+    return choices.get(key) ?? { key, chatbots: [] };
   }
 
   /** The last sync run that ended with one of `statuses` (default: ok). */
   async lastSuccessfulRun(statuses: readonly RunStatus[] = ['ok']): Promise<RunRecord | undefined> {
-    const [row] = await this.rows.all(
-      `SELECT ${RUN_COLUMNS} FROM _ocs_runs
+    const found = await this.rows.all(
+      `SELECT ${await this.runColumns()} FROM _ocs_runs
        WHERE status IN (${statuses.map(() => '?').join(', ')}) AND kind IN ('incremental', 'full_refresh')
        ORDER BY id DESC LIMIT 1`,
       statuses,
     );
-    return row ? toRun(row) : undefined;
+    return (await this.toRuns(found))[0];
   }
 
   async runResources(runId: number): Promise<ResourceRunRecord[]> {

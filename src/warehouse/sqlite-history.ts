@@ -48,13 +48,22 @@ export class SqliteHistoryWriter {
     // One query for every open version of the page's ids.
     const open = statements.openHashes.all(
       toJsonText(page.rows.map((values) => values[0])),
-    ) as Array<{ id: bigint; hash: string }>;
+    ) as Array<{ id: bigint; hash: string; kind: string }>;
     const openHashes = new Map(open.map((row) => [String(row.id), row.hash]));
-    const plan = planHistoryVersions(keys, hashes, openHashes);
+    const exits = new Set(
+      open.filter((row) => row.kind === 'scope_exit').map((row) => String(row.id)),
+    );
+    const plan = planHistoryVersions(keys, hashes, openHashes, exits);
     for (const version of plan) {
       const values = page.rows[version.index]!;
       if (version.closeOpen) statements.close.run(page.syncedAt, values[0]);
-      statements.insert.run(...values, page.syncedAt, hashes[version.index]!, page.runId);
+      statements.insert.run(
+        ...values,
+        page.syncedAt,
+        hashes[version.index]!,
+        page.runId,
+        version.kind,
+      );
     }
     if (page.audit) {
       this.chain.append({

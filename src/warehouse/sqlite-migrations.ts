@@ -5,6 +5,7 @@
 import { historyTableName, quoteIdentifier as q } from './identifiers.js';
 import type { SqliteConnection } from './sqlite-connection.js';
 import { createSqliteLiveView, dropSqliteLiveView } from './sqlite-schema.js';
+import { VERSION_KIND_COLUMN } from './table-definitions.js';
 import { toSortableUtc } from './timestamps.js';
 
 /** Our own time columns, per bookkeeping table. */
@@ -62,5 +63,31 @@ function analystsWarehouse(connection: SqliteConnection): void {
   }
 }
 
+/** Migration 008: the chatbot choice's own columns on every resource and history table. */
+function chatbotChoice(connection: SqliteConnection): void {
+  const { db } = connection;
+  const addMissing = (table: string, columns: Array<[string, string]>) => {
+    const present = new Set(connection.physicalColumns(table));
+    for (const [name, type] of columns) {
+      if (!present.has(name)) db.exec(`ALTER TABLE ${q(table)} ADD COLUMN ${q(name)} ${type}`);
+    }
+  };
+  for (const table of sqliteResourceTables(connection)) {
+    dropSqliteLiveView(connection, table);
+    addMissing(table, [
+      ['_ocs_out_of_scope_since', 'TEXT'],
+      ['_ocs_served_under', 'TEXT'],
+    ]);
+    const history = historyTableName(table);
+    if (connection.tableExists(history)) {
+      addMissing(history, [[VERSION_KIND_COLUMN, "TEXT NOT NULL DEFAULT 'served'"]]);
+    }
+    createSqliteLiveView(connection, table);
+  }
+}
+
 export const SQLITE_MIGRATION_CODE: ReadonlyMap<number, (connection: SqliteConnection) => void> =
-  new Map([[4, analystsWarehouse]]);
+  new Map([
+    [4, analystsWarehouse],
+    [8, chatbotChoice],
+  ]);

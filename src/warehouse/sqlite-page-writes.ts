@@ -12,7 +12,13 @@ import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
 import type { SqliteHandle } from './sqlite-handle.js';
 import { SqliteHistoryWriter, type HistoryStatements } from './sqlite-history.js';
 import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
-import { addColumnSql, createHistoryTableSql } from './table-definitions.js';
+import {
+  OWN_COLUMN_NAMES,
+  OWN_COLUMN_UPDATES,
+  VERSION_KIND_COLUMN,
+  addColumnSql,
+  createHistoryTableSql,
+} from './table-definitions.js';
 import { rowContentHasher } from './canonical.js';
 import { assertValueFits, checkedRowId } from './values.js';
 
@@ -51,6 +57,8 @@ export interface EncodedPage {
   hashes?: string[];
   cursor: string | null;
   cursorKind: PageWrite['cursorKind'];
+  /** The chatbot choice's key the page was requested under (absent: the whole team, unsaid). */
+  selection?: string | null;
   syncedAt: string;
   /** Chain every history version written (the warehouse keeps an audit chain). */
   audit?: boolean;
@@ -79,6 +87,7 @@ export function encodePage(page: PageWrite, syncedAt: string, audit = false): En
       page.history && rows.length > 0 ? page.rows.map(rowContentHasher(page.columns)) : undefined,
     cursor: page.cursor,
     cursorKind: page.cursorKind,
+    selection: page.selection ?? null,
     syncedAt,
     audit,
   };
@@ -120,7 +129,13 @@ export class SqlitePageWriter {
         }
       }
       if (page.cursor !== null) {
-        this.saveCursor.run(page.resource, page.cursor, page.cursorKind, page.runId);
+        this.saveCursor.run(
+          page.resource,
+          page.cursor,
+          page.cursorKind,
+          page.selection ?? null,
+          page.runId,
+        );
       }
       return versionsWritten;
     });
@@ -129,9 +144,11 @@ export class SqlitePageWriter {
   /** Prepared on first use: _ocs_resources exists only after migrate(). */
   private get saveCursor(): Database.Statement {
     this.saveCursorStatement ??= this.connection.db.prepare(
-      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, last_run_id) VALUES (?, ?, ?, ?)
+      `INSERT INTO _ocs_resources (resource, cursor, cursor_kind, cursor_selection, last_run_id)
+       VALUES (?, ?, ?, ?, ?)
        ON CONFLICT (resource) DO UPDATE SET
-         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind, last_run_id = excluded.last_run_id`,
+         cursor = excluded.cursor, cursor_kind = excluded.cursor_kind,
+         cursor_selection = excluded.cursor_selection, last_run_id = excluded.last_run_id`,
     );
     return this.saveCursorStatement;
   }
@@ -139,16 +156,17 @@ export class SqlitePageWriter {
   private upsertRows(statements: PageStatements, page: EncodedPage): void {
     const { rowsPerBatch } = statements;
     const { rows, syncedAt, runId } = page;
+    const selection = page.selection ?? null;
     let next = 0;
     for (; next + rowsPerBatch <= rows.length; next += rowsPerBatch) {
       const parameters: SqliteValue[] = [];
       for (let index = next; index < next + rowsPerBatch; index++) {
-        parameters.push(...rows[index]!, syncedAt, runId);
+        parameters.push(...rows[index]!, syncedAt, runId, selection);
       }
       statements.upsertBatch.run(parameters);
     }
     for (; next < rows.length; next++) {
-      statements.upsert.run(...rows[next]!, syncedAt, runId);
+      statements.upsert.run(...rows[next]!, syncedAt, runId, selection);
     }
   }
 
@@ -172,21 +190,19 @@ export class SqlitePageWriter {
     assertColumnsStored(table, columns, connection.storedColumns(table));
     const names = columns.map((column) => q(column.name));
     const placeholders = columns.map(() => '?');
-    const rowValues = `(${['?', ...placeholders, '?', '?', 'NULL'].join(', ')})`;
+    const rowValues = `(${['?', ...placeholders, '?', '?', 'NULL', 'NULL', '?'].join(', ')})`;
     const upsertOf = (rows: number) =>
       db.prepare(
-        `INSERT INTO ${q(table)} (${['"id"', ...names, '"_synced_at"', '"_run_id"', '"_deleted_at"'].join(', ')})
+        `INSERT INTO ${q(table)} (${['"id"', ...names, ...OWN_COLUMN_NAMES].join(', ')})
          VALUES ${Array.from({ length: rows }, () => rowValues).join(', ')}
          ON CONFLICT ("id") DO UPDATE SET ${[
            ...names.map((name) => `${name} = excluded.${name}`),
-           '"_synced_at" = excluded."_synced_at"',
-           '"_run_id" = excluded."_run_id"',
-           '"_deleted_at" = NULL',
+           ...OWN_COLUMN_UPDATES,
          ].join(', ')}`,
       );
     const rowsPerBatch = Math.max(
       1,
-      Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 3))),
+      Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 4))),
     );
     const statements: PageStatements = {
       columns: [...columns],
@@ -199,7 +215,8 @@ export class SqlitePageWriter {
       statements.history = {
         openHashes: db
           .prepare(
-            `SELECT "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
+            `SELECT "id" AS id, "_content_hash" AS hash, "${VERSION_KIND_COLUMN}" AS kind
+             FROM ${q(historyTable)}
              WHERE "_valid_to" IS NULL AND "id" IN (SELECT value FROM json_each(?))`,
           )
           .safeIntegers(true),
@@ -207,8 +224,8 @@ export class SqlitePageWriter {
           `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "id" = ? AND "_valid_to" IS NULL`,
         ),
         insert: db.prepare(
-          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"'].join(', ')})
-           VALUES (${['?', ...placeholders, '?', '?', '?'].join(', ')})`,
+          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
+           VALUES (${['?', ...placeholders, '?', '?', '?', '?'].join(', ')})`,
         ),
       };
     }

@@ -11,8 +11,10 @@ import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../files/ledger.js';
 import type { FileLedgerStore } from '../interfaces.js';
 import type {
+  ChatbotChoiceRecord,
   ColumnSpec,
   DeleteMode,
+  MissingUnderChoice,
   IndexSpec,
   Lock,
   PageWrite,
@@ -61,7 +63,12 @@ import {
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
 import { decodeValue, encodeValue } from './sqlite-values.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
+import {
+  OWN_COLUMNS,
+  VERSION_KIND_COLUMN,
+  createIndexSql,
+  referenceCheckSql,
+} from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText, toJsonText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -353,6 +360,91 @@ export class SqliteWarehouse implements Warehouse {
         return result.changes;
       });
     }, `Marking missing rows of ${table} as deleted`);
+  }
+
+  markMissingUnderChoice(
+    table: string,
+    runId: number,
+    options: MissingUnderChoice,
+  ): Promise<{ deleted: number; outOfScope: number }> {
+    return this.exclusive(() => {
+      assertSafeTableName(table);
+      if (!this.connection.tableExists(table)) return { deleted: 0, outOfScope: 0 };
+      const { selection, deleteServedUnderSameChoice, mode, history } = options;
+      // Seen: written by this run under this choice. IS is null-safe: rows from before choices
+      // were recorded count as missing.
+      const missing = `NOT ("_run_id" IS ? AND "_ocs_served_under" IS ?) AND "_deleted_at" IS NULL`;
+      const gone = `WHERE ${missing} AND "_ocs_served_under" IS ?`;
+      const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
+      const seen = [runId, selection];
+      const now = nowIso();
+      return this.connection.writeTransaction(() => {
+        const historyTable = historyTableName(table);
+        const keepHistory = history && this.connection.tableExists(historyTable);
+        let deleted = 0;
+        if (deleteServedUnderSameChoice) {
+          if (keepHistory) {
+            this.db
+              .prepare(
+                `UPDATE ${q(historyTable)} SET "_valid_to" = ?
+                 WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${q(table)} ${gone})`,
+              )
+              .run(now, ...seen, selection);
+          }
+          deleted = (
+            mode === 'remove'
+              ? this.db.prepare(`DELETE FROM ${q(table)} ${gone}`).run(...seen, selection)
+              : this.db
+                  .prepare(`UPDATE ${q(table)} SET "_deleted_at" = ? ${gone}`)
+                  .run(now, ...seen, selection)
+          ).changes;
+        }
+        if (keepHistory) {
+          // A scope exit is a version of its own: the content as last served, opened now.
+          const present = new Set(this.connection.physicalColumns(historyTable));
+          const names = this.connection
+            .storedColumns(table)
+            .filter((column) => present.has(column.name))
+            .map((column) => q(column.name));
+          const before = this.db
+            .prepare(`SELECT coalesce(max("_version_id"), 0) FROM ${q(historyTable)}`)
+            .pluck()
+            .get() as number;
+          this.db
+            .prepare(
+              `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
+               SELECT ${['t."id"', ...names.map((name) => `t.${name}`)].join(', ')}, ?,
+                 coalesce((SELECT o."_content_hash" FROM ${q(historyTable)} o
+                           WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
+                 ?, 'scope_exit'
+               FROM ${q(table)} t ${exits}`,
+            )
+            .run(now, runId, ...seen);
+          this.db
+            .prepare(
+              `UPDATE ${q(historyTable)} SET "_valid_to" = ?
+               WHERE "_valid_to" IS NULL AND "_version_id" <= ?
+                 AND "id" IN (SELECT "id" FROM ${q(table)} ${exits})`,
+            )
+            .run(now, before, ...seen);
+        }
+        const outOfScope = this.db
+          .prepare(`UPDATE ${q(table)} SET "_ocs_out_of_scope_since" = ? ${exits}`)
+          .run(now, ...seen).changes;
+        return { deleted, outOfScope };
+      });
+    }, `Marking rows missing from ${table} under the chatbot choice`);
+  }
+
+  recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
+    return this.exclusive(
+      () => this.bookkeeping.recordRunChoice(runId, choice),
+      'Recording the chatbot choice',
+    );
+  }
+
+  chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
+    return this.exclusive(() => this.bookkeeping.chatbotChoices(), 'Reading the chatbot choices');
   }
 
   // ---------------------------------------------------------------- column tools

@@ -26,7 +26,29 @@ export const OWN_COLUMNS: readonly ColumnSpec[] = [
   { name: '_synced_at', type: 'datetime' },
   { name: '_run_id', type: 'integer' },
   { name: '_deleted_at', type: 'datetime' },
+  // Set when the team's chatbot choice stopped serving the row; cleared when it is served again.
+  { name: '_ocs_out_of_scope_since', type: 'datetime' },
+  // The chatbot choice's key the row was last served under (`all`: the whole team).
+  { name: '_ocs_served_under', type: 'text' },
 ];
+
+/** Our columns as a page upsert lists them, after the data columns. */
+export const OWN_COLUMN_NAMES: readonly string[] = OWN_COLUMNS.map((column) => q(column.name));
+
+/**
+ * What an upsert sets of our columns on a row it finds: a row served again is neither deleted
+ * nor out of the choice any more.
+ */
+export const OWN_COLUMN_UPDATES: readonly string[] = [
+  '"_synced_at" = excluded."_synced_at"',
+  '"_run_id" = excluded."_run_id"',
+  '"_deleted_at" = NULL',
+  '"_ocs_out_of_scope_since" = NULL',
+  '"_ocs_served_under" = excluded."_ocs_served_under"',
+];
+
+/** `<table>__history._ocs_version_kind` (VersionKind): why the version was written. */
+export const VERSION_KIND_COLUMN = '_ocs_version_kind';
 
 /** `"name" TYPE` for each data column. */
 export function dataColumnDefinitions(
@@ -48,6 +70,8 @@ export function createResourceTableSql(
     `"_synced_at" ${types.time} NOT NULL`,
     `"_run_id" ${types.integer}`,
     `"_deleted_at" ${types.time}`,
+    `"_ocs_out_of_scope_since" ${types.time}`,
+    '"_ocs_served_under" text',
   ];
   return `CREATE TABLE ${qualifiedTable} (${definitions.join(', ')})`;
 }
@@ -67,6 +91,7 @@ export function createHistoryTableSql(
     `"_valid_to" ${types.time}`,
     '"_content_hash" text NOT NULL',
     `"_run_id" ${types.integer}`,
+    `"${VERSION_KIND_COLUMN}" text NOT NULL DEFAULT 'served'`,
   ];
   return [
     `CREATE TABLE ${qualify(history)} (${definitions.join(', ')})`,
@@ -83,13 +108,22 @@ export function addColumnSql(
   return `ALTER TABLE ${qualifiedTable} ADD COLUMN ${q(column)} ${types.column[type]}`;
 }
 
-/** CREATE VIEW `<table>__live`: the table's rows not marked deleted, without `_deleted_at`. */
+/**
+ * CREATE VIEW `<table>__live`: the table's rows not marked deleted, without `_deleted_at`; rows
+ * out of the chatbot choice are live (the server still has them) and say so.
+ */
 export function createLiveViewSql(
   qualify: (name: string) => string,
   table: string,
   columns: readonly ColumnSpec[],
 ): string {
-  const names = ['"id"', ...columns.map((column) => q(column.name)), '"_synced_at"', '"_run_id"'];
+  const names = [
+    '"id"',
+    ...columns.map((column) => q(column.name)),
+    '"_synced_at"',
+    '"_run_id"',
+    '"_ocs_out_of_scope_since"',
+  ];
   return (
     `CREATE VIEW ${qualify(liveViewName(table))} AS SELECT ${names.join(', ')} ` +
     `FROM ${qualify(table)} WHERE "_deleted_at" IS NULL`

@@ -1,0 +1,64 @@
+/**
+ * Response bodies read with a size limit enforced while they stream: bytes are counted as they
+ * arrive and the body is abandoned (which closes the connection) as soon as the count passes the
+ * limit, so a server that sends more than it should, with or without a Content-Length, costs at
+ * most the limit plus one chunk of memory or disk.
+ */
+
+/** Builds the error for a body past its limit; `declared` when the Content-Length said so first. */
+export type TooLarge = (seen: { bytes: number; declared?: number }) => Error;
+
+/**
+ * The chunks of `body`, stopping with `tooLarge` once more than `limit` bytes arrived. Leaving
+ * the loop early (this error, or the caller's) ends the iteration of `body`, which for an HTTP
+ * response destroys it.
+ */
+export async function* limitedChunks(
+  body: AsyncIterable<Uint8Array>,
+  limit: number,
+  tooLarge: TooLarge,
+  declaredLength?: number,
+): AsyncGenerator<Uint8Array> {
+  if (declaredLength !== undefined && declaredLength > limit) {
+    // Nothing is read: the server said up front it would send too much.
+    throw tooLarge({ bytes: 0, declared: declaredLength });
+  }
+  let bytes = 0;
+  for await (const chunk of body) {
+    bytes += chunk.length;
+    if (bytes > limit) throw tooLarge({ bytes });
+    yield chunk;
+  }
+}
+
+/** The whole body as UTF-8 text (a leading BOM dropped), at most `limit` bytes of it. */
+export async function readLimitedText(
+  body: AsyncIterable<Uint8Array>,
+  limit: number,
+  tooLarge: TooLarge,
+  declaredLength?: number,
+): Promise<string> {
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for await (const chunk of limitedChunks(body, limit, tooLarge, declaredLength)) {
+    chunks.push(chunk);
+    size += chunk.length;
+  }
+  const text = Buffer.concat(chunks, size).toString('utf8');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+/** What a too-large body came to, for its error: the bytes seen, or the length announced. */
+export function describeSeen(seen: { bytes: number; declared?: number }): string {
+  return seen.declared === undefined
+    ? `cut off after ${seen.bytes} bytes`
+    : `its Content-Length said ${seen.declared} bytes; nothing was read`;
+}
+
+/** Bytes in the form people read them: `64 MiB`, `10 bytes`. */
+export function formatByteCount(bytes: number): string {
+  const mib = 1024 * 1024;
+  if (bytes >= mib && bytes % mib === 0) return `${bytes / mib} MiB`;
+  if (bytes >= mib) return `${(bytes / mib).toFixed(1)} MiB (${bytes} bytes)`;
+  return `${bytes} byte${bytes === 1 ? '' : 's'}`;
+}

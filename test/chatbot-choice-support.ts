@@ -1,0 +1,169 @@
+/**
+ * Shared plumbing of the chatbot-choice suites: a scoped fake server, a warehouse opened through
+ * the engine's public API, and what the fake served (the ground truth the warehouse is held to).
+ */
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { ChatbotScopeView } from '../src/fake-server/chatbot-scope.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import {
+  startFakeServer,
+  type FakeServer,
+  type FakeServerOptions,
+} from '../src/fake-server/server.js';
+import type { Warehouse } from '../src/interfaces.js';
+import { silentLogger } from '../src/log.js';
+import { runSync, type SyncOptions, type SyncReport } from '../src/sync/engine.js';
+import { openWarehouse } from '../src/warehouse/open.js';
+import { createTestWarehouse, teamKeys, testSource, type TestWarehouse } from './support.js';
+
+export interface ScopedBed {
+  server: FakeServer;
+  dataset: FakeDataset;
+  stored: TestWarehouse;
+  /** Opened through the public API (a test may close and reopen it). */
+  warehouse: Warehouse;
+  /** Every row the fake ever served: `resource/id`. */
+  served: Set<string>;
+  /** Serves the same rows from a new server: without choices, unless the options give one. */
+  replaceServer(options?: Partial<FakeServerOptions>): Promise<FakeServer>;
+  /** One run through the engine; the source is opened and closed around it. */
+  sync(options?: Partial<SyncOptions>): Promise<SyncReport>;
+  /** Public ids of the dataset's working-version chatbots, in id order. */
+  chatbots(): string[];
+  close(): Promise<void>;
+}
+
+export async function openScopedBed(
+  dialect: 'sqlite' | 'postgres',
+  options: {
+    seed?: number;
+    rowsPerResource?: number;
+    chosen?: string[];
+  } & Partial<FakeServerOptions> = {},
+): Promise<ScopedBed> {
+  const dataset =
+    options.dataset ??
+    createSampleDataset({
+      scoped: true,
+      seed: options.seed ?? 3,
+      rowsPerResource: options.rowsPerResource ?? 8,
+      // A few chatbots with many conversations each, so every choice serves some of everything.
+      rowCounts: {
+        chatbots: 3,
+        sessions: 24,
+        chats: 20,
+        chat_messages: 40,
+        participants: 12,
+        participant_data: 16,
+        chat_attachments: 10,
+        traces: 10,
+        scheduled_messages: 10,
+        usage_records: 10,
+        custom_tagged_items: 10,
+        user_comments: 10,
+        scores: 10,
+      },
+    });
+  const served = new Set<string>();
+  const chatbots = () =>
+    dataset
+      .rows('chatbots')
+      .filter((row) => row.working_version === null || row.working_version === undefined)
+      .map((row) => String(row.public_id));
+  const start = (serverOptions: Partial<FakeServerOptions>) =>
+    startFakeServer({
+      teamPublicKeyPem: teamKeys().publicKey,
+      ...serverOptions,
+      dataset,
+      onPageServed: (info) => {
+        for (const row of info.rows) served.add(`${info.resource}/${String(row.id)}`);
+      },
+    });
+  const server = await start({ ...options, chatbotChoice: { chosen: options.chosen ?? [] } });
+  const stored = await createTestWarehouse(dialect);
+  const warehouse = await openWarehouse({
+    url: stored.env.OCS_WAREHOUSE_URL!,
+    ...(stored.env.OCS_WAREHOUSE_SCHEMA ? { schema: stored.env.OCS_WAREHOUSE_SCHEMA } : {}),
+  });
+  const bed: ScopedBed = {
+    server,
+    dataset,
+    stored,
+    warehouse,
+    served,
+    chatbots,
+    async replaceServer(serverOptions = {}) {
+      await bed.server.close();
+      bed.server = await start(serverOptions);
+      return bed.server;
+    },
+    async sync(overrides = {}) {
+      const source = testSource(bed.server.url);
+      try {
+        return await runSync({
+          source,
+          warehouse: bed.warehouse,
+          logger: silentLogger(),
+          pageSize: 5,
+          secrets: { keys: {}, policyFor: () => 'sealed' },
+          onSchemaChange: 'evolve',
+          history: true,
+          deletes: 'mark',
+          pagesInFlight: 3,
+          concurrency: 2,
+          lockWaitMs: 0,
+          ...overrides,
+        });
+      } finally {
+        await source.close();
+      }
+    },
+    async close() {
+      await bed.warehouse.close();
+      await bed.server.close();
+      await stored.dispose();
+    },
+  };
+  return bed;
+}
+
+/** The ids the choice serves of one resource now, as the fake computes them. */
+export function idsInScope(
+  dataset: FakeDataset,
+  chosen: readonly string[],
+  resource: string,
+  model: string,
+): Set<string> {
+  const view = new ChatbotScopeView(dataset, chosen);
+  const include = view.chatbots.length > 0 ? view.includes(resource, model) : undefined;
+  return new Set(
+    dataset
+      .rows(resource)
+      .filter((row) => include === undefined || include(row))
+      .map((row) => String(row.id)),
+  );
+}
+
+export interface StoredFlags {
+  id: string;
+  deleted: boolean;
+  outOfScope: boolean;
+  servedUnder: string | null;
+}
+
+/** Every row of a table with our flags, whatever the dialect (none: no such table yet). */
+export async function storedFlags(stored: TestWarehouse, table: string): Promise<StoredFlags[]> {
+  const exists = await stored.query(
+    `SELECT count(*) AS n FROM _ocs_columns WHERE table_name = '${table}'`,
+  );
+  if (Number(exists[0]?.n ?? 0) === 0) return [];
+  const rows = await stored.query(
+    `SELECT id, _deleted_at, _ocs_out_of_scope_since, _ocs_served_under FROM "${table}" ORDER BY id`,
+  );
+  return rows.map((row) => ({
+    id: String(row.id),
+    deleted: row._deleted_at !== null,
+    outOfScope: row._ocs_out_of_scope_since !== null,
+    servedUnder: (row._ocs_served_under as string | null) ?? null,
+  }));
+}
