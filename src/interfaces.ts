@@ -481,10 +481,12 @@ export interface FileLedgerStore extends FileLedger {
 
 /**
  * What a chain entry records. Versions: `create`, `change` (open a version), `delete`, `remove`
- * (close it by a full refresh); records: `insert`, `update`. An open set: a new kind is added here
- * and in AUDIT_OPERATIONS (warehouse/audit-chain.ts), whose rules `audit verify` replays.
+ * (close it by a full refresh), `scope_exit`, `scope_return` (the team's chatbot choice stopped or
+ * started serving the row again); records: `insert`, `update`. An open set: a new kind is added
+ * here and in AUDIT_OPERATIONS (warehouse/audit-chain.ts), whose rules `audit verify` replays.
  */
-export type AuditOperation = 'create' | 'change' | 'delete' | 'remove' | 'insert' | 'update';
+export type AuditOperation =
+  'create' | 'change' | 'delete' | 'remove' | 'scope_exit' | 'scope_return' | 'insert' | 'update';
 
 /** An entry before it is linked into the chain. */
 export interface PendingEntry {
@@ -598,16 +600,22 @@ export interface StoredVersion {
   id: string;
   versionId: string;
   values: Row;
+  /** `_ocs_served_under`: the chatbot choice's key it was served under (part of its content). */
+  servedUnder: string | null;
   validFrom: string;
   validTo: string | null;
   contentHash: string;
+  /** `_ocs_version_kind`. */
+  kind: string;
 }
 
-/** A live row read back: its values decoded, and `_deleted_at` in the fixed form. */
+/** A live row read back: its values decoded, and our own columns (times in the fixed form). */
 export interface LiveRow {
   id: string;
   values: Row;
+  servedUnder: string | null;
   deletedAt: string | null;
+  outOfScopeSince: string | null;
 }
 
 /** A bookkeeping record read back: its key and the digest of what it holds. */
@@ -645,5 +653,7 @@ export interface AuditSnapshot {
   /** A bookkeeping table's records in key order after a key. */
   records(table: string, afterKey: string | null, limit: number): Promise<StoredRecord[]>;
   checkpoints(): Promise<SignedCheckpoint[]>;
+  /** The chatbot choices recorded (`_ocs_chatbot_choices`: a few rows). */
+  chatbotChoices(): Promise<ChatbotChoiceRecord[]>;
   close(): Promise<void>;
 }

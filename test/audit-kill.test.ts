@@ -4,15 +4,12 @@
  * committing at once), while file contents are recorded, and run through injected faults and
  * full refreshes, leaves a chain that verifies, and the next run goes on from it.
  */
-import { spawn } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import {
-  CLI_FROM_SOURCE,
   expectWarehouseEqualsSource,
   runCli,
   teamKeys,
@@ -20,14 +17,15 @@ import {
   type TestWarehouse,
 } from './support.js';
 import {
+  killSyncWhen,
   openAuditBed,
   tamper,
   verifyJson,
   type AuditBed,
   type AuditKeys,
+  type KillAt,
 } from './audit-support.js';
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
 
 describe.each(testDialects)('audit chain through kills and faults (%s)', (dialect) => {
@@ -48,40 +46,8 @@ describe.each(testDialects)('audit chain through kills and faults (%s)', (dialec
   });
   afterEach(() => bed.close());
 
-  /** `sync` as its own process, SIGKILLed when `killAt` says so (a page or a file served). */
-  const killedSync = async (
-    killAt: { resource: string; page: number } | { file: number },
-    extra: Record<string, string> = {},
-    args: string[] = [],
-  ) => {
-    let killed = false;
-    const child = spawn(process.execPath, [...CLI_FROM_SOURCE, 'sync', ...args], {
-      cwd: root,
-      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, ...extra },
-      stdio: 'ignore',
-    });
-    const kill = async () => {
-      if (killed) return;
-      killed = true;
-      child.kill('SIGKILL');
-      await new Promise((resolve) => setTimeout(resolve, 100));
-    };
-    if ('file' in killAt) {
-      let files = 0;
-      server.options.onFileContent = async () => {
-        files += 1;
-        if (files >= killAt.file) await kill();
-      };
-    } else {
-      server.options.onPageServed = async ({ resource, pageIndex }) => {
-        if (resource === killAt.resource && pageIndex >= killAt.page) await kill();
-      };
-    }
-    await new Promise((resolve) => child.on('exit', resolve));
-    server.options.onPageServed = undefined;
-    server.options.onFileContent = undefined;
-    expect(killed, 'the process was still working when it was killed').toBe(true);
-  };
+  const killedSync = (killAt: KillAt, extra: Record<string, string> = {}, args: string[] = []) =>
+    killSyncWhen(bed, env, killAt, extra, args);
 
   const expectIntact = async () => {
     const { result, report } = await verifyJson(env, keys);

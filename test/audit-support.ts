@@ -3,9 +3,10 @@
  * environment, and tampering with the warehouse as a person with write access would, through the
  * `sqlite3` shell or `psql` (never through ocs-sync).
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
@@ -15,6 +16,7 @@ import {
   type FakeServerOptions,
 } from '../src/fake-server/server.js';
 import {
+  CLI_FROM_SOURCE,
   createTestWarehouse,
   runCli,
   syncEnv,
@@ -173,4 +175,47 @@ export async function openAuditBed(
     },
   };
   return bed;
+}
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+/** When to kill a sync: at a page of a resource served, or at the n-th file content. */
+export type KillAt = { resource: string; page: number } | { file: number };
+
+/** `sync` as its own process, SIGKILLed when `killAt` says so. */
+export async function killSyncWhen(
+  bed: AuditBed,
+  env: Record<string, string>,
+  killAt: KillAt,
+  extra: Record<string, string> = {},
+  args: string[] = [],
+): Promise<void> {
+  const { server } = bed;
+  let killed = false;
+  const child = spawn(process.execPath, [...CLI_FROM_SOURCE, 'sync', ...args], {
+    cwd: root,
+    env: { PATH: process.env.PATH, HOME: process.env.HOME, ...env, ...extra },
+    stdio: 'ignore',
+  });
+  const kill = async () => {
+    if (killed) return;
+    killed = true;
+    child.kill('SIGKILL');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  };
+  if ('file' in killAt) {
+    let files = 0;
+    server.options.onFileContent = async () => {
+      files += 1;
+      if (files >= killAt.file) await kill();
+    };
+  } else {
+    server.options.onPageServed = async ({ resource, pageIndex }) => {
+      if (resource === killAt.resource && pageIndex >= killAt.page) await kill();
+    };
+  }
+  await new Promise((resolve) => child.on('exit', resolve));
+  server.options.onPageServed = undefined;
+  server.options.onFileContent = undefined;
+  expect(killed, 'the process was still working when it was killed').toBe(true);
 }

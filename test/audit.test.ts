@@ -39,13 +39,23 @@ describe('replaying a row (pure)', () => {
     content: string,
     validFrom: string,
     validTo: string | null,
+    kind = 'served',
   ) => ({
     id: '7',
     versionId,
     values: { id: 7, content },
+    servedUnder: null,
     validFrom,
     validTo,
     contentHash: content,
+    kind,
+  });
+  const liveRow = (content: string) => ({
+    id: '7',
+    values: { id: 7, content },
+    servedUnder: null,
+    deletedAt: null as string | null,
+    outOfScopeSince: null as string | null,
   });
   const hash = (row: Row) => String(row.content);
   const entries = [
@@ -56,13 +66,13 @@ describe('replaying a row (pure)', () => {
 
   it('finds nothing when the versions and the live row are what the entries say', () => {
     const versions = [version('1', 'a', 'T1', 'T2'), version('2', 'b', 'T2', 'T3')];
-    const live = { id: '7', values: { id: 7, content: 'b' }, deletedAt: 'T3' };
+    const live = { ...liveRow('b'), deletedAt: 'T3' };
     expect(replayRow('t', '7', entries, versions, live, hash)).toEqual([]);
   });
 
   it('names reordered versions, a deletion cleared by hand, and a version no entry explains', () => {
     const swapped = [version('1', 'b', 'T2', 'T3'), version('2', 'a', 'T1', 'T2')];
-    const live = { id: '7', values: { id: 7, content: 'b' }, deletedAt: null };
+    const live = liveRow('b');
     expect(
       replayRow('t', '7', entries, swapped, live, hash).map((problem) => problem.kind),
     ).toEqual(['version_reordered', 'deleted_at_edited']);
@@ -72,6 +82,105 @@ describe('replaying a row (pure)', () => {
       version: 3,
       versionId: '3',
     });
+  });
+});
+
+describe('replaying scope exits and returns (pure)', () => {
+  const entry = (seq: number, operation: AuditOperation, digest: string, at: string) => ({
+    seq,
+    runId: 1,
+    table: 't',
+    rowId: '7',
+    operation,
+    at,
+    digest,
+    prevHash: '',
+    hash: '',
+  });
+  const version = (
+    versionId: string,
+    content: string,
+    validFrom: string,
+    validTo: string | null,
+    kind: string,
+  ) => ({
+    id: '7',
+    versionId,
+    values: { id: 7, content },
+    servedUnder: 'k',
+    validFrom,
+    validTo,
+    contentHash: `${content}k`,
+    kind,
+  });
+  const live = (content: string, outOfScopeSince: string | null) => ({
+    id: '7',
+    values: { id: 7, content },
+    servedUnder: 'k',
+    deletedAt: null,
+    outOfScopeSince,
+  });
+  const hash = (row: Row, servedUnder: string | null) => `${String(row.content)}${servedUnder}`;
+  const replay = (
+    entries: ReturnType<typeof entry>[],
+    versions: ReturnType<typeof version>[],
+    row: ReturnType<typeof live>,
+  ) => replayRow('t', '7', entries, versions, row, hash).map((problem) => problem.kind);
+  const exit = [entry(1, 'create', 'ak', 'T1'), entry(4, 'scope_exit', 'ak', 'T2')];
+  const exitVersions = [
+    version('1', 'a', 'T1', 'T2', 'served'),
+    version('2', 'a', 'T2', null, 'scope_exit'),
+  ];
+
+  it('a scope exit keeps the row live, out of scope since its time; a return clears it', () => {
+    expect(replay(exit, exitVersions, live('a', 'T2'))).toEqual([]);
+    const back = [...exit, entry(8, 'scope_return', 'bk', 'T3')];
+    const backVersions = [
+      version('1', 'a', 'T1', 'T2', 'served'),
+      version('2', 'a', 'T2', 'T3', 'scope_exit'),
+      version('3', 'b', 'T3', null, 'scope_return'),
+    ];
+    expect(replay(back, backVersions, live('b', null))).toEqual([]);
+    // Deleted while out of scope: marked deleted, still out of scope since the exit.
+    const deleted = [...exit, entry(9, 'delete', 'ak', 'T4')];
+    const closed = [exitVersions[0]!, { ...exitVersions[1]!, validTo: 'T4' }];
+    expect(
+      replayRow('t', '7', deleted, closed, { ...live('a', 'T2'), deletedAt: 'T4' }, hash),
+    ).toEqual([]);
+  });
+
+  it('names an out-of-scope time edited, a kind edited, and entries that cannot follow each other', () => {
+    expect(replay(exit, exitVersions, live('a', null))).toEqual(['out_of_scope_edited']);
+    expect(replay(exit, exitVersions, live('a', 'T9'))).toEqual(['out_of_scope_edited']);
+    expect(
+      replay(
+        exit.slice(0, 1),
+        exitVersions.slice(0, 1).map((v) => ({ ...v, validTo: null })),
+        live('a', 'T2'),
+      ),
+    ).toEqual(['out_of_scope_edited']);
+    expect(
+      replay(exit, [exitVersions[0]!, { ...exitVersions[1]!, kind: 'served' }], live('a', 'T2')),
+    ).toEqual(['version_kind_edited']);
+    // A return with no exit before it; an exit whose digest is not the content as last served.
+    expect(
+      replay(
+        [entry(1, 'create', 'ak', 'T1'), entry(2, 'scope_return', 'ak', 'T2')],
+        [version('1', 'a', 'T1', 'T2', 'served'), version('2', 'a', 'T2', null, 'scope_return')],
+        live('a', null),
+      ),
+    ).toEqual(['entry_edited']);
+    expect(
+      replay(
+        [entry(1, 'create', 'ak', 'T1'), entry(2, 'scope_exit', 'bk', 'T2')],
+        [version('1', 'a', 'T1', 'T2', 'served'), version('2', 'b', 'T2', null, 'scope_exit')],
+        live('b', 'T2'),
+      ),
+    ).toEqual(['entry_edited']);
+    // The live row's key edited: named apart from its values.
+    expect(replay(exit, exitVersions, { ...live('a', 'T2'), servedUnder: 'other' })).toEqual([
+      'served_under_edited',
+    ]);
   });
 });
 

@@ -11,12 +11,18 @@ interface ExpectedVersion {
   from: string;
   to: string | null;
   seq: number;
+  /** `_ocs_version_kind`, as the opening entry's operation says. */
+  kind: string;
 }
+
+/** A row's content hash: its values and the choice's key it was served under (canonical.ts). */
+export type RowHash = (row: StoredVersion['values'], servedUnder: string | null) => string;
 
 /**
  * One row's problems: its entries replayed by the operations' rules give the versions its
- * history table must hold, in order and with their times, and what its live row must be; each
- * stored version's and the live row's values are hashed with `hash` (the canonical form).
+ * history table must hold, in order, with their times and kinds, and what its live row must be
+ * (present or not, `_deleted_at`, `_ocs_out_of_scope_since`); each stored version's and the live
+ * row's values are hashed with `hash` (the canonical form).
  */
 export function replayRow(
   table: string,
@@ -24,7 +30,7 @@ export function replayRow(
   entries: readonly AuditEntry[],
   versions: readonly StoredVersion[],
   live: LiveRow | undefined,
-  hash: (row: StoredVersion['values']) => string,
+  hash: RowHash,
 ): Problem[] {
   const problems: Problem[] = [];
   const add = (problem: Omit<Problem, 'table' | 'rowId'>) =>
@@ -33,6 +39,7 @@ export function replayRow(
   const expected: ExpectedVersion[] = [];
   let open: ExpectedVersion | undefined;
   let liveState: 'none' | 'present' | 'marked_deleted' | 'absent' = 'none';
+  let outOfScope: AuditEntry | undefined;
   let last: AuditEntry | undefined;
   for (const entry of entries) {
     const rule = operationRule(entry.operation);
@@ -59,21 +66,52 @@ export function replayRow(
       });
     }
     if (rule.closes && open) {
+      const closesKinds: readonly string[] | undefined = rule.closesKinds;
+      if (closesKinds && !closesKinds.includes(open.kind)) {
+        add({
+          kind: 'entry_edited',
+          seq: entry.seq,
+          detail: `entry ${entry.seq} (${entry.operation}) closes a version of kind ${open.kind} (entry ${open.seq}), which it cannot follow`,
+        });
+      }
+      if (rule.keepsContent && entry.digest !== open.digest) {
+        add({
+          kind: 'entry_edited',
+          seq: entry.seq,
+          detail: `entry ${entry.seq} (${entry.operation}) keeps the content as last served, yet its digest is not that of entry ${open.seq}`,
+        });
+      }
       open.to = entry.at;
       open = undefined;
     }
     if (rule.opens) {
-      open = { digest: entry.digest, from: entry.at, to: null, seq: entry.seq };
+      open = {
+        digest: entry.digest,
+        from: entry.at,
+        to: null,
+        seq: entry.seq,
+        kind: rule.versionKind ?? '',
+      };
       expected.push(open);
     }
     liveState = rule.live ?? liveState;
+    const scope = rule.outOfScope ?? 'keep';
+    if (scope === 'set') outOfScope = entry;
+    else if (scope === 'clear') outOfScope = undefined;
     last = entry;
   }
-  const computed = versions.map((version) => hash(version.values));
+  const computed = versions.map((version) => hash(version.values, version.servedUnder));
   compareVersions(expected, versions, computed, add);
 
   const lastVersion = expected[expected.length - 1];
-  checkLive(table, rowId, live, { state: liveState, last, lastVersion }, hash, add);
+  checkLive(
+    table,
+    rowId,
+    live,
+    { state: liveState, last, lastVersion, outOfScope, lastStored: versions[versions.length - 1] },
+    hash,
+    add,
+  );
   return problems;
 }
 
@@ -86,11 +124,15 @@ function checkLive(
     state: 'none' | 'present' | 'marked_deleted' | 'absent';
     last: AuditEntry | undefined;
     lastVersion: ExpectedVersion | undefined;
+    /** The scope exit the row is still out of scope since, if any. */
+    outOfScope: AuditEntry | undefined;
+    /** The last version stored (to tell an edited `_ocs_served_under` from edited values). */
+    lastStored: StoredVersion | undefined;
   },
-  hash: (row: StoredVersion['values']) => string,
+  hash: RowHash,
   add: (problem: Omit<Problem, 'table' | 'rowId'>) => void,
 ): void {
-  const { state: liveState, last, lastVersion } = after;
+  const { state: liveState, last, lastVersion, outOfScope } = after;
   const seq = last?.seq;
   if (liveState === 'none') {
     if (live) {
@@ -136,12 +178,36 @@ function checkLive(
           : `row ${rowId} of ${table} has _deleted_at ${live.deletedAt}, not ${last?.at} as entry ${seq} says`,
     });
   }
-  if (lastVersion && hash(live.values) !== lastVersion.digest) {
+  const since = outOfScope?.at ?? null;
+  if (live.outOfScopeSince !== since) {
     add({
-      kind: 'row_edited',
-      seq: lastVersion.seq,
-      detail: `the values of row ${rowId} in ${table} differ from its last version (entry ${lastVersion.seq})`,
+      kind: 'out_of_scope_edited',
+      seq: outOfScope?.seq ?? seq,
+      detail:
+        since === null
+          ? `row ${rowId} of ${table} has _ocs_out_of_scope_since ${live.outOfScopeSince}, but no scope exit leaves it out of the chatbot choice (last entry ${seq}, ${last?.operation})`
+          : live.outOfScopeSince === null
+            ? `row ${rowId} of ${table} left the chatbot choice at entry ${outOfScope!.seq}, but its _ocs_out_of_scope_since was cleared`
+            : `row ${rowId} of ${table} has _ocs_out_of_scope_since ${live.outOfScopeSince}, not ${since} as entry ${outOfScope!.seq} says`,
     });
+  }
+  if (lastVersion && hash(live.values, live.servedUnder) !== lastVersion.digest) {
+    const storedKey = after.lastStored?.servedUnder ?? null;
+    const keyEdited =
+      storedKey !== live.servedUnder && hash(live.values, storedKey) === lastVersion.digest;
+    add(
+      keyEdited
+        ? {
+            kind: 'served_under_edited',
+            seq: lastVersion.seq,
+            detail: `row ${rowId} of ${table} has _ocs_served_under ${JSON.stringify(live.servedUnder)}, not ${JSON.stringify(storedKey)} as its last version (entry ${lastVersion.seq})`,
+          }
+        : {
+            kind: 'row_edited',
+            seq: lastVersion.seq,
+            detail: `the values of row ${rowId} in ${table} differ from its last version (entry ${lastVersion.seq})`,
+          },
+    );
   }
 }
 
@@ -198,7 +264,7 @@ function compareVersions(
         add({
           kind: 'value_edited',
           ...at(index),
-          detail: `the stored values of version ${index + 1} (_version_id ${have.versionId}) no longer give the digest chained at entry ${want.seq}`,
+          detail: `the stored values (or _ocs_served_under) of version ${index + 1} (_version_id ${have.versionId}) no longer give the digest chained at entry ${want.seq}`,
         });
       } else {
         add({
@@ -208,6 +274,13 @@ function compareVersions(
         });
       }
       continue;
+    }
+    if (have.kind !== want.kind) {
+      add({
+        kind: 'version_kind_edited',
+        ...at(index),
+        detail: `version ${index + 1} (_version_id ${have.versionId}) has _ocs_version_kind ${JSON.stringify(have.kind)}, not ${JSON.stringify(want.kind)} as entry ${want.seq} says`,
+      });
     }
     if (have.contentHash !== want.digest) {
       add({

@@ -14,6 +14,7 @@ import type {
   AuditEntry,
   AuditSnapshot,
   AuditedTable,
+  ChatbotChoiceRecord,
   ChainHead,
   LiveRow,
   SignedCheckpoint,
@@ -26,6 +27,8 @@ import {
   entryHash,
   operationRule,
 } from '../warehouse/audit-chain.js';
+import { selectionKey } from '../export-api/selection.js';
+import { printable } from '../printable.js';
 import { rowContentHasher } from '../warehouse/canonical.js';
 import type { CheckpointFile } from './checkpoint-file.js';
 import { keyId } from './key-id.js';
@@ -70,6 +73,9 @@ export interface VerifyOptions {
 }
 
 const DEFAULT_BATCH = 2000;
+
+/** The longest problem detail kept (it quotes stored text). */
+const DETAIL_LENGTH = 1000;
 
 /** Reads a sorted list a batch at a time, after the last item read. */
 class BatchCursor<T> {
@@ -134,6 +140,10 @@ class Findings {
   constructor(private readonly limit: number) {}
 
   add(problem: Problem, chainBreak = false): void {
+    // What a problem quotes comes from the warehouse, where anyone with write access may have put
+    // control characters or pages of text: escaped and cut before it is shown or kept.
+    problem.detail = printable(problem.detail, { max: DETAIL_LENGTH });
+    if (problem.table !== undefined) problem.table = printable(problem.table, { max: 200 });
     this.count += 1;
     if (chainBreak) this.chainBreaks.add(problem);
     if (this.list.length < this.limit) this.list.push(problem);
@@ -185,6 +195,7 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
   for (const table of AUDITED_RECORD_TABLES) {
     counts.records += await verifyRecords(snapshot, table, batchSize, findings);
   }
+  verifyChoices(await snapshot.chatbotChoices(), findings);
 
   const problems = findings.sorted();
   return {
@@ -530,4 +541,23 @@ async function verifyRecords(
     }
   }
   return count;
+}
+
+/**
+ * Pass 4: each chatbot choice's key against its chatbots. A run's key is chained with its record,
+ * and a key is the SHA-256 of the chosen public ids, so the ids a choice lists can be checked;
+ * their names (shown by `status` and `runs`) cannot.
+ */
+function verifyChoices(choices: readonly ChatbotChoiceRecord[], findings: Findings): void {
+  for (const choice of choices) {
+    const ids = choice.chatbots.map((chatbot) => chatbot.publicId);
+    const edited =
+      ids.length > 0 ? selectionKey(ids) !== choice.key : /^[0-9a-f]{32}$/.test(choice.key);
+    if (!edited) continue;
+    findings.add({
+      kind: 'choice_edited',
+      table: '_ocs_chatbot_choices',
+      detail: `the chatbots listed for the choice ${JSON.stringify(choice.key)} are not the ones its key was computed from`,
+    });
+  }
 }

@@ -20,6 +20,7 @@ import type {
   ColumnSpec,
   PendingEntry,
   SignedCheckpoint,
+  VersionKind,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { canonicalJson, rowCanonicalizer } from './canonical.js';
@@ -34,25 +35,44 @@ export interface OperationRule {
   opens: boolean;
   /** Closes the row's open version at the entry's time. */
   closes: boolean;
+  /** Versions it opens: their `_ocs_version_kind`. */
+  versionKind?: VersionKind;
+  /** The kinds of open version it may close (none said: any). */
+  closesKinds?: readonly VersionKind[];
+  /** Its digest is the digest of the version it closes: the content stays as last served. */
+  keepsContent?: boolean;
   /** Versions only: the live row after it (kept, kept with `_deleted_at` = the time, or gone). */
   live?: 'present' | 'marked_deleted' | 'absent';
+  /**
+   * Versions only: the live row's `_ocs_out_of_scope_since` after it: the entry's time (`set`),
+   * null (`clear`: the row was served), or as it was (`keep`).
+   */
+  outOfScope?: 'set' | 'clear' | 'keep';
   /** For people. */
   meaning: string;
 }
+
+/** Versions a row's content or its return may replace: every kind but a scope exit. */
+const SERVED_KINDS = ['served', 'scope_return'] as const;
 
 export const AUDIT_OPERATIONS = {
   create: {
     subject: 'version',
     opens: true,
     closes: false,
+    versionKind: 'served',
     live: 'present',
+    outOfScope: 'clear',
     meaning: 'a version opened for a row with none open (new, or back after a deletion)',
   },
   change: {
     subject: 'version',
     opens: true,
     closes: true,
+    versionKind: 'served',
+    closesKinds: SERVED_KINDS,
     live: 'present',
+    outOfScope: 'clear',
     meaning: "a new version replacing the row's open one",
   },
   delete: {
@@ -60,6 +80,7 @@ export const AUDIT_OPERATIONS = {
     opens: false,
     closes: true,
     live: 'marked_deleted',
+    outOfScope: 'keep',
     meaning: 'closed by a full refresh: the server no longer has the row (deletes: mark)',
   },
   remove: {
@@ -68,6 +89,28 @@ export const AUDIT_OPERATIONS = {
     closes: true,
     live: 'absent',
     meaning: 'closed by a full refresh and the row removed (deletes: remove)',
+  },
+  scope_exit: {
+    subject: 'version',
+    opens: true,
+    closes: true,
+    versionKind: 'scope_exit',
+    closesKinds: SERVED_KINDS,
+    keepsContent: true,
+    live: 'present',
+    outOfScope: 'set',
+    meaning:
+      "the team's chatbot choice no longer serves the row: a version of the content as last served, the row kept and marked out of scope",
+  },
+  scope_return: {
+    subject: 'version',
+    opens: true,
+    closes: true,
+    versionKind: 'scope_return',
+    closesKinds: ['scope_exit'],
+    live: 'present',
+    outOfScope: 'clear',
+    meaning: 'the row served again after a scope exit, its content changed or not',
   },
   insert: { subject: 'record', opens: false, closes: false, meaning: 'a record written' },
   update: { subject: 'record', opens: false, closes: false, meaning: 'a record rewritten' },
@@ -268,6 +311,7 @@ export const AUDITED_RECORDS = {
       pages: 'integer',
       requests: 'integer',
       error: 'text',
+      selection_key: 'text',
     },
   },
   _ocs_resource_runs: {

@@ -6,6 +6,7 @@
  */
 import type {
   AuditEntry,
+  ChatbotChoiceRecord,
   AuditSnapshot,
   AuditedTable,
   ChainHead,
@@ -28,6 +29,12 @@ import {
   type AuditedRecordTable,
 } from './audit-chain.js';
 import { historyTableName, quoteIdentifier as q } from './identifiers.js';
+import {
+  OUT_OF_SCOPE_COLUMN,
+  SERVED_UNDER_COLUMN,
+  VERSION_KIND_COLUMN,
+} from './table-definitions.js';
+import { toChoiceRecord } from './reader.js';
 import { toSortableUtc } from './timestamps.js';
 import { narrowInteger } from './values.js';
 
@@ -48,6 +55,10 @@ export interface SnapshotDialect {
   close(): Promise<void>;
 }
 
+function textOrNull(value: unknown): string | null {
+  return value === null || value === undefined ? null : String(value);
+}
+
 function fixedForm(value: unknown): string | null {
   if (value === null || value === undefined) return null;
   const text = String(value);
@@ -61,6 +72,7 @@ function fixedForm(value: unknown): string | null {
 export class SqlAuditSnapshot implements AuditSnapshot {
   private existing?: Set<string>;
   private readonly readable = new Map<string, ColumnSpec[]>();
+  private readonly physical = new Map<string, Set<string>>();
 
   constructor(private readonly dialect: SnapshotDialect) {}
 
@@ -126,11 +138,13 @@ export class SqlAuditSnapshot implements AuditSnapshot {
   ): Promise<StoredVersion[]> {
     const history = historyTableName(table.table);
     const columns = await this.readableColumns(history, table.columns);
+    const own = await this.ownColumns(history);
     const rows = await this.dialect.all(
       `SELECT CAST("id" AS TEXT) AS id_text, CAST("_version_id" AS TEXT) AS version_text,
          ${this.selectList(columns)}
          ${this.dialect.fixedTime('"_valid_from"')} AS valid_from,
-         ${this.dialect.fixedTime('"_valid_to"')} AS valid_to, "_content_hash" AS content_hash
+         ${this.dialect.fixedTime('"_valid_to"')} AS valid_to, "_content_hash" AS content_hash,
+         ${own(VERSION_KIND_COLUMN)} AS version_kind, ${own(SERVED_UNDER_COLUMN)} AS served_under
        FROM ${q(history)} WHERE ("id", "_version_id") > (CAST(? AS BIGINT), CAST(? AS BIGINT))
        ORDER BY "id", "_version_id" LIMIT ?`,
       [after?.id ?? String(-(2n ** 63n)), after?.versionId ?? String(-(2n ** 63n)), limit],
@@ -139,24 +153,31 @@ export class SqlAuditSnapshot implements AuditSnapshot {
       id: String(row.id_text),
       versionId: String(row.version_text),
       values: this.decodeRow(row, columns),
+      servedUnder: textOrNull(row.served_under),
       validFrom: fixedForm(row.valid_from) ?? '',
       validTo: fixedForm(row.valid_to),
       contentHash: String(row.content_hash),
+      kind: String(row.version_kind),
     }));
   }
 
   async liveRows(table: AuditedTable, afterId: string | null, limit: number): Promise<LiveRow[]> {
     const columns = await this.readableColumns(table.table, table.columns);
+    const own = await this.ownColumns(table.table);
     const rows = await this.dialect.all(
       `SELECT CAST("id" AS TEXT) AS id_text, ${this.selectList(columns)}
-         ${this.dialect.fixedTime('"_deleted_at"')} AS deleted_at
+         ${this.dialect.fixedTime('"_deleted_at"')} AS deleted_at,
+         ${own(OUT_OF_SCOPE_COLUMN, this.dialect.fixedTime)} AS out_of_scope_since,
+         ${own(SERVED_UNDER_COLUMN)} AS served_under
        FROM ${q(table.table)} WHERE "id" > CAST(? AS BIGINT) ORDER BY "id" LIMIT ?`,
       [afterId ?? String(-(2n ** 63n)), limit],
     );
     return rows.map((row) => ({
       id: String(row.id_text),
       values: this.decodeRow(row, columns),
+      servedUnder: textOrNull(row.served_under),
       deletedAt: fixedForm(row.deleted_at),
+      outOfScopeSince: fixedForm(row.out_of_scope_since),
     }));
   }
 
@@ -175,6 +196,14 @@ export class SqlAuditSnapshot implements AuditSnapshot {
     return rows.map(toCheckpoint);
   }
 
+  async chatbotChoices(): Promise<ChatbotChoiceRecord[]> {
+    if (!(await this.existingTables()).has('_ocs_chatbot_choices')) return [];
+    const rows = await this.dialect.all(
+      'SELECT selection_key, chatbots FROM _ocs_chatbot_choices ORDER BY selection_key',
+    );
+    return rows.map(toChoiceRecord);
+  }
+
   close(): Promise<void> {
     return this.dialect.close();
   }
@@ -184,11 +213,31 @@ export class SqlAuditSnapshot implements AuditSnapshot {
     return this.existing;
   }
 
+  /**
+   * One of our own columns as selected (through `read`), or NULL when the table lacks it (dropped
+   * by hand: what verify expects of it then shows what is missing).
+   */
+  private async ownColumns(
+    table: string,
+  ): Promise<(column: string, read?: (quoted: string) => string) => string> {
+    const physical = await this.physicalColumns(table);
+    return (column, read = (quoted) => quoted) => (physical.has(column) ? read(q(column)) : 'NULL');
+  }
+
+  private async physicalColumns(table: string): Promise<Set<string>> {
+    let physical = this.physical.get(table);
+    if (!physical) {
+      physical = await this.dialect.physicalColumns(table);
+      this.physical.set(table, physical);
+    }
+    return physical;
+  }
+
   /** The recorded columns the table holds (a column may be missing from a damaged table). */
   private async readableColumns(table: string, columns: ColumnSpec[]): Promise<ColumnSpec[]> {
     let readable = this.readable.get(table);
     if (!readable) {
-      const physical = await this.dialect.physicalColumns(table);
+      const physical = await this.physicalColumns(table);
       readable = columns.filter((column) => physical.has(column.name));
       this.readable.set(table, readable);
     }

@@ -146,15 +146,17 @@ export class Bookkeeping {
 
   /**
    * Runs `work` in a transaction whose records are chained before it commits; without a chain,
-   * as it is.
+   * as it is (in a transaction still when it writes more than one statement: `atomic`).
    */
   private async chained<T>(
     work: (db: Kysely<BookkeepingTables>) => Promise<{ result: T; records: ChainedRecord[] }>,
+    atomic = false,
   ): Promise<T> {
     const dialect = this.chainDialect;
-    if (dialect === undefined) return (await work(this.db)).result;
+    if (dialect === undefined && !atomic) return (await work(this.db)).result;
     return this.db.transaction().execute(async (trx) => {
       const { result, records } = await work(trx);
+      if (dialect === undefined) return result;
       await appendRecordEntries(
         kyselyRun(trx as unknown as Kysely<never>, dialect),
         dialect,
@@ -300,17 +302,19 @@ export class Bookkeeping {
       };
       return { result: undefined, records: [record] };
     };
-    if (this.chainDialect !== undefined) return this.chained(write);
-    await this.db.transaction().execute(async (trx) => (await write(trx)).result);
+    return this.chained(write, true);
   }
 
-  /** Records the choice (what its key stands for) and that the run walks under it. */
+  /**
+   * Records the choice (what its key stands for) and that the run walks under it: the run record
+   * changes, so with a chain it is chained again.
+   */
   async recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
     const now = nowIso();
     const chatbots = JSON.stringify(
       choice.chatbots.map((chatbot) => ({ public_id: chatbot.publicId, name: chatbot.name })),
     );
-    await this.db.transaction().execute(async (trx) => {
+    const write = async (trx: Kysely<BookkeepingTables>) => {
       await trx
         .insertInto('_ocs_chatbot_choices')
         .values({
@@ -328,7 +332,10 @@ export class Bookkeeping {
         .set({ selection_key: choice.key })
         .where('id', '=', runId)
         .execute();
-    });
+      const record: ChainedRecord = { table: '_ocs_runs', key: runId, operation: 'update', runId };
+      return { result: undefined, records: [record] };
+    };
+    return this.chained(write, true);
   }
 
   async chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
@@ -401,8 +408,7 @@ export class Bookkeeping {
       }
       return { result: runId, records };
     };
-    if (this.chainDialect !== undefined) return this.chained(write);
-    return this.db.transaction().execute(async (trx) => (await write(trx)).result);
+    return this.chained(write, true);
   }
 
   /** After `DROP TABLE`: forget its columns and log the drop (run inside the dialect's transaction). */

@@ -13,10 +13,15 @@
  * - a value of a date-time column in the server's own form (UTC, `Z`, six fraction digits only
  *   when not zero), as every dialect gives a date-time back;
  * - null fields are left out, so a column added later (null in old versions) changes nothing, and
- *   a widened column gives back the same value, so old digests survive schema changes.
+ *   a widened column gives back the same value, so old digests survive schema changes;
+ * - a row served under a team's chatbot choice has one more key, `_ocs_served_under`, the
+ *   choice's selection key: the same data served under another choice is another version, so the
+ *   key that decides whether a missing row was deleted is itself chained (no data field can be
+ *   named so: `_ocs` names are ours).
  */
 import type { ColumnSpec, Row } from '../interfaces.js';
 import { recordByName } from '../names.js';
+import { SERVED_UNDER_COLUMN } from './table-definitions.js';
 import { isServerTimestamp, servedTimestamp } from './timestamps.js';
 import { sha256Hex } from './values.js';
 
@@ -134,22 +139,28 @@ export function hasUnstorableEscape(jsonText: string): boolean {
 }
 
 /**
- * A function giving the canonical text of a row's data fields: `{"field":value,...}` over the
- * non-null fields, keys sorted. Built once per column list: the top-level keys are sorted and
- * quoted once, not per row. Text is cleaned only when JSON.stringify wrote a NUL or a lone
- * surrogate as an escape, which almost no row has.
+ * A row's canonical text: `{"field":value,...}` over the non-null data fields and, when the row
+ * was served under a chatbot choice, its key (`servedUnder`), keys sorted.
  */
-export function rowCanonicalizer(columns: readonly ColumnSpec[]): (row: Row) => string {
-  const sorted = [...columns].sort((left, right) =>
-    left.name < right.name ? -1 : left.name > right.name ? 1 : 0,
+export type RowCanonicalizer = (row: Row, servedUnder?: string | null) => string;
+
+/**
+ * Builds a RowCanonicalizer once per column list: the top-level keys are sorted and quoted once,
+ * not per row. Text is cleaned only when JSON.stringify wrote a NUL or a lone surrogate as an
+ * escape, which almost no row has.
+ */
+export function rowCanonicalizer(columns: readonly ColumnSpec[]): RowCanonicalizer {
+  const sorted = [...columns, { name: SERVED_UNDER_COLUMN, type: 'text' } as const].sort(
+    (left, right) => (left.name < right.name ? -1 : left.name > right.name ? 1 : 0),
   );
   const names = sorted.map((column) => column.name);
   const prefixes = names.map((name) => `${JSON.stringify(name)}:`);
   const dateTimes = sorted.map((column) => column.type === 'datetime');
-  const build = (row: Row, clean: boolean): string => {
+  const servedUnderAt = names.indexOf(SERVED_UNDER_COLUMN);
+  const build = (row: Row, servedUnder: string | null | undefined, clean: boolean): string => {
     let text = '{';
     for (let index = 0; index < names.length; index += 1) {
-      let value = row[names[index]!];
+      let value = index === servedUnderAt ? servedUnder : row[names[index]!];
       if (value === null || value === undefined) continue;
       if (dateTimes[index] && typeof value === 'string' && !isServerTimestamp(value)) {
         value = servedTimestamp(value);
@@ -160,9 +171,9 @@ export function rowCanonicalizer(columns: readonly ColumnSpec[]): (row: Row) => 
     }
     return `${text}}`;
   };
-  return (row) => {
-    const text = build(row, false);
-    return hasUnstorableEscape(text) ? build(row, true) : text;
+  return (row, servedUnder) => {
+    const text = build(row, servedUnder, false);
+    return hasUnstorableEscape(text) ? build(row, servedUnder, true) : text;
   };
 }
 
@@ -170,11 +181,17 @@ export function rowCanonicalizer(columns: readonly ColumnSpec[]): (row: Row) => 
  * A function giving the sha256 (hex) of a row's canonical text: a history version's
  * `_content_hash`, and the digest of its audit chain entry.
  */
-export function rowContentHasher(columns: readonly ColumnSpec[]): (row: Row) => string {
+export function rowContentHasher(
+  columns: readonly ColumnSpec[],
+): (row: Row, servedUnder?: string | null) => string {
   const canonical = rowCanonicalizer(columns);
-  return (row) => sha256Hex(canonical(row));
+  return (row, servedUnder) => sha256Hex(canonical(row, servedUnder));
 }
 
-export function rowContentHash(row: Row, columns: readonly ColumnSpec[]): string {
-  return rowContentHasher(columns)(row);
+export function rowContentHash(
+  row: Row,
+  columns: readonly ColumnSpec[],
+  servedUnder?: string | null,
+): string {
+  return rowContentHasher(columns)(row, servedUnder);
 }

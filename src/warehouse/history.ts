@@ -3,7 +3,7 @@
  * an open version must be closed first. No version is written twice for the same content, except
  * that a row served again after leaving the chatbot choice always gets a `scope_return` version.
  */
-import type { VersionKind } from '../interfaces.js';
+import type { AuditOperation, VersionKind } from '../interfaces.js';
 
 export interface VersionPlan {
   /** Index of the row in the page. */
@@ -42,4 +42,10 @@ export function planHistoryVersions(
     current.set(key, hash);
   });
   return plan;
+}
+
+/** The chain's operation for a planned version (audit-chain.ts): a return, a change, a creation. */
+export function openingOperation(version: VersionPlan): AuditOperation {
+  if (version.kind === 'scope_return') return 'scope_return';
+  return version.closeOpen ? 'change' : 'create';
 }

@@ -1,8 +1,9 @@
 /**
  * Where every PostgreSQL history version is written: versions opened by a page (created,
- * changed) and versions closed by a full refresh (deleted, removed). With audit on, each one is
- * chained here, in the caller's transaction (audit-chain.ts), so no caller can write a version the
- * chain does not hold.
+ * changed, back in the chatbot choice), versions closed by a full refresh (deleted, removed) and
+ * scope exits (the choice no longer serves the row). With audit on, each one is chained here, in
+ * the caller's transaction (audit-chain.ts), so no caller can write a version the chain does not
+ * hold.
  */
 import type pg from 'pg';
 import type { AuditOperation } from '../interfaces.js';
@@ -15,7 +16,9 @@ import {
   type SqlRun,
 } from './audit-chain.js';
 import { named } from './postgres-connection.js';
-import { planHistoryVersions } from './history.js';
+import { openingOperation, planHistoryVersions } from './history.js';
+import { quoteIdentifier as q } from './identifiers.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
 import type { EncodedPage } from './postgres-values.js';
 
 export interface HistoryStatements {
@@ -84,7 +87,7 @@ export function clientRun(client: Pick<pg.ClientBase, 'query'>): SqlRun {
 export async function openVersions(
   client: pg.ClientBase,
   statements: HistoryStatements,
-  page: { runId: number; resource: string },
+  page: { runId: number; resource: string; selection?: string | null },
   encoded: EncodedPage,
   hashes: readonly string[],
   now: string,
@@ -122,6 +125,7 @@ export async function openVersions(
       plan.map((version) => version.kind),
       now,
       page.runId,
+      page.selection ?? null,
     ],
   });
   if (audit) {
@@ -130,7 +134,7 @@ export async function openVersions(
       table: page.resource,
       at: now,
       rowIds: indexes.map((index) => keys[index]!),
-      operations: plan.map((version) => (version.closeOpen ? 'change' : 'create')),
+      operations: plan.map(openingOperation),
       digests: indexes.map((index) => hashes[index]!),
     });
   }
@@ -184,5 +188,63 @@ export async function closeVersions(
       digests: rows.map((row) => row.hash),
     });
     after = rows[rows.length - 1]!.id;
+  }
+}
+
+/**
+ * A scope exit for each row of `table` that `rowsWhere` selects (a WHERE on the resource table
+ * whose parameters start at $1): a version of its own (the content as last served, kind
+ * `scope_exit`) opened at `at`, closing the row's open one. Call before the rows are marked out of
+ * scope. `columns`: the data columns both tables hold.
+ */
+export async function exitScope(
+  client: pg.ClientBase,
+  qualified: { table: string; history: string },
+  table: string,
+  columns: readonly string[],
+  rowsWhere: { sql: string; parameters: readonly unknown[] },
+  change: { at: string; runId: number; audit: boolean },
+): Promise<void> {
+  const names = ['"id"', ...columns.map(q), q(SERVED_UNDER_COLUMN)];
+  const next = rowsWhere.parameters.length + 1;
+  const before = await client.query<{ last: string }>(
+    `SELECT coalesce(max("_version_id"), 0)::text AS last FROM ${qualified.history}`,
+  );
+  const last = before.rows[0]!.last;
+  await client.query(
+    `INSERT INTO ${qualified.history} (${[...names, '"_valid_from"', '"_content_hash"', '"_run_id"', q(VERSION_KIND_COLUMN)].join(', ')})
+     SELECT ${names.map((name) => `t.${name}`).join(', ')}, $${next}::timestamptz,
+       coalesce((SELECT o."_content_hash" FROM ${qualified.history} o
+                 WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
+       $${next + 1}::bigint, 'scope_exit'
+     FROM ${qualified.table} t ${rowsWhere.sql}`,
+    [...rowsWhere.parameters, change.at, change.runId],
+  );
+  await client.query(
+    `UPDATE ${qualified.history} SET "_valid_to" = $${next}::timestamptz
+     WHERE "_valid_to" IS NULL AND "_version_id" <= $${next + 1}::bigint
+       AND "id" IN (SELECT "id" FROM ${qualified.table} ${rowsWhere.sql})`,
+    [...rowsWhere.parameters, change.at, last],
+  );
+  if (!change.audit) return;
+  // The versions just written are the ones past `last`: chained a batch at a time.
+  let after = last;
+  for (;;) {
+    const batch = await client.query<{ version: string; id: string; hash: string }>(
+      `SELECT "_version_id"::text AS version, "id"::text AS id, "_content_hash" AS hash
+       FROM ${qualified.history} WHERE "_version_id" > $1::bigint
+       ORDER BY "_version_id" LIMIT ${CLOSE_BATCH}`,
+      [after],
+    );
+    if (batch.rows.length === 0) return;
+    await appendBatch(client, {
+      runId: change.runId,
+      table,
+      at: change.at,
+      rowIds: batch.rows.map((row) => row.id),
+      operations: batch.rows.map(() => 'scope_exit'),
+      digests: batch.rows.map((row) => row.hash),
+    });
+    after = batch.rows[batch.rows.length - 1]!.version;
   }
 }

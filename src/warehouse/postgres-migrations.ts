@@ -6,7 +6,7 @@ import type pg from 'pg';
 import type { PostgresConnection } from './postgres-connection.js';
 import { historyTableName } from './identifiers.js';
 import { createPostgresLiveView, dropPostgresLiveView } from './postgres-schema.js';
-import { VERSION_KIND_COLUMN } from './table-definitions.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
 
 /** The resource tables: ours have `_deleted_at`; history tables have `_version_id`. */
 export async function postgresResourceTables(
@@ -56,10 +56,26 @@ async function chatbotChoice(connection: PostgresConnection, client: pg.ClientBa
   }
 }
 
+/** Migration 009: every history table records the choice each version was served under. */
+async function servedUnderHistory(
+  connection: PostgresConnection,
+  client: pg.ClientBase,
+): Promise<void> {
+  for (const table of await postgresResourceTables(connection, client)) {
+    const history = historyTableName(table);
+    if (await connection.tableExistsOn(client, history)) {
+      await client.query(
+        `ALTER TABLE ${connection.table(history)} ADD COLUMN IF NOT EXISTS "${SERVED_UNDER_COLUMN}" text`,
+      );
+    }
+  }
+}
+
 export const POSTGRES_MIGRATION_CODE: ReadonlyMap<
   number,
   (connection: PostgresConnection, client: pg.ClientBase) => Promise<void>
 > = new Map([
   [4, analystsWarehouse],
   [8, chatbotChoice],
+  [9, servedUnderHistory],
 ]);

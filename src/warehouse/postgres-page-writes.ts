@@ -15,6 +15,7 @@ import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
 import {
   OWN_COLUMN_NAMES,
   OWN_COLUMN_UPDATES,
+  SERVED_UNDER_COLUMN,
   VERSION_KIND_COLUMN,
   addColumnSql,
   createHistoryTableSql,
@@ -24,8 +25,8 @@ import { openVersions, type HistoryStatements } from './postgres-history.js';
 
 export interface PageStatements {
   columns: ColumnSpec[];
-  /** History content hash of a row, built once per column list. */
-  hash: (row: Row) => string;
+  /** History content hash of a row served under a choice's key, built once per column list. */
+  hash: (row: Row, servedUnder: string | null) => string;
   upsert: { name: string; text: string };
   history?: HistoryStatements;
 }
@@ -63,7 +64,8 @@ export class PostgresPageWriter {
       values: [upsertIds, ...upsertColumns, syncedAt, page.runId, page.selection ?? null],
     });
     if (!statements.history) return 0;
-    const hashes = page.rows.map(statements.hash);
+    const selection = page.selection ?? null;
+    const hashes = page.rows.map((row) => statements.hash(row, selection));
     return openVersions(client, statements.history, page, encoded, hashes, syncedAt, audit);
   }
 
@@ -120,8 +122,8 @@ export class PostgresPageWriter {
             `WHERE "_valid_to" IS NULL AND "id" = ANY($2::bigint[])`,
         ),
         insert: named(
-          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', `"${VERSION_KIND_COLUMN}"`, '"_valid_from"', '"_run_id"'].join(', ')}) ` +
-            `SELECT u.*, $${next + 3}::timestamptz, $${next + 4}::bigint FROM unnest(${[
+          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', `"${VERSION_KIND_COLUMN}"`, '"_valid_from"', '"_run_id"', `"${SERVED_UNDER_COLUMN}"`].join(', ')}) ` +
+            `SELECT u.*, $${next + 3}::timestamptz, $${next + 4}::bigint, $${next + 5}::text FROM unnest(${[
               ...arrays,
               `$${next}::timestamptz[]`,
               `$${next + 1}::text[]`,

@@ -50,7 +50,7 @@ import { PostgresArchiveStore } from './postgres-archive.js';
 import { PostgresWriterLock } from './postgres-lock.js';
 import { PostgresPageWriter } from './postgres-page-writes.js';
 import { openPostgresSnapshot } from './postgres-audit.js';
-import { closeVersions } from './postgres-history.js';
+import { closeVersions, exitScope } from './postgres-history.js';
 import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
 import {
   applyPostgresSchemaChange,
@@ -66,12 +66,7 @@ import {
   type AlteredCounter,
 } from './postgres-values.js';
 import { assertSafeSchemaChanges } from './schema-changes.js';
-import {
-  OWN_COLUMNS,
-  VERSION_KIND_COLUMN,
-  createIndexSql,
-  referenceCheckSql,
-} from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -482,14 +477,19 @@ export class PostgresWarehouse implements Warehouse {
         const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
         const now = nowIso();
         const historyTable = historyTableName(table);
-        const keepHistory = history && (await this.connection.tableExistsOn(client, historyTable));
+        const audit = this.auditStore.enabled;
+        const keepHistory =
+          (history || audit) && (await this.connection.tableExistsOn(client, historyTable));
+        const qualified = { table: this.table(table), history: this.table(historyTable) };
         let deleted = 0;
         if (deleteServedUnderSameChoice) {
           if (keepHistory) {
-            await client.query(
-              `UPDATE ${this.table(historyTable)} SET "_valid_to" = $3::timestamptz
-               WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${this.table(table)} ${gone})`,
-              [runId, selection, now],
+            await closeVersions(
+              client,
+              qualified,
+              table,
+              { sql: gone, parameters: [runId, selection] },
+              { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
             );
           }
           const result =
@@ -502,28 +502,17 @@ export class PostgresWarehouse implements Warehouse {
           deleted = result.rowCount ?? 0;
         }
         if (keepHistory) {
-          // A scope exit is a version of its own: the content as last served, opened now.
           const present = await this.connection.physicalColumns(client, historyTable);
-          const names = (await this.connection.storedColumns(client, table))
-            .filter((column) => present.has(column.name))
-            .map((column) => q(column.name));
-          const before = await client.query<{ last: string }>(
-            `SELECT coalesce(max("_version_id"), 0)::text AS last FROM ${this.table(historyTable)}`,
-          );
-          await client.query(
-            `INSERT INTO ${this.table(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
-             SELECT ${['t."id"', ...names.map((name) => `t.${name}`)].join(', ')}, $3::timestamptz,
-               coalesce((SELECT o."_content_hash" FROM ${this.table(historyTable)} o
-                         WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
-               $1::bigint, 'scope_exit'
-             FROM ${this.table(table)} t ${exits}`,
-            [runId, selection, now],
-          );
-          await client.query(
-            `UPDATE ${this.table(historyTable)} SET "_valid_to" = $3::timestamptz
-             WHERE "_valid_to" IS NULL AND "_version_id" <= $4::bigint
-               AND "id" IN (SELECT "id" FROM ${this.table(table)} ${exits})`,
-            [runId, selection, now, before.rows[0]!.last],
+          const columns = (await this.connection.storedColumns(client, table))
+            .map((column) => column.name)
+            .filter((name) => present.has(name));
+          await exitScope(
+            client,
+            qualified,
+            table,
+            columns,
+            { sql: exits, parameters: [runId, selection] },
+            { at: now, runId, audit },
           );
         }
         const marked = await client.query(

@@ -1,15 +1,17 @@
 /**
- * Where every SQLite history version is written: versions opened by a page (created, changed)
- * and versions closed by a full refresh (deleted, removed). With audit on, each one is chained
- * here (sqlite-audit.ts), in the caller's transaction, so no caller can write a version the chain
- * does not hold. Runs on the writer thread (pages) and on the warehouse's connection (closes).
+ * Where every SQLite history version is written: versions opened by a page (created, changed,
+ * back in the chatbot choice), versions closed by a full refresh (deleted, removed) and scope
+ * exits (the choice no longer serves the row). With audit on, each one is chained here
+ * (sqlite-audit.ts), in the caller's transaction, so no caller can write a version the chain does
+ * not hold. Runs on the writer thread (pages) and on the warehouse's connection (the others).
  */
 import type Database from 'better-sqlite3';
 import type { AuditOperation } from '../interfaces.js';
-import { planHistoryVersions } from './history.js';
+import { openingOperation, planHistoryVersions } from './history.js';
 import { quoteIdentifier as q } from './identifiers.js';
 import { SqliteChainWriter } from './sqlite-audit.js';
 import type { SqliteValue } from './sqlite-values.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
 import { toJsonText } from './values.js';
 
 export interface HistoryStatements {
@@ -26,6 +28,8 @@ export interface VersionedPage {
   rows: SqliteValue[][];
   /** Each row's content hash. */
   hashes: string[];
+  /** The chatbot choice's key the page was served under (null: a server without choices). */
+  selection?: string | null;
   syncedAt: string;
   /** Chain each version written. */
   audit?: boolean;
@@ -63,6 +67,7 @@ export class SqliteHistoryWriter {
         hashes[version.index]!,
         page.runId,
         version.kind,
+        page.selection ?? null,
       );
     }
     if (page.audit) {
@@ -71,7 +76,7 @@ export class SqliteHistoryWriter {
         table: page.resource,
         at: page.syncedAt,
         rowIds: plan.map((version) => keys[version.index]!),
-        operations: plan.map((version) => (version.closeOpen ? 'change' : 'create')),
+        operations: plan.map(openingOperation),
         digests: plan.map((version) => hashes[version.index]!),
       });
     }
@@ -124,6 +129,65 @@ export class SqliteHistoryWriter {
         digests: batch.map((row) => row.hash),
       });
       after = batch[batch.length - 1]!.id;
+    }
+  }
+
+  /**
+   * A scope exit for each row of `table` that `rowsWhere` selects: a version of its own (the
+   * content as last served, kind `scope_exit`) opened at `at`, closing the row's open one. Call
+   * before the rows are marked out of scope. `columns`: the data columns both tables hold.
+   */
+  exitScope(
+    table: string,
+    historyTable: string,
+    columns: readonly string[],
+    rowsWhere: { sql: string; parameters: readonly SqliteValue[] },
+    change: { at: string; runId: number; audit: boolean },
+  ): void {
+    const names = ['"id"', ...columns.map(q), q(SERVED_UNDER_COLUMN)];
+    const before = this.db
+      .prepare(`SELECT coalesce(max("_version_id"), 0) FROM ${q(historyTable)}`)
+      .pluck()
+      .safeIntegers(true)
+      .get() as bigint;
+    this.db
+      .prepare(
+        `INSERT INTO ${q(historyTable)} (${[...names, '"_valid_from"', '"_content_hash"', '"_run_id"', q(VERSION_KIND_COLUMN)].join(', ')})
+         SELECT ${names.map((name) => `t.${name}`).join(', ')}, ?,
+           coalesce((SELECT o."_content_hash" FROM ${q(historyTable)} o
+                     WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
+           ?, 'scope_exit'
+         FROM ${q(table)} t ${rowsWhere.sql}`,
+      )
+      .run(change.at, change.runId, ...rowsWhere.parameters);
+    this.db
+      .prepare(
+        `UPDATE ${q(historyTable)} SET "_valid_to" = ?
+         WHERE "_valid_to" IS NULL AND "_version_id" <= ?
+           AND "id" IN (SELECT "id" FROM ${q(table)} ${rowsWhere.sql})`,
+      )
+      .run(change.at, before, ...rowsWhere.parameters);
+    if (!change.audit) return;
+    // The versions just written are the ones past `before`: chained a batch at a time.
+    const next = this.db
+      .prepare(
+        `SELECT "_version_id" AS version, "id" AS id, "_content_hash" AS hash FROM ${q(historyTable)}
+         WHERE "_version_id" > ? ORDER BY "_version_id" LIMIT ${CLOSE_BATCH}`,
+      )
+      .safeIntegers(true);
+    let after = before;
+    for (;;) {
+      const batch = next.all(after) as Array<{ version: bigint; id: bigint; hash: string }>;
+      if (batch.length === 0) return;
+      this.chain.append({
+        runId: change.runId,
+        table,
+        at: change.at,
+        rowIds: batch.map((row) => row.id.toString()),
+        operations: batch.map(() => 'scope_exit'),
+        digests: batch.map((row) => row.hash),
+      });
+      after = batch[batch.length - 1]!.version;
     }
   }
 }

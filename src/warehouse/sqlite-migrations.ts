@@ -5,7 +5,7 @@
 import { historyTableName, quoteIdentifier as q } from './identifiers.js';
 import type { SqliteConnection } from './sqlite-connection.js';
 import { createSqliteLiveView, dropSqliteLiveView } from './sqlite-schema.js';
-import { VERSION_KIND_COLUMN } from './table-definitions.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
 import { toSortableUtc } from './timestamps.js';
 
 /** Our own time columns, per bookkeeping table. */
@@ -86,8 +86,22 @@ function chatbotChoice(connection: SqliteConnection): void {
   }
 }
 
+/** Migration 009: every history table records the choice each version was served under. */
+function servedUnderHistory(connection: SqliteConnection): void {
+  for (const table of sqliteResourceTables(connection)) {
+    const history = historyTableName(table);
+    if (
+      connection.tableExists(history) &&
+      !connection.physicalColumns(history).includes(SERVED_UNDER_COLUMN)
+    ) {
+      connection.db.exec(`ALTER TABLE ${q(history)} ADD COLUMN ${q(SERVED_UNDER_COLUMN)} TEXT`);
+    }
+  }
+}
+
 export const SQLITE_MIGRATION_CODE: ReadonlyMap<number, (connection: SqliteConnection) => void> =
   new Map([
     [4, analystsWarehouse],
     [8, chatbotChoice],
+    [9, servedUnderHistory],
   ]);

@@ -15,6 +15,7 @@ import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js'
 import {
   OWN_COLUMN_NAMES,
   OWN_COLUMN_UPDATES,
+  SERVED_UNDER_COLUMN,
   VERSION_KIND_COLUMN,
   addColumnSql,
   createHistoryTableSql,
@@ -77,17 +78,22 @@ export function encodePage(page: PageWrite, syncedAt: string, audit = false): En
     }
     return values;
   });
+  const selection = page.selection ?? null;
+  let hashes: string[] | undefined;
+  if (page.history && rows.length > 0) {
+    const hash = rowContentHasher(page.columns);
+    hashes = page.rows.map((row) => hash(row, selection));
+  }
   return {
     walk: page.walk,
     runId: page.runId,
     resource: table,
     columns: page.columns,
     rows,
-    hashes:
-      page.history && rows.length > 0 ? page.rows.map(rowContentHasher(page.columns)) : undefined,
+    hashes,
     cursor: page.cursor,
     cursorKind: page.cursorKind,
-    selection: page.selection ?? null,
+    selection,
     syncedAt,
     audit,
   };
@@ -224,8 +230,8 @@ export class SqlitePageWriter {
           `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "id" = ? AND "_valid_to" IS NULL`,
         ),
         insert: db.prepare(
-          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
-           VALUES (${['?', ...placeholders, '?', '?', '?', '?'].join(', ')})`,
+          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`, `"${SERVED_UNDER_COLUMN}"`].join(', ')})
+           VALUES (${['?', ...placeholders, '?', '?', '?', '?', '?'].join(', ')})`,
         ),
       };
     }

@@ -63,12 +63,7 @@ import {
 } from './sqlite-schema.js';
 import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
 import { decodeValue, encodeValue } from './sqlite-values.js';
-import {
-  OWN_COLUMNS,
-  VERSION_KIND_COLUMN,
-  createIndexSql,
-  referenceCheckSql,
-} from './table-definitions.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText, toJsonText } from './values.js';
 import type { WarehouseLogger } from './writer-lock.js';
 
@@ -378,18 +373,19 @@ export class SqliteWarehouse implements Warehouse {
       const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
       const seen = [runId, selection];
       const now = nowIso();
+      const audit = this.auditStore.enabled;
       return this.connection.writeTransaction(() => {
         const historyTable = historyTableName(table);
-        const keepHistory = history && this.connection.tableExists(historyTable);
+        const keepHistory = (history || audit) && this.connection.tableExists(historyTable);
         let deleted = 0;
         if (deleteServedUnderSameChoice) {
           if (keepHistory) {
-            this.db
-              .prepare(
-                `UPDATE ${q(historyTable)} SET "_valid_to" = ?
-                 WHERE "_valid_to" IS NULL AND "id" IN (SELECT "id" FROM ${q(table)} ${gone})`,
-              )
-              .run(now, ...seen, selection);
+            this.history.close(
+              table,
+              historyTable,
+              { sql: gone, parameters: [...seen, selection] },
+              { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
+            );
           }
           deleted = (
             mode === 'remove'
@@ -400,33 +396,18 @@ export class SqliteWarehouse implements Warehouse {
           ).changes;
         }
         if (keepHistory) {
-          // A scope exit is a version of its own: the content as last served, opened now.
           const present = new Set(this.connection.physicalColumns(historyTable));
-          const names = this.connection
+          const columns = this.connection
             .storedColumns(table)
-            .filter((column) => present.has(column.name))
-            .map((column) => q(column.name));
-          const before = this.db
-            .prepare(`SELECT coalesce(max("_version_id"), 0) FROM ${q(historyTable)}`)
-            .pluck()
-            .get() as number;
-          this.db
-            .prepare(
-              `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`].join(', ')})
-               SELECT ${['t."id"', ...names.map((name) => `t.${name}`)].join(', ')}, ?,
-                 coalesce((SELECT o."_content_hash" FROM ${q(historyTable)} o
-                           WHERE o."id" = t."id" AND o."_valid_to" IS NULL), ''),
-                 ?, 'scope_exit'
-               FROM ${q(table)} t ${exits}`,
-            )
-            .run(now, runId, ...seen);
-          this.db
-            .prepare(
-              `UPDATE ${q(historyTable)} SET "_valid_to" = ?
-               WHERE "_valid_to" IS NULL AND "_version_id" <= ?
-                 AND "id" IN (SELECT "id" FROM ${q(table)} ${exits})`,
-            )
-            .run(now, before, ...seen);
+            .map((column) => column.name)
+            .filter((name) => present.has(name));
+          this.history.exitScope(
+            table,
+            historyTable,
+            columns,
+            { sql: exits, parameters: seen },
+            { at: now, runId, audit },
+          );
         }
         const outOfScope = this.db
           .prepare(`UPDATE ${q(table)} SET "_ocs_out_of_scope_since" = ? ${exits}`)

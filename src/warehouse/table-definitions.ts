@@ -50,6 +50,15 @@ export const OWN_COLUMN_UPDATES: readonly string[] = [
 /** `<table>__history._ocs_version_kind` (VersionKind): why the version was written. */
 export const VERSION_KIND_COLUMN = '_ocs_version_kind';
 
+/**
+ * The chatbot choice's key a row was last served under: on the resource table, and on each history
+ * version (part of its canonical content, canonical.ts).
+ */
+export const SERVED_UNDER_COLUMN = '_ocs_served_under';
+
+/** Set on a resource row the chatbot choice no longer serves; null again once it is served. */
+export const OUT_OF_SCOPE_COLUMN = '_ocs_out_of_scope_since';
+
 /** `"name" TYPE` for each data column. */
 export function dataColumnDefinitions(
   types: DialectTypes,
@@ -92,6 +101,7 @@ export function createHistoryTableSql(
     '"_content_hash" text NOT NULL',
     `"_run_id" ${types.integer}`,
     `"${VERSION_KIND_COLUMN}" text NOT NULL DEFAULT 'served'`,
+    `"${SERVED_UNDER_COLUMN}" text`,
   ];
   return [
     `CREATE TABLE ${qualify(history)} (${definitions.join(', ')})`,

@@ -1,0 +1,299 @@
+/**
+ * A team's chatbot choice in the audit chain, end to end through the CLI on every dialect: scope
+ * exits and returns are versions of their own kind, chained like any other (`scope_exit`,
+ * `scope_return`); a scoped archive built by narrowing, full refreshes under a choice, widening, a
+ * choice changed mid-run (409) and kills verifies clean; and `audit verify` names a hand edit of
+ * `_ocs_out_of_scope_since`, `_ocs_version_kind` or `_ocs_served_under`, and a scope exit deleted.
+ */
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { selectionKey } from '../src/export-api/selection.js';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { idsInScope } from './chatbot-choice-support.js';
+import { runCli, testDialects, type TestWarehouse } from './support.js';
+import {
+  killSyncWhen,
+  openAuditBed,
+  tamper,
+  verifyJson,
+  type AuditBed,
+  type AuditKeys,
+} from './audit-support.js';
+
+/** Owned (chatbots, sessions, chats, messages), shared (participants) and excluded (evaluators). */
+const RESOURCES = ['chatbots', 'participants', 'sessions', 'chats', 'chat_messages', 'evaluators'];
+
+const MODELS: Record<string, string> = {
+  sessions: 'experiments.experimentsession',
+  participants: 'experiments.participant',
+};
+
+describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (dialect) => {
+  let bed: AuditBed;
+  let dataset: FakeDataset;
+  let warehouse: TestWarehouse;
+  let keys: AuditKeys;
+  let env: Record<string, string>;
+
+  beforeEach(async () => {
+    bed = await openAuditBed(dialect, {
+      dataset: {
+        scoped: true,
+        seed: 3,
+        rowsPerResource: 8,
+        // A few chatbots with many conversations each, so every choice serves some of everything.
+        rowCounts: { chatbots: 3, sessions: 24, chats: 20, chat_messages: 40, participants: 12 },
+      },
+      resources: RESOURCES,
+      pageSize: 5,
+      server: { chatbotChoice: { chosen: [] } },
+    });
+    ({ dataset, warehouse, keys, env } = bed);
+  });
+  afterEach(() => bed.close());
+
+  const chatbots = () =>
+    dataset
+      .rows('chatbots')
+      .filter((row) => row.working_version === null || row.working_version === undefined)
+      .map((row) => String(row.public_id));
+  const choose = (chosen: string[]) => bed.server.choice!.set(chosen);
+  const inScope = (chosen: string[], resource: string) =>
+    idsInScope(dataset, chosen, resource, MODELS[resource]!);
+
+  const sync = async (...args: string[]) => {
+    const result = await runCli(['sync', ...args], env);
+    expect(result.stderr).toBe('');
+    expect(result.code, result.stdout).toBe(0);
+    return result;
+  };
+  const expectIntact = async () => {
+    const { result, report } = await verifyJson(env, keys);
+    expect(report.problems).toEqual([]);
+    expect(result.code).toBe(0);
+    return report;
+  };
+  const count = (sql: string) => Number(tamper(warehouse, sql).trim());
+  const entries = (operation: string, table = 'sessions') =>
+    count(
+      `SELECT count(*) FROM _ocs_audit WHERE table_name = '${table}' AND operation = '${operation}';`,
+    );
+
+  /**
+   * Narrowing from [a, b] to [a], a full refresh under [a] (b's rows leave the choice), then a
+   * session of a deleted on the server and found by the next full refresh under [a].
+   */
+  const buildScopedArchive = async () => {
+    const [a, b] = chatbots();
+    choose([a!, b!]);
+    await sync();
+    choose([a!]);
+    await sync();
+    await sync('--full-refresh');
+    const [gone] = [...inScope([a!], 'sessions')];
+    dataset.remove('sessions', [gone!]);
+    await sync('--full-refresh');
+    return { a: a!, b: b!, gone: gone! };
+  };
+
+  it('narrowing, full refreshes under a choice, widening, a choice changed mid-run and kills: the chain verifies clean every time', async () => {
+    const { a, b, gone } = await buildScopedArchive();
+    await expectIntact();
+    // Under [a]: b's sessions left the choice (scope exits), the one deleted under [a] is deleted.
+    const outOfB = [...inScope([a, b], 'sessions')].filter(
+      (id) => !inScope([a], 'sessions').has(id),
+    );
+    expect(outOfB.length).toBeGreaterThan(0);
+    expect(
+      count(
+        'SELECT count(*) FROM sessions WHERE _ocs_out_of_scope_since IS NOT NULL AND _deleted_at IS NULL;',
+      ),
+    ).toBe(outOfB.length);
+    expect(count(`SELECT count(*) FROM sessions WHERE _deleted_at IS NOT NULL;`)).toBe(1);
+    expect(
+      count(`SELECT count(*) FROM sessions WHERE id = ${gone} AND _deleted_at IS NOT NULL;`),
+    ).toBe(1);
+    expect(entries('scope_exit')).toBeGreaterThanOrEqual(outOfB.length);
+    expect(entries('delete')).toBe(1);
+    // Every version's kind is its entry's.
+    expect(
+      count("SELECT count(*) FROM sessions__history WHERE _ocs_version_kind = 'scope_exit';"),
+    ).toBe(
+      count(
+        "SELECT count(*) FROM _ocs_audit WHERE table_name = 'sessions' AND operation = 'scope_exit';",
+      ),
+    );
+
+    // Widening: b's rows come back, as scope returns, with their old updated_at.
+    choose([a, b]);
+    await sync();
+    expect(entries('scope_return')).toBeGreaterThanOrEqual(outOfB.length);
+    expect(count('SELECT count(*) FROM sessions WHERE _ocs_out_of_scope_since IS NOT NULL;')).toBe(
+      0,
+    );
+    await expectIntact();
+
+    // The admin changes the choice while the run walks: 409, the walk starts again under [b].
+    choose([a]);
+    bed.server.choice!.changeAfter(6, [b]);
+    await sync('--full-refresh');
+    expect(bed.server.requests.some((request) => request.status === 409)).toBe(true);
+    expect(
+      tamper(warehouse, 'SELECT selection_key FROM _ocs_runs ORDER BY id DESC LIMIT 1;').trim(),
+    ).toBe(selectionKey([b]));
+    await expectIntact();
+
+    // Killed in the middle of a full refresh under a choice, then again while rows return.
+    choose([a]);
+    await killSyncWhen(bed, env, { resource: 'chat_messages', page: 2 }, {}, ['--full-refresh']);
+    await expectIntact();
+    await sync('--full-refresh');
+    await expectIntact();
+    choose([a, b]);
+    await killSyncWhen(bed, env, { resource: 'chat_messages', page: 3 });
+    await expectIntact();
+    await sync();
+    await expectIntact();
+
+    // The whole team again: everything is back in scope; the real deletion stays.
+    choose([]);
+    await sync('--full-refresh');
+    const report = await expectIntact();
+    expect(count('SELECT count(*) FROM sessions WHERE _ocs_out_of_scope_since IS NOT NULL;')).toBe(
+      0,
+    );
+    expect(count('SELECT count(*) FROM sessions WHERE _deleted_at IS NOT NULL;')).toBe(1);
+    expect(report.checkpoints.checked).toBeGreaterThan(5);
+  });
+
+  /** A row b's sessions left the choice with, one still in it, and the exit's version. */
+  const outRow = () =>
+    tamper(
+      warehouse,
+      'SELECT min(id) FROM sessions WHERE _ocs_out_of_scope_since IS NOT NULL AND _deleted_at IS NULL;',
+    ).trim();
+  const inRow = () =>
+    tamper(
+      warehouse,
+      'SELECT min(id) FROM sessions WHERE _ocs_out_of_scope_since IS NULL AND _deleted_at IS NULL;',
+    ).trim();
+  const exitVersion = () =>
+    tamper(
+      warehouse,
+      `SELECT _version_id FROM sessions__history WHERE id = ${outRow()} AND _ocs_version_kind = 'scope_exit';`,
+    ).trim();
+
+  /** Each change, made with the database's own shell, and what verify must name first. */
+  const changes: Array<{
+    what: string;
+    sql: () => string;
+    kind: string;
+    table?: string;
+    row?: () => string;
+    version?: number;
+  }> = [
+    {
+      what: '_ocs_out_of_scope_since cleared on a row out of the choice',
+      sql: () => `UPDATE sessions SET _ocs_out_of_scope_since = NULL WHERE id = ${outRow()};`,
+      kind: 'out_of_scope_edited',
+      table: 'sessions',
+      row: outRow,
+    },
+    {
+      what: '_ocs_out_of_scope_since set on a row in the choice',
+      sql: () =>
+        `UPDATE sessions SET _ocs_out_of_scope_since = '2026-01-01T00:00:00.000000Z' WHERE id = ${inRow()};`,
+      kind: 'out_of_scope_edited',
+      table: 'sessions',
+      row: inRow,
+    },
+    {
+      what: '_ocs_out_of_scope_since moved',
+      sql: () =>
+        `UPDATE sessions SET _ocs_out_of_scope_since = '2020-01-01T00:00:00.000000Z' WHERE id = ${outRow()};`,
+      kind: 'out_of_scope_edited',
+      table: 'sessions',
+      row: outRow,
+    },
+    {
+      what: "a scope exit's _ocs_version_kind edited",
+      sql: () =>
+        `UPDATE sessions__history SET _ocs_version_kind = 'served' WHERE _version_id = ${exitVersion()};`,
+      kind: 'version_kind_edited',
+      table: 'sessions',
+      row: outRow,
+      version: 2,
+    },
+    {
+      what: 'a scope exit deleted, the version before it opened again',
+      sql: () => {
+        const row = outRow();
+        return [
+          `DELETE FROM sessions__history WHERE _version_id = ${exitVersion()};`,
+          `UPDATE sessions__history SET _valid_to = NULL WHERE id = ${row};`,
+        ].join('\n');
+      },
+      kind: 'version_deleted',
+      table: 'sessions',
+      row: outRow,
+      version: 2,
+    },
+    {
+      what: 'a scope exit forged for a row in the choice',
+      sql: () =>
+        'INSERT INTO sessions__history (id, _valid_from, _content_hash, _ocs_version_kind) ' +
+        `SELECT id, '2026-01-01T00:00:00.000000Z', _content_hash, 'scope_exit' FROM sessions__history WHERE id = ${inRow()} AND _valid_to IS NULL;`,
+      kind: 'version_inserted',
+      table: 'sessions',
+      row: inRow,
+    },
+    {
+      what: 'a scope exit made to look like a deletion',
+      sql: () =>
+        `UPDATE sessions SET _deleted_at = _ocs_out_of_scope_since WHERE id = ${outRow()};`,
+      kind: 'deleted_at_edited',
+      table: 'sessions',
+      row: outRow,
+    },
+    {
+      what: "a live row's _ocs_served_under edited (a later full refresh would take it for deleted)",
+      sql: () => `UPDATE sessions SET _ocs_served_under = 'all' WHERE id = ${outRow()};`,
+      kind: 'served_under_edited',
+      table: 'sessions',
+      row: outRow,
+    },
+    {
+      what: "a version's _ocs_served_under edited",
+      sql: () =>
+        `UPDATE sessions__history SET _ocs_served_under = 'all' WHERE id = ${inRow()} AND _valid_to IS NULL;`,
+      kind: 'value_edited',
+      table: 'sessions',
+      row: inRow,
+    },
+    {
+      what: "the chatbots a choice's key stands for edited",
+      sql: () =>
+        `UPDATE _ocs_chatbot_choices SET chatbots = '[{"public_id":"forged","name":"forged"}]' WHERE selection_key = (SELECT min(selection_key) FROM _ocs_chatbot_choices);`,
+      kind: 'choice_edited',
+      table: '_ocs_chatbot_choices',
+    },
+    {
+      what: "a run's chatbot choice edited",
+      sql: () => "UPDATE _ocs_runs SET selection_key = 'all' WHERE id = 2;",
+      kind: 'record_edited',
+      table: '_ocs_runs',
+      row: () => '2',
+    },
+  ];
+
+  it.each(changes)('names $what ($kind), exit 3', async (change) => {
+    await buildScopedArchive();
+    const row = change.row?.();
+    tamper(warehouse, change.sql());
+    const { result, report } = await verifyJson(env, keys);
+    expect(result.code, result.stderr).toBe(3);
+    expect(report.first?.kind, JSON.stringify(report.problems.slice(0, 3))).toBe(change.kind);
+    if (change.table) expect(report.first?.table).toBe(change.table);
+    if (row) expect(report.first?.row_id).toBe(row);
+    if (change.version) expect(report.first?.version).toBe(change.version);
+  });
+});
