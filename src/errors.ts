@@ -20,6 +20,8 @@ export const ExitCode = {
   statusResourceError: 5,
   /** `status` only: a resource has not synced within `--max-lag`. */
   statusLagging: 6,
+  /** `status` only: the last `audit verify` found the audit archive broken. */
+  statusAuditBroken: 7,
   /** Stopped by SIGINT or SIGTERM before the end; committed pages are kept (128 + SIGINT). */
   interrupted: 130,
 } as const;

@@ -4,7 +4,7 @@
  * unless the operator sets `data_file_mode` (OCS_DATA_FILE_MODE). Every writer of such files goes
  * through here, and `check` uses the same modes to find files made wider since.
  */
-import { chmodSync, closeSync, mkdirSync, openSync } from 'node:fs';
+import { chmodSync, closeSync, constants as fsConstants, mkdirSync, openSync } from 'node:fs';
 import {
   chmod,
   lstat,
@@ -60,6 +60,34 @@ export async function openPrivateFile(
   modes = DEFAULT_PRIVATE_MODES,
 ): Promise<FileHandle> {
   const handle = await open(path, 'wx', modes.file);
+  try {
+    await handle.chmod(modes.file);
+  } catch (error) {
+    await handle.close();
+    await unlink(path).catch(() => undefined);
+    throw error;
+  }
+  return handle;
+}
+
+/**
+ * Opens `path` to read and append, creating it with the file mode (exactly, whatever the umask)
+ * when it is missing; a file that exists keeps its mode (`check` reports one wider than the
+ * setting). Its folder is not created: for a file the operator ships elsewhere (the audit
+ * checkpoint file), a missing folder is more likely a volume not mounted than one to make.
+ */
+export async function openPrivateAppendFile(
+  path: string,
+  modes = DEFAULT_PRIVATE_MODES,
+): Promise<FileHandle> {
+  const append = fsConstants.O_RDWR | fsConstants.O_APPEND;
+  let handle: FileHandle;
+  try {
+    handle = await open(path, append | fsConstants.O_CREAT | fsConstants.O_EXCL, modes.file);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    return open(path, append);
+  }
   try {
     await handle.chmod(modes.file);
   } catch (error) {

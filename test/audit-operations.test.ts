@@ -4,10 +4,11 @@
  * the `history` rule, a chain rebuilt without the key, sealed values that the server seals afresh,
  * schema changes that leave old digests alone.
  */
-import { readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import nacl from 'tweetnacl';
+import { keyId } from '../src/audit/key-id.js';
 import type { FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import type { SignedCheckpoint } from '../src/interfaces.js';
@@ -152,8 +153,107 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect(broken.stdout).toMatch(
       /^Audit chain BROKEN: 1 problem\(s\).*\nFirst broken link: chats, row \d+, entry \d+: a live row edited \(row_edited\): the values of row \d+ in chats differ from its last version/,
     );
+    // A broken archive is a problem of its own for monitoring: exit 7, first of the problems.
     status = await runCli(['status'], env);
-    expect(status.stdout).toMatch(/last verify: BROKEN \(1 problem\(s\); first: chats, row/);
+    expect(status.code).toBe(7);
+    expect(status.stdout).toMatch(
+      /^Health: +the last audit verify \(\d+s ago\) found the audit archive BROKEN: 1 problem\(s\); first: chats, row \d+, entry \d+: a live row edited/m,
+    );
+    expect(status.stdout).toMatch(/; last verify: BROKEN \(see Health\)$/m);
+    const json = JSON.parse((await runCli(['status', '--json'], env)).stdout) as {
+      exit_code: number;
+      healthy: boolean;
+      problems: string[];
+    };
+    expect(json).toMatchObject({ exit_code: 7, healthy: false });
+    expect(json.problems[0]).toMatch(/^the last audit verify .* BROKEN/);
+    // Put back as it was, the next verify passes and status is healthy again.
+    tamper(
+      warehouse,
+      'UPDATE chats SET name = (SELECT h.name FROM chats__history h WHERE h.id = chats.id AND h._valid_to IS NULL) WHERE id = (SELECT min(id) FROM chats);',
+    );
+    await verify();
+    expect((await runCli(['status'], env)).code).toBe(0);
+  });
+
+  it('the checkpoint file is created with data_file_mode; check counts it among the private files', async () => {
+    const shared = join(directory.path, 'shared-checkpoints.jsonl');
+    await sync({ OCS_DATA_FILE_MODE: '0640', OCS_AUDIT_CHECKPOINT_FILE: shared });
+    expect(statSync(shared).mode & 0o777).toBe(0o640);
+    // A file that exists keeps its mode; check says when it is wider than the setting.
+    chmodSync(shared, 0o644);
+    const checked = await runCli(['check'], { ...env, OCS_AUDIT_CHECKPOINT_FILE: shared });
+    expect(checked.stdout).toMatch(
+      /! files private\s+wider than data_file_mode allows .*shared-checkpoints\.jsonl \(0644\)/,
+    );
+  });
+
+  it('check loads the signing key and finds out whether the checkpoint file can be appended to, writing nothing', async () => {
+    const check = (extra: Record<string, string> = {}) => runCli(['check'], { ...env, ...extra });
+    const id = keyId(readFileSync(keys.publicKeyFile, 'utf8').trim());
+    let result = await check();
+    expect(result.stdout).toMatch(
+      new RegExp(
+        `✓ audit signing\\s+Ed25519 key ${id} loads; \\S+checkpoints\\.jsonl is created by the next sync`,
+      ),
+    );
+    expect(result.code).toBe(0);
+    expect(existsSync(keys.checkpointFile)).toBe(false);
+    await sync();
+    const before = readFileSync(keys.checkpointFile, 'utf8');
+    result = await check();
+    expect(result.stdout).toMatch(
+      /✓ audit signing\s+Ed25519 key \w+ loads; checkpoints are appended to /,
+    );
+    expect(readFileSync(keys.checkpointFile, 'utf8')).toBe(before);
+
+    const notAKey = join(directory.path, 'not-a-key');
+    writeFileSync(notAKey, 'not base64 at all!\n', { mode: 0o600 });
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: notAKey });
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(
+      /✗ audit signing\s+The audit signing key file \S+ does not hold an Ed25519 private key \(not base64\)/,
+    );
+    expect(result.stdout).toContain(
+      'fix: Use the ocs-audit-signing.key written by `ocs-sync keygen --signing`',
+    );
+    // 64 bytes whose second half is not the public key of the first: no Ed25519 key.
+    const mismatched = join(directory.path, 'mismatched.key');
+    writeFileSync(mismatched, `${Buffer.alloc(64, 7).toString('base64')}\n`, { mode: 0o600 });
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: mismatched });
+    expect(result.stdout).toMatch(
+      /✗ audit signing .*second half is not the public key of the first/,
+    );
+    const exposed = join(directory.path, 'exposed.key');
+    writeFileSync(exposed, readFileSync(keys.privateKeyFile));
+    chmodSync(exposed, 0o644);
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: exposed });
+    expect(result.stdout).toMatch(
+      /! audit signing\s+Ed25519 key \w+ loads; .*is accessible to group or others/,
+    );
+    expect(result.code).toBe(0);
+
+    const missingFolder = join(directory.path, 'not-mounted', 'checkpoints.jsonl');
+    result = await check({ OCS_AUDIT_CHECKPOINT_FILE: missingFolder });
+    expect(result.code).toBe(1);
+    expect(result.stdout).toMatch(
+      /✗ audit signing\s+the signing key \(Ed25519, key \w+\) loads, but the checkpoint file's folder \S+not-mounted does not exist/,
+    );
+    expect(existsSync(join(directory.path, 'not-mounted'))).toBe(false);
+    result = await check({ OCS_AUDIT_CHECKPOINT_FILE: directory.path });
+    expect(result.stdout).toMatch(/✗ audit signing .*the checkpoint file \S+ is not a file/);
+
+    // On without a key: a chain, but nothing signed. Off: nothing to check.
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: '', OCS_AUDIT_CHECKPOINT_FILE: '' });
+    expect(result.stdout).toMatch(
+      /! audit signing\s+no audit.signing_key_file: the chain is kept, but no checkpoint is signed/,
+    );
+    result = await check({
+      OCS_AUDIT: 'false',
+      OCS_AUDIT_SIGNING_KEY_FILE: '',
+      OCS_AUDIT_CHECKPOINT_FILE: '',
+    });
+    expect(result.stdout).not.toContain('audit signing');
   });
 
   it("runs the README's audit queries with the database's shell", async () => {

@@ -1,12 +1,16 @@
 /**
  * The checkpoint file (audit.checkpoint_file): one JSON line per checkpoint, appended at the end of
- * every run, for the operator to ship off the machine. Created with mode 0600. A line is the
- * canonical JSON of the signed checkpoint, so `audit verify --checkpoints FILE` checks it exactly as
- * the warehouse's copy.
+ * every run, for the operator to ship off the machine. Created private (data_file_mode, 0600 by
+ * default: src/private-files.ts). A line is the canonical JSON of the signed checkpoint, so `audit
+ * verify --checkpoints FILE` checks it exactly as the warehouse's copy.
  */
-import { constants as fsConstants } from 'node:fs';
-import { open, readFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { AuditError } from '../errors.js';
+import {
+  DEFAULT_PRIVATE_MODES,
+  openPrivateAppendFile,
+  type PrivateModes,
+} from '../private-files.js';
 import type { SignedCheckpoint } from '../interfaces.js';
 import { CHECKPOINT_FORMAT } from '../warehouse/audit-chain.js';
 import { canonicalJson } from '../warehouse/canonical.js';
@@ -25,14 +29,11 @@ export function checkpointLine(checkpoint: SignedCheckpoint): string {
 export async function appendCheckpoints(
   file: string,
   newerThan: (seq: number) => Promise<SignedCheckpoint[]>,
+  modes: PrivateModes = DEFAULT_PRIVATE_MODES,
 ): Promise<number> {
   let handle;
   try {
-    handle = await open(
-      file,
-      fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_APPEND,
-      0o600,
-    );
+    handle = await openPrivateAppendFile(file, modes);
   } catch (error) {
     throw fileError(file, error);
   }

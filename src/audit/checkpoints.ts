@@ -6,6 +6,7 @@
 import { describeError } from '../errors.js';
 import type { AuditOutcome, AuditStore, CheckpointSigner } from '../interfaces.js';
 import type { Logger } from '../log.js';
+import type { PrivateModes } from '../private-files.js';
 import { appendCheckpoints } from './checkpoint-file.js';
 import { keyId } from './key-id.js';
 
@@ -14,10 +15,11 @@ export async function writeCheckpoint(
   signer: CheckpointSigner,
   file: string,
   logger: Logger,
+  modes?: PrivateModes,
 ): Promise<AuditOutcome> {
   try {
     const checkpoint = await audit.checkpoint(signer);
-    const appended = await appendCheckpoints(file, (seq) => audit.checkpoints(seq));
+    const appended = await appendCheckpoints(file, (seq) => audit.checkpoints(seq), modes);
     if (checkpoint) {
       logger.info(
         { run: checkpoint.run, seq: checkpoint.seq, key: keyId(signer.publicKey), file },

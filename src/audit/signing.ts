@@ -53,10 +53,18 @@ export function loadSigner(file: string, warn: (message: string) => void): Check
       { hint: `Use the ${SIGNING_KEY_FILE} written by \`ocs-sync keygen --signing\`.` },
     );
   }
-  const pair =
-    bytes.length === SEED_LENGTH
-      ? nacl.sign.keyPair.fromSeed(new Uint8Array(bytes))
-      : nacl.sign.keyPair.fromSecretKey(new Uint8Array(bytes));
+  // A 64-byte secret key is its seed and its public key: the public half must be the seed's own
+  // (tweetnacl does not check), or every signature would fail to verify.
+  const pair = nacl.sign.keyPair.fromSeed(new Uint8Array(bytes.subarray(0, SEED_LENGTH)));
+  if (
+    bytes.length === SECRET_KEY_LENGTH &&
+    !Buffer.from(pair.publicKey).equals(Buffer.from(bytes.subarray(SEED_LENGTH)))
+  ) {
+    throw new KeyError(
+      `The audit signing key file ${file} does not hold an Ed25519 private key (64 bytes whose second half is not the public key of the first).`,
+      { hint: `Use the ${SIGNING_KEY_FILE} written by \`ocs-sync keygen --signing\`.` },
+    );
+  }
   const publicKey = Buffer.from(pair.publicKey).toString('base64');
   return {
     publicKey,

@@ -4,7 +4,7 @@
  * ✓ or ✗ with the fix; exit 0 when every check passes, 1 otherwise. Writes nothing anywhere.
  */
 import type { KeyObject } from 'node:crypto';
-import { accessSync, constants, existsSync } from 'node:fs';
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { loadConfig } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -55,6 +55,7 @@ const NAMES = {
   lock: 'writer lock free',
   files: 'file contents',
   privateFiles: 'files private',
+  audit: 'audit signing',
 } as const;
 
 /** Splits "message\n  hint: fix" into the two parts. */
@@ -80,6 +81,9 @@ const skipped = (name: string, why: string): CheckResult => ({
 export async function runChecks(config: Config): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   const warehouse = await checkWarehouse(config, results);
+  if (config.audit.enabled || config.audit.signingKeyFile !== undefined) {
+    results.push(await auditResult(config));
+  }
   await checkServer(config, warehouse, results);
   // Server checks read better first, as a person sets things up in that order.
   const order = Object.values(NAMES) as string[];
@@ -140,8 +144,78 @@ async function checkWarehouse(
 }
 
 /**
+ * With audit on (or a signing key set): the signing key loads and is an Ed25519 key, and the
+ * checkpoint file can be appended to (or created in its folder), found out without writing
+ * anything.
+ */
+async function auditResult(config: Config): Promise<CheckResult> {
+  const name = NAMES.audit;
+  const { signingKeyFile, checkpointFile } = config.audit;
+  if (signingKeyFile === undefined) {
+    return {
+      name,
+      status: 'warning',
+      detail:
+        'no audit.signing_key_file: the chain is kept, but no checkpoint is signed, so a chain rebuilt by someone with write access to the warehouse would pass `audit verify`',
+      fix: 'Run `ocs-sync keygen --signing --out DIR` and set OCS_AUDIT_SIGNING_KEY_FILE and OCS_AUDIT_CHECKPOINT_FILE.',
+    };
+  }
+  const [{ loadSigner }, { keyId }] = await Promise.all([
+    import('../audit/signing.js'),
+    import('../audit/key-id.js'),
+  ]);
+  const warnings: string[] = [];
+  let publicKey: string;
+  try {
+    publicKey = loadSigner(signingKeyFile, (message) => warnings.push(message)).publicKey;
+  } catch (error) {
+    return failure(name, error);
+  }
+  const file = checkpointFile!;
+  const unusable = checkpointFileProblem(file);
+  if (unusable) {
+    return {
+      name,
+      status: 'failed',
+      detail: `the signing key (Ed25519, key ${keyId(publicKey)}) loads, but ${unusable}`,
+      fix: `Give this user write access there, or set OCS_AUDIT_CHECKPOINT_FILE to a file it may append to (its folder must exist: ocs-sync does not create it).`,
+    };
+  }
+  const where = existsSync(file)
+    ? `checkpoints are appended to ${file}`
+    : `${file} is created by the next sync`;
+  const detail = `Ed25519 key ${keyId(publicKey)} loads; ${where}`;
+  return warnings.length > 0
+    ? { name, status: 'warning', detail: `${detail}; ${warnings.join('; ')}` }
+    : { name, status: 'ok', detail };
+}
+
+/** Why the checkpoint file could not be appended to (or created), or undefined when it can. */
+function checkpointFileProblem(file: string): string | undefined {
+  if (existsSync(file)) {
+    if (!statSync(file).isFile()) return `the checkpoint file ${file} is not a file`;
+    try {
+      // Read too: a run reads its last line to find the checkpoints it lacks.
+      accessSync(file, constants.R_OK | constants.W_OK);
+      return undefined;
+    } catch {
+      return `the checkpoint file ${file} cannot be read and written by this user`;
+    }
+  }
+  const folder = dirname(resolve(file));
+  if (!existsSync(folder)) return `the checkpoint file's folder ${folder} does not exist`;
+  try {
+    accessSync(folder, constants.W_OK | constants.X_OK);
+    return undefined;
+  } catch {
+    return `the checkpoint file ${file} cannot be created: this user may not write to ${folder}`;
+  }
+}
+
+/**
  * Whether the files that hold team data are as private as `data_file_mode` says (0600 files in
- * 0700 folders by default): the SQLite warehouse with its -wal and -shm, and the blob store.
+ * 0700 folders by default): the SQLite warehouse with its -wal and -shm, the blob store, and the
+ * audit checkpoint file.
  */
 async function privateFilesResult(config: Config): Promise<CheckResult> {
   const modes = privateModes(config.dataFileMode);
@@ -151,6 +225,7 @@ async function privateFilesResult(config: Config): Promise<CheckResult> {
       ? sqliteFiles(resolve(target.path))
       : []),
     ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
+    ...(config.audit.checkpointFile !== undefined ? [config.audit.checkpointFile] : []),
   ].filter((path) => existsSync(path));
   const { wider, examined, complete } = await findWiderThanPrivate(paths, modes);
   const allowed = `files ${formatMode(modes.file)}, folders ${formatMode(modes.folder)}`;

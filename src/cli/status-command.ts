@@ -3,7 +3,8 @@
  * cron jobs and monitoring can act on (ExitCode.status*). Reads the warehouse; writes nothing.
  */
 import { ExitCode } from '../errors.js';
-import type { ChatbotChoiceRecord, ResourceStatus } from '../interfaces.js';
+import type { ChatbotChoiceRecord, ResourceStatus, VerificationRecord } from '../interfaces.js';
+import { PRINTABLE_LENGTH, printable } from '../printable.js';
 import { describeChoice } from '../sync/chatbot-choice.js';
 import { openWarehouseReader } from '../warehouse/open-reader.js';
 import { SYNC_RUN_KINDS, type AuditSummary, type RunRecord } from '../warehouse/reader.js';
@@ -34,15 +35,17 @@ export interface Health {
 }
 
 /**
- * Healthy (0) unless, checked in this order: no sync run is recorded or the last one failed (4);
- * a resource's last attempt ended in an error (5); a resource lags more than `maxLagSeconds` (6).
- * Pure, so the rule is tested on its own.
+ * Healthy (0) unless, checked in this order: the last `audit verify` found the archive broken
+ * (7: evidence of a change behind the tool's back outranks any lag); no sync run is recorded or
+ * the last one failed (4); a resource's last attempt ended in an error (5); a resource lags more
+ * than `maxLagSeconds` (6). Pure, so the rule is tested on its own.
  */
 export function judgeHealth(
   lastRun: RunRecord | undefined,
   resources: ResourceStatus[],
   maxLagSeconds: number | undefined,
   now: number,
+  lastVerification: VerificationRecord | null = null,
 ): Health {
   const problems: string[] = [];
   let exitCode: number = ExitCode.ok;
@@ -50,6 +53,12 @@ export function judgeHealth(
     problems.push(problem);
     if (exitCode === ExitCode.ok) exitCode = code;
   };
+  if (lastVerification && lastVerification.intact !== true) {
+    flag(
+      ExitCode.statusAuditBroken,
+      `the last audit verify ${describeBrokenVerify(lastVerification, now)}`,
+    );
+  }
   if (!lastRun) flag(ExitCode.statusLastRunFailed, 'no sync run is recorded yet');
   else if (lastRun.status === 'failed' || lastRun.status === 'interrupted') {
     flag(ExitCode.statusLastRunFailed, `the last run (#${lastRun.id}) ${lastRun.status}`);
@@ -76,6 +85,15 @@ export function judgeHealth(
     }
   }
   return { exitCode, problems };
+}
+
+/** What the last verify found, for a person; it quotes stored text, so it is kept short. */
+function describeBrokenVerify(verification: VerificationRecord, now: number): string {
+  const first =
+    verification.first === undefined
+      ? ''
+      : `; first: ${printable(String(verification.first), { max: PRINTABLE_LENGTH })}`;
+  return `(${formatAgo(String(verification.at), now)}) found the audit archive BROKEN: ${Number(verification.problems)} problem(s)${first}`;
 }
 
 /** Seconds since the resource last synced successfully; null when it never did. */
@@ -108,7 +126,7 @@ export async function runStatusCommand(
     const audit = await reader.audit();
     const choice = await reader.activeChatbotChoice();
     const now = Date.now();
-    const health = judgeHealth(lastRun, resources, maxLagSeconds, now);
+    const health = judgeHealth(lastRun, resources, maxLagSeconds, now, audit.lastVerification);
     if (options.json) {
       context.output.out(
         JSON.stringify(
@@ -183,7 +201,9 @@ export function formatAudit(audit: AuditSummary, now: number): string {
   const verification = audit.lastVerification;
   parts.push(
     verification
-      ? `last verify: ${verification.intact ? 'intact' : `BROKEN (${verification.problems} problem(s); first: ${verification.first ?? '?'})`}, ${formatAgo(verification.at, now)}`
+      ? verification.intact === true
+        ? `last verify: intact, ${formatAgo(String(verification.at), now)}`
+        : 'last verify: BROKEN (see Health)'
       : 'never verified (ocs-sync audit verify)',
   );
   return parts.join('; ');

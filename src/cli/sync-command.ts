@@ -22,6 +22,7 @@ import {
   warnIfSecretsReadableByOthers,
 } from './wiring.js';
 import { writeCheckpoint } from '../audit/checkpoints.js';
+import { privateModes } from '../private-files.js';
 import type { CheckpointSigner } from '../interfaces.js';
 
 export interface SyncCommandOptions {
@@ -132,7 +133,13 @@ export async function syncOnce(
       await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
       // Every run ends with a checkpoint, a failed or interrupted one too.
       const audit = signer
-        ? await writeCheckpoint(warehouse.audit, signer, config.audit.checkpointFile!, logger)
+        ? await writeCheckpoint(
+            warehouse.audit,
+            signer,
+            config.audit.checkpointFile!,
+            logger,
+            privateModes(config.dataFileMode),
+          )
         : undefined;
       if (report && audit) report = { ...report, audit };
     }
