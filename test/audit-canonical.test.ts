@@ -101,11 +101,19 @@ function serverForm(text: string): string {
   return micros === 0 ? `${base}Z` : `${base}.${String(micros).padStart(6, '0')}Z`;
 }
 
-/** A row's canonical text: its non-null data fields, keys sorted, date-times in server form. */
-function readmeRow(row: Record<string, unknown>, types: Map<string, string>): string {
-  const fields = [...types.keys()]
-    .filter((name) => row[name] !== null && row[name] !== undefined)
-    .sort();
+/**
+ * A row's canonical text: its non-null data fields, keys sorted, date-times in server form; and
+ * `_ocs_served_under`, the choice's key, when it was served under a chatbot choice.
+ */
+function readmeRow(
+  served: Record<string, unknown>,
+  types: Map<string, string>,
+  servedUnder?: string,
+): string {
+  const row = servedUnder === undefined ? served : { ...served, _ocs_served_under: servedUnder };
+  const names =
+    servedUnder === undefined ? [...types.keys()] : [...types.keys(), '_ocs_served_under'];
+  const fields = names.filter((name) => row[name] !== null && row[name] !== undefined).sort();
   return `{${fields
     .map((name) => {
       const value = row[name];
@@ -247,6 +255,118 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
     expect(rows.length).toBeGreaterThan(50);
   });
 });
+
+describe.each(testDialects)(
+  'digests and kinds under a chatbot choice, held to the README (%s)',
+  (dialect) => {
+    let bed: AuditBed;
+    const SCOPED = ['chatbots', 'participants', 'sessions', 'chats'];
+
+    beforeAll(async () => {
+      bed = await openAuditBed(dialect, {
+        dataset: {
+          scoped: true,
+          seed: 6,
+          rowsPerResource: 8,
+          rowCounts: { chatbots: 3, sessions: 16 },
+        },
+        resources: SCOPED,
+        server: { chatbotChoice: { chosen: [] } },
+      });
+    });
+    afterAll(() => bed.close());
+
+    const working = () =>
+      bed.dataset
+        .rows('chatbots')
+        .filter((row) => row.working_version === null || row.working_version === undefined)
+        .map((row) => String(row.public_id));
+    const sync = async (...args: string[]) => {
+      const synced = await runCli(['sync', ...args], bed.env);
+      expect(synced.code, synced.stderr).toBe(0);
+    };
+
+    it("a version's digest covers the choice's key it was served under; each version's kind is its entry's operation's", async () => {
+      const [a, b] = working();
+      bed.server.choice!.set([a!, b!]);
+      await sync();
+      bed.server.choice!.set([a!]);
+      await sync('--full-refresh');
+      bed.server.choice!.set([a!, b!]);
+      await sync();
+      const key = bed.server.choice!.key();
+      for (const resource of SCOPED) {
+        const response = await fetch(
+          `${bed.server.url}/api/export/${resource}/?limit=1000&selection=${key}`,
+          { headers: { 'X-Api-Key': ADMIN_KEY } },
+        );
+        const page = parseJsonExact(await response.text()) as {
+          results: Array<Record<string, unknown>>;
+        };
+        const types = new Map(
+          tamper(
+            bed.warehouse,
+            `SELECT column_name, column_type FROM _ocs_columns WHERE table_name = '${resource}';`,
+          )
+            .trim()
+            .split('\n')
+            .map((line) => line.split('|') as [string, string]),
+        );
+        const open = new Map(
+          tamper(
+            bed.warehouse,
+            `SELECT id, _content_hash, _ocs_served_under FROM ${resource}__history WHERE _valid_to IS NULL;`,
+          )
+            .trim()
+            .split('\n')
+            .map((line) => line.split('|') as [string, string, string])
+            .map(([id, hash, servedUnder]) => [id, { hash, servedUnder }]),
+        );
+        expect(page.results.length).toBeGreaterThan(0);
+        for (const row of page.results) {
+          const stored = open.get(String(row.id));
+          expect(stored?.servedUnder, `${resource} ${String(row.id)}`).toBe(key);
+          expect(stored?.hash, `${resource} ${String(row.id)}`).toBe(
+            sha256(readmeRow(row, types, key)),
+          );
+        }
+      }
+      // The README's table: create and change open `served` versions, the others their own kind.
+      const kindOf: Record<string, string> = {
+        create: 'served',
+        change: 'served',
+        scope_exit: 'scope_exit',
+        scope_return: 'scope_return',
+      };
+      for (const resource of SCOPED) {
+        const kinds = tamper(
+          bed.warehouse,
+          `SELECT _ocs_version_kind FROM ${resource}__history ORDER BY id, _version_id;`,
+        )
+          .trim()
+          .split('\n');
+        const operations = tamper(
+          bed.warehouse,
+          `SELECT operation FROM _ocs_audit WHERE table_name = '${resource}' AND operation IN ('create', 'change', 'scope_exit', 'scope_return') ORDER BY row_id, seq;`,
+        )
+          .trim()
+          .split('\n');
+        expect(kinds, resource).toEqual(operations.map((operation) => kindOf[operation]));
+      }
+      expect(
+        tamper(
+          bed.warehouse,
+          'SELECT DISTINCT _ocs_version_kind FROM sessions__history ORDER BY 1;',
+        )
+          .trim()
+          .split('\n'),
+      ).toEqual(['scope_exit', 'scope_return', 'served']);
+      const { result, report } = await verifyJson(bed.env, bed.keys);
+      expect(report.problems).toEqual([]);
+      expect(result.code).toBe(0);
+    });
+  },
+);
 
 describe.runIf(testDialects.length === 2)('SQLite and PostgreSQL', () => {
   it('the same data gives the same digests on both', async () => {

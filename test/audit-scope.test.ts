@@ -8,8 +8,9 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { selectionKey } from '../src/export-api/selection.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { startFakeServer } from '../src/fake-server/server.js';
 import { idsInScope } from './chatbot-choice-support.js';
-import { runCli, testDialects, type TestWarehouse } from './support.js';
+import { runCli, teamKeys, testDialects, type TestWarehouse } from './support.js';
 import {
   killSyncWhen,
   openAuditBed,
@@ -297,3 +298,152 @@ describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (diale
     if (change.version) expect(report.first?.version).toBe(change.version);
   });
 });
+
+/**
+ * Takes a warehouse back to before some of migrations 007 (audit), 008 (chatbot choice) and 009
+ * (the choice on history versions), as an older ocs-sync left it: their tables, columns and
+ * records gone (what SQLite cannot undo, 008's rebuilt CHECK, stays).
+ */
+function rollBack(warehouse: TestWarehouse, migrations: ReadonlyArray<7 | 8 | 9>): void {
+  const tables = tamper(warehouse, 'SELECT DISTINCT table_name FROM _ocs_columns;')
+    .trim()
+    .split('\n');
+  const existing = new Set(
+    tamper(
+      warehouse,
+      warehouse.dialect === 'sqlite'
+        ? "SELECT name FROM sqlite_master WHERE type = 'table';"
+        : 'SELECT tablename FROM pg_tables WHERE schemaname = current_schema();',
+    )
+      .trim()
+      .split('\n'),
+  );
+  const sql: string[] = [];
+  const drop = (table: string, column: string) =>
+    sql.push(`ALTER TABLE "${table}" DROP COLUMN "${column}";`);
+  for (const table of tables) {
+    const history = `${table}__history`;
+    if (migrations.includes(8)) {
+      sql.push(`DROP VIEW IF EXISTS "${table}__live";`);
+      drop(table, '_ocs_out_of_scope_since');
+      drop(table, '_ocs_served_under');
+      if (existing.has(history)) drop(history, '_ocs_version_kind');
+    }
+    if (migrations.includes(9) && existing.has(history)) drop(history, '_ocs_served_under');
+  }
+  if (migrations.includes(8)) {
+    drop('_ocs_runs', 'selection_key');
+    drop('_ocs_resources', 'cursor_selection');
+    drop('_ocs_resources', 'excluded_at');
+    sql.push('DROP TABLE _ocs_chatbot_choices;');
+  }
+  if (migrations.includes(7)) {
+    sql.push(
+      'DROP TABLE _ocs_audit; DROP TABLE _ocs_audit_head; DROP TABLE _ocs_audit_checkpoints;',
+    );
+  }
+  sql.push(`DELETE FROM _ocs_migrations WHERE version IN (${migrations.join(', ')});`);
+  tamper(warehouse, sql.join('\n'));
+}
+
+describe.each(testDialects)('migrations 007, 008 and 009 in any order (%s)', (dialect) => {
+  let bed: AuditBed;
+  afterEach(() => bed.close());
+
+  const open = async (scoped: boolean) => {
+    bed = await openAuditBed(dialect, {
+      dataset: { scoped: true, seed: 4, rowsPerResource: 6, rowCounts: { chatbots: 3 } },
+      resources: RESOURCES,
+      pageSize: 5,
+      server: scoped ? { chatbotChoice: { chosen: [] } } : {},
+    });
+    return bed;
+  };
+  const chosen = (count: number) =>
+    bed.dataset
+      .rows('chatbots')
+      .filter((row) => row.working_version === null || row.working_version === undefined)
+      .slice(0, count)
+      .map((row) => String(row.public_id));
+  const applied = () =>
+    tamper(bed.warehouse, 'SELECT version FROM _ocs_migrations ORDER BY version;')
+      .trim()
+      .split('\n')
+      .map(Number);
+
+  it('an audit warehouse from before choices (007 without 008 and 009) verifies clean once migrated, then follows a scoped server', async () => {
+    await open(false);
+    expect((await runCli(['sync'], bed.env)).code).toBe(0);
+    rollBack(bed.warehouse, [8, 9]);
+    expect(applied()).not.toContain(8);
+    // verify opens the warehouse, which applies 008 and 009: every old version is `served`,
+    // served under no choice, so every digest still holds.
+    let { result, report } = await verifyJson(bed.env, bed.keys);
+    expect(report.problems).toEqual([]);
+    expect(result.code).toBe(0);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+
+    await bed.server.close();
+    bed.server = await startScopedServer(bed, chosen(1));
+    const env = { ...bed.env, OCS_BASE_URL: bed.server.url };
+    const synced = await runCli(['sync', '--full-refresh'], env);
+    expect(synced.code, synced.stdout + synced.stderr).toBe(0);
+    ({ result, report } = await verifyJson(env, bed.keys));
+    expect(report.problems).toEqual([]);
+    expect(result.code).toBe(0);
+    expect(
+      Number(
+        tamper(bed.warehouse, "SELECT count(*) FROM _ocs_audit WHERE operation = 'scope_exit';"),
+      ),
+    ).toBeGreaterThan(0);
+  });
+
+  it("a warehouse main's ocs-sync migrated (008 without 007 and 009) and one from before all three are migrated and synced; audit stays refused on them", async () => {
+    await open(true);
+    bed.server.choice!.set(chosen(2));
+    const plain = Object.fromEntries(
+      Object.entries(bed.env).filter(([name]) => !name.startsWith('OCS_AUDIT')),
+    );
+    const env = { ...plain, OCS_HISTORY: 'true' };
+    const sync = async (extra: Record<string, string> = {}, ...args: string[]) => {
+      const result = await runCli(['sync', ...args], { ...env, ...extra });
+      expect(result.code, result.stdout + result.stderr).toBe(0);
+    };
+    await sync();
+    rollBack(bed.warehouse, [7, 9]);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 8]);
+    bed.server.choice!.set(chosen(1));
+    await sync({}, '--full-refresh');
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(
+      Number(
+        tamper(
+          bed.warehouse,
+          "SELECT count(*) FROM sessions__history WHERE _ocs_version_kind = 'scope_exit';",
+        ),
+      ),
+    ).toBeGreaterThan(0);
+
+    rollBack(bed.warehouse, [7, 8, 9]);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6]);
+    bed.server.choice!.set(chosen(2));
+    await sync();
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect((await runCli(['status'], env)).code).toBe(0);
+
+    // The chain must witness everything from the first run: not on a warehouse that holds data.
+    const refused = await runCli(['sync'], bed.env);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain(
+      'this warehouse already holds runs and tables without an audit chain',
+    );
+  });
+});
+
+function startScopedServer(bed: AuditBed, chosen: string[]) {
+  return startFakeServer({
+    dataset: bed.dataset,
+    teamPublicKeyPem: teamKeys().publicKey,
+    chatbotChoice: { chosen },
+  });
+}
