@@ -256,6 +256,30 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect(result.stdout).not.toContain('audit signing');
   });
 
+  it('what status, audit checkpoints and audit verify quote from the warehouse is escaped and cut', async () => {
+    await sync();
+    const escape = dialect === 'sqlite' ? 'char(27)' : 'chr(27)';
+    const long = `${escape} || '[2J' || '${'x'.repeat(500)}'`;
+    tamper(warehouse, `UPDATE _ocs_audit_checkpoints SET created_at = ${long};`);
+    tamper(
+      warehouse,
+      `UPDATE _ocs_audit SET table_name = 'ch' || ${escape} || 'ats' || '${'y'.repeat(3000)}' WHERE seq = (SELECT min(seq) FROM _ocs_audit WHERE table_name = 'chats');`,
+    );
+    const verified = await runCli(['audit', 'verify', '--public-key', keys.publicKeyFile], env);
+    expect(verified.code).toBe(3);
+    const shown = [
+      verified.stdout,
+      (await runCli(['audit', 'checkpoints'], env)).stdout,
+      (await runCli(['status'], env)).stdout,
+    ];
+    for (const text of shown) {
+      expect(text).not.toContain('\u001b');
+      expect(text).not.toContain('x'.repeat(100));
+      expect(text).not.toContain('y'.repeat(1200));
+    }
+    expect(verified.stdout).toContain('ch\\u001bats');
+  });
+
   it("runs the README's audit queries with the database's shell", async () => {
     await sync();
     const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');

@@ -1,4 +1,5 @@
 /** Times and durations as people read them. Pure. */
+import { printable } from '../printable.js';
 
 /** "45s", "12m", "3h", "2d": a span, rounded to its largest sensible unit. */
 export function formatSpan(ms: number): string {
@@ -14,7 +15,8 @@ export function formatSpan(ms: number): string {
 export function formatAgo(iso: string | null | undefined, now: number): string {
   if (!iso) return 'never';
   const at = Date.parse(iso);
-  if (!Number.isFinite(at)) return iso;
+  // Not a time (stored text edited by hand, or from the server): shown escaped and short.
+  if (!Number.isFinite(at)) return printable(iso, { max: 40 });
   const ago = now - at;
   return ago < -1000 ? `in ${formatSpan(-ago)}` : `${formatSpan(ago)} ago`;
 }
