@@ -9,6 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import { parseJsonExact } from '../src/source/json.js';
+import { workingChatbots } from './chatbot-choice-support.js';
 import { canonicalJson, integralNumberText, rowCanonicalizer } from '../src/warehouse/canonical.js';
 import {
   ADMIN_KEY,
@@ -188,6 +189,32 @@ function awkward(resource: string, row: Record<string, unknown>): Record<string,
 
 const RESOURCES = ['chats', 'chat_messages', 'collections', 'participants'];
 
+/** The rows the server serves of a resource (under a choice's key), exactly as it sends them. */
+async function servedPage(
+  bed: AuditBed,
+  resource: string,
+  selection?: string,
+): Promise<{ results: Array<Record<string, unknown>> }> {
+  const query = selection === undefined ? '' : `&selection=${selection}`;
+  const response = await fetch(`${bed.server.url}/api/export/${resource}/?limit=1000${query}`, {
+    headers: { 'X-Api-Key': ADMIN_KEY },
+  });
+  return parseJsonExact(await response.text()) as { results: Array<Record<string, unknown>> };
+}
+
+/** Each column's logical type, as `_ocs_columns` records it. */
+function columnTypes(bed: AuditBed, resource: string): Map<string, string> {
+  return new Map(
+    tamper(
+      bed.warehouse,
+      `SELECT column_name, column_type FROM _ocs_columns WHERE table_name = '${resource}';`,
+    )
+      .trim()
+      .split('\n')
+      .map((line) => line.split('|') as [string, string]),
+  );
+}
+
 describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
   let bed: AuditBed;
 
@@ -204,21 +231,8 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
 
   it('every version digest is the SHA-256 of the canonical text of the row the server sent', async () => {
     for (const resource of RESOURCES) {
-      const response = await fetch(`${bed.server.url}/api/export/${resource}/?limit=1000`, {
-        headers: { 'X-Api-Key': ADMIN_KEY },
-      });
-      const page = parseJsonExact(await response.text()) as {
-        results: Array<Record<string, unknown>>;
-      };
-      const types = new Map(
-        tamper(
-          bed.warehouse,
-          `SELECT column_name, column_type FROM _ocs_columns WHERE table_name = '${resource}';`,
-        )
-          .trim()
-          .split('\n')
-          .map((line) => line.split('|') as [string, string]),
-      );
+      const page = await servedPage(bed, resource);
+      const types = columnTypes(bed, resource);
       const stored = new Map(
         tamper(bed.warehouse, `SELECT id, _content_hash FROM ${resource}__history;`)
           .trim()
@@ -276,11 +290,7 @@ describe.each(testDialects)(
     });
     afterAll(() => bed.close());
 
-    const working = () =>
-      bed.dataset
-        .rows('chatbots')
-        .filter((row) => row.working_version === null || row.working_version === undefined)
-        .map((row) => String(row.public_id));
+    const working = () => workingChatbots(bed.dataset);
     const sync = async (...args: string[]) => {
       const synced = await runCli(['sync', ...args], bed.env);
       expect(synced.code, synced.stderr).toBe(0);
@@ -296,22 +306,8 @@ describe.each(testDialects)(
       await sync();
       const key = bed.server.choice!.key();
       for (const resource of SCOPED) {
-        const response = await fetch(
-          `${bed.server.url}/api/export/${resource}/?limit=1000&selection=${key}`,
-          { headers: { 'X-Api-Key': ADMIN_KEY } },
-        );
-        const page = parseJsonExact(await response.text()) as {
-          results: Array<Record<string, unknown>>;
-        };
-        const types = new Map(
-          tamper(
-            bed.warehouse,
-            `SELECT column_name, column_type FROM _ocs_columns WHERE table_name = '${resource}';`,
-          )
-            .trim()
-            .split('\n')
-            .map((line) => line.split('|') as [string, string]),
-        );
+        const page = await servedPage(bed, resource, key);
+        const types = columnTypes(bed, resource);
         const open = new Map(
           tamper(
             bed.warehouse,

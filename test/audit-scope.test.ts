@@ -9,15 +9,17 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { selectionKey } from '../src/export-api/selection.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { startFakeServer } from '../src/fake-server/server.js';
-import { idsInScope } from './chatbot-choice-support.js';
+import { idsInScope, workingChatbots } from './chatbot-choice-support.js';
 import { runCli, teamKeys, testDialects, type TestWarehouse } from './support.js';
 import {
+  expectIntact as verifiedIntact,
+  expectNamed,
   killSyncWhen,
   openAuditBed,
   tamper,
-  verifyJson,
   type AuditBed,
   type AuditKeys,
+  type TamperCase,
 } from './audit-support.js';
 
 /** Owned (chatbots, sessions, chats, messages), shared (participants) and excluded (evaluators). */
@@ -52,11 +54,7 @@ describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (diale
   });
   afterEach(() => bed.close());
 
-  const chatbots = () =>
-    dataset
-      .rows('chatbots')
-      .filter((row) => row.working_version === null || row.working_version === undefined)
-      .map((row) => String(row.public_id));
+  const chatbots = () => workingChatbots(dataset);
   const choose = (chosen: string[]) => bed.server.choice!.set(chosen);
   const inScope = (chosen: string[], resource: string) =>
     idsInScope(dataset, chosen, resource, MODELS[resource]!);
@@ -67,12 +65,7 @@ describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (diale
     expect(result.code, result.stdout).toBe(0);
     return result;
   };
-  const expectIntact = async () => {
-    const { result, report } = await verifyJson(env, keys);
-    expect(report.problems).toEqual([]);
-    expect(result.code).toBe(0);
-    return report;
-  };
+  const expectIntact = () => verifiedIntact(env, keys);
   const count = (sql: string) => Number(tamper(warehouse, sql).trim());
   const entries = (operation: string, table = 'sessions') =>
     count(
@@ -184,14 +177,7 @@ describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (diale
     ).trim();
 
   /** Each change, made with the database's own shell, and what verify must name first. */
-  const changes: Array<{
-    what: string;
-    sql: () => string;
-    kind: string;
-    table?: string;
-    row?: () => string;
-    version?: number;
-  }> = [
+  const changes: TamperCase[] = [
     {
       what: '_ocs_out_of_scope_since cleared on a row out of the choice',
       sql: () => `UPDATE sessions SET _ocs_out_of_scope_since = NULL WHERE id = ${outRow()};`,
@@ -288,14 +274,7 @@ describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (diale
 
   it.each(changes)('names $what ($kind), exit 3', async (change) => {
     await buildScopedArchive();
-    const row = change.row?.();
-    tamper(warehouse, change.sql());
-    const { result, report } = await verifyJson(env, keys);
-    expect(result.code, result.stderr).toBe(3);
-    expect(report.first?.kind, JSON.stringify(report.problems.slice(0, 3))).toBe(change.kind);
-    if (change.table) expect(report.first?.table).toBe(change.table);
-    if (row) expect(report.first?.row_id).toBe(row);
-    if (change.version) expect(report.first?.version).toBe(change.version);
+    await expectNamed(warehouse, env, keys, change);
   });
 });
 
@@ -359,12 +338,7 @@ describe.each(testDialects)('migrations 007, 008 and 009 in any order (%s)', (di
     });
     return bed;
   };
-  const chosen = (count: number) =>
-    bed.dataset
-      .rows('chatbots')
-      .filter((row) => row.working_version === null || row.working_version === undefined)
-      .slice(0, count)
-      .map((row) => String(row.public_id));
+  const chosen = (count: number) => workingChatbots(bed.dataset).slice(0, count);
   const applied = () =>
     tamper(bed.warehouse, 'SELECT version FROM _ocs_migrations ORDER BY version;')
       .trim()
@@ -378,9 +352,7 @@ describe.each(testDialects)('migrations 007, 008 and 009 in any order (%s)', (di
     expect(applied()).not.toContain(8);
     // verify opens the warehouse, which applies 008 and 009: every old version is `served`,
     // served under no choice, so every digest still holds.
-    let { result, report } = await verifyJson(bed.env, bed.keys);
-    expect(report.problems).toEqual([]);
-    expect(result.code).toBe(0);
+    await verifiedIntact(bed.env, bed.keys);
     expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
 
     await bed.server.close();
@@ -388,9 +360,7 @@ describe.each(testDialects)('migrations 007, 008 and 009 in any order (%s)', (di
     const env = { ...bed.env, OCS_BASE_URL: bed.server.url };
     const synced = await runCli(['sync', '--full-refresh'], env);
     expect(synced.code, synced.stdout + synced.stderr).toBe(0);
-    ({ result, report } = await verifyJson(env, bed.keys));
-    expect(report.problems).toEqual([]);
-    expect(result.code).toBe(0);
+    await verifiedIntact(env, bed.keys);
     expect(
       Number(
         tamper(bed.warehouse, "SELECT count(*) FROM _ocs_audit WHERE operation = 'scope_exit';"),

@@ -103,6 +103,45 @@ export async function verifyJson(
   return { result, report };
 }
 
+/** `audit verify` with the key and the file finds nothing (exit 0); its report. */
+export async function expectIntact(
+  env: Record<string, string>,
+  keys: AuditKeys,
+): Promise<VerifyJson> {
+  const { result, report } = await verifyJson(env, keys);
+  expect(report.problems).toEqual([]);
+  expect(result.code).toBe(0);
+  return report;
+}
+
+/** A change made with the database's own shell, and what verify must name first. */
+export interface TamperCase {
+  what: string;
+  sql: () => string;
+  kind: string;
+  table?: string;
+  row?: () => string;
+  version?: number;
+}
+
+/** Makes the change and holds verify's first broken link to it (exit 3). */
+export async function expectNamed(
+  warehouse: TestWarehouse,
+  env: Record<string, string>,
+  keys: AuditKeys,
+  change: TamperCase,
+): Promise<void> {
+  const row = change.row?.();
+  tamper(warehouse, change.sql());
+  const { result, report } = await verifyJson(env, keys);
+  expect(result.code, result.stderr).toBe(3);
+  expect(report.intact).toBe(false);
+  expect(report.first?.kind, JSON.stringify(report.problems.slice(0, 3))).toBe(change.kind);
+  if (change.table) expect(report.first?.table).toBe(change.table);
+  if (row) expect(report.first?.row_id).toBe(row);
+  if (change.version) expect(report.first?.version).toBe(change.version);
+}
+
 export interface ProblemJson {
   kind: string;
   table: string | null;

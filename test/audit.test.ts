@@ -12,52 +12,62 @@ import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, testDialects, type TestWarehouse } from './support.js';
 import {
+  expectNamed,
   openAuditBed,
   tamper,
   verifyJson,
   type AuditBed,
   type AuditKeys,
+  type TamperCase,
 } from './audit-support.js';
 
 /** A few resources of every kind: pk and updated_at_id, sealed, files (ledger records). */
 const RESOURCES = ['llm_providers', 'files', 'participants', 'chats', 'chat_messages'];
 
+/** An entry, a stored version and the live row of row 7 of table t, for the pure replays. */
+const entry = (seq: number, operation: AuditOperation, digest: string, at: string) => ({
+  seq,
+  runId: 1,
+  table: 't',
+  rowId: '7',
+  operation,
+  at,
+  digest,
+  prevHash: '',
+  hash: '',
+});
+const version = (
+  versionId: string,
+  content: string,
+  validFrom: string,
+  validTo: string | null,
+  kind = 'served',
+  servedUnder: string | null = null,
+) => ({
+  id: '7',
+  versionId,
+  values: { id: 7, content },
+  servedUnder,
+  validFrom,
+  validTo,
+  contentHash: `${content}${servedUnder ?? ''}`,
+  kind,
+});
+const liveRow = (
+  content: string,
+  outOfScopeSince: string | null = null,
+  servedUnder: string | null = null,
+) => ({
+  id: '7',
+  values: { id: 7, content },
+  servedUnder,
+  deletedAt: null as string | null,
+  outOfScopeSince,
+});
+/** The content hash these rows have: their content, then their key. */
+const hash = (row: Row, servedUnder: string | null) => `${String(row.content)}${servedUnder ?? ''}`;
+
 describe('replaying a row (pure)', () => {
-  const entry = (seq: number, operation: AuditOperation, digest: string, at: string) => ({
-    seq,
-    runId: 1,
-    table: 't',
-    rowId: '7',
-    operation,
-    at,
-    digest,
-    prevHash: '',
-    hash: '',
-  });
-  const version = (
-    versionId: string,
-    content: string,
-    validFrom: string,
-    validTo: string | null,
-    kind = 'served',
-  ) => ({
-    id: '7',
-    versionId,
-    values: { id: 7, content },
-    servedUnder: null,
-    validFrom,
-    validTo,
-    contentHash: content,
-    kind,
-  });
-  const liveRow = (content: string) => ({
-    id: '7',
-    values: { id: 7, content },
-    servedUnder: null,
-    deletedAt: null as string | null,
-    outOfScopeSince: null as string | null,
-  });
-  const hash = (row: Row) => String(row.content);
   const entries = [
     entry(1, 'create', 'a', 'T1'),
     entry(5, 'change', 'b', 'T2'),
@@ -86,59 +96,33 @@ describe('replaying a row (pure)', () => {
 });
 
 describe('replaying scope exits and returns (pure)', () => {
-  const entry = (seq: number, operation: AuditOperation, digest: string, at: string) => ({
-    seq,
-    runId: 1,
-    table: 't',
-    rowId: '7',
-    operation,
-    at,
-    digest,
-    prevHash: '',
-    hash: '',
-  });
-  const version = (
+  const scoped = (
     versionId: string,
     content: string,
-    validFrom: string,
-    validTo: string | null,
+    from: string,
+    to: string | null,
     kind: string,
-  ) => ({
-    id: '7',
-    versionId,
-    values: { id: 7, content },
-    servedUnder: 'k',
-    validFrom,
-    validTo,
-    contentHash: `${content}k`,
-    kind,
-  });
-  const live = (content: string, outOfScopeSince: string | null) => ({
-    id: '7',
-    values: { id: 7, content },
-    servedUnder: 'k',
-    deletedAt: null,
-    outOfScopeSince,
-  });
-  const hash = (row: Row, servedUnder: string | null) => `${String(row.content)}${servedUnder}`;
+  ) => version(versionId, content, from, to, kind, 'k');
+  const live = (content: string, outOfScopeSince: string | null) =>
+    liveRow(content, outOfScopeSince, 'k');
   const replay = (
     entries: ReturnType<typeof entry>[],
-    versions: ReturnType<typeof version>[],
+    versions: ReturnType<typeof scoped>[],
     row: ReturnType<typeof live>,
   ) => replayRow('t', '7', entries, versions, row, hash).map((problem) => problem.kind);
   const exit = [entry(1, 'create', 'ak', 'T1'), entry(4, 'scope_exit', 'ak', 'T2')];
   const exitVersions = [
-    version('1', 'a', 'T1', 'T2', 'served'),
-    version('2', 'a', 'T2', null, 'scope_exit'),
+    scoped('1', 'a', 'T1', 'T2', 'served'),
+    scoped('2', 'a', 'T2', null, 'scope_exit'),
   ];
 
   it('a scope exit keeps the row live, out of scope since its time; a return clears it', () => {
     expect(replay(exit, exitVersions, live('a', 'T2'))).toEqual([]);
     const back = [...exit, entry(8, 'scope_return', 'bk', 'T3')];
     const backVersions = [
-      version('1', 'a', 'T1', 'T2', 'served'),
-      version('2', 'a', 'T2', 'T3', 'scope_exit'),
-      version('3', 'b', 'T3', null, 'scope_return'),
+      scoped('1', 'a', 'T1', 'T2', 'served'),
+      scoped('2', 'a', 'T2', 'T3', 'scope_exit'),
+      scoped('3', 'b', 'T3', null, 'scope_return'),
     ];
     expect(replay(back, backVersions, live('b', null))).toEqual([]);
     // Deleted while out of scope: marked deleted, still out of scope since the exit.
@@ -166,14 +150,14 @@ describe('replaying scope exits and returns (pure)', () => {
     expect(
       replay(
         [entry(1, 'create', 'ak', 'T1'), entry(2, 'scope_return', 'ak', 'T2')],
-        [version('1', 'a', 'T1', 'T2', 'served'), version('2', 'a', 'T2', null, 'scope_return')],
+        [scoped('1', 'a', 'T1', 'T2', 'served'), scoped('2', 'a', 'T2', null, 'scope_return')],
         live('a', null),
       ),
     ).toEqual(['entry_edited']);
     expect(
       replay(
         [entry(1, 'create', 'ak', 'T1'), entry(2, 'scope_exit', 'bk', 'T2')],
-        [version('1', 'a', 'T1', 'T2', 'served'), version('2', 'b', 'T2', null, 'scope_exit')],
+        [scoped('1', 'a', 'T1', 'T2', 'served'), scoped('2', 'b', 'T2', null, 'scope_exit')],
         live('b', 'T2'),
       ),
     ).toEqual(['entry_edited']);
@@ -260,14 +244,7 @@ describe.each(testDialects)('audit archive (%s)', (dialect) => {
     ).trim();
 
   /** Each change, made with the database's own shell, and what verify must name first. */
-  const changes: Array<{
-    what: string;
-    sql: () => string;
-    kind: string;
-    table?: string;
-    row?: () => string;
-    version?: number;
-  }> = [
+  const changes: TamperCase[] = [
     {
       what: 'a value edited in a history version',
       sql: () =>
@@ -452,15 +429,7 @@ describe.each(testDialects)('audit archive (%s)', (dialect) => {
 
   it.each(changes)('names $what ($kind), exit 3', async (change) => {
     await buildArchive();
-    const row = change.row?.();
-    tamper(warehouse, change.sql());
-    const { result, report } = await verifyJson(env, keys);
-    expect(result.code, result.stderr).toBe(3);
-    expect(report.intact).toBe(false);
-    expect(report.first?.kind, JSON.stringify(report.problems.slice(0, 3))).toBe(change.kind);
-    if (change.table) expect(report.first?.table).toBe(change.table);
-    if (row) expect(report.first?.row_id).toBe(row);
-    if (change.version) expect(report.first?.version).toBe(change.version);
+    await expectNamed(warehouse, env, keys, change);
   });
 
   it('names the first broken link even past the problems it lists', async () => {

@@ -65,11 +65,7 @@ export async function openScopedBed(
       },
     });
   const served = new Set<string>();
-  const chatbots = () =>
-    dataset
-      .rows('chatbots')
-      .filter((row) => row.working_version === null || row.working_version === undefined)
-      .map((row) => String(row.public_id));
+  const chatbots = () => workingChatbots(dataset);
   const start = (serverOptions: Partial<FakeServerOptions>) =>
     startFakeServer({
       teamPublicKeyPem: teamKeys().publicKey,
@@ -125,6 +121,14 @@ export async function openScopedBed(
     },
   };
   return bed;
+}
+
+/** Public ids of the dataset's working-version chatbots (the ones a choice names), in id order. */
+export function workingChatbots(dataset: FakeDataset): string[] {
+  return dataset
+    .rows('chatbots')
+    .filter((row) => row.working_version === null || row.working_version === undefined)
+    .map((row) => String(row.public_id));
 }
 
 /** The ids the choice serves of one resource now, as the fake computes them. */

@@ -6,9 +6,11 @@
  *    the previous hash, the head row at its end, every checkpoint's signature, and the chain
  *    passing through every signed head (a chain rebuilt without the key cannot).
  * 2. Every resource table: the entries of each row replayed (AUDIT_OPERATIONS) give the versions
- *    the history table must hold, in order, with their times; each version's digest is recomputed
- *    from its stored values; the live row must be what the last entry left.
+ *    the history table must hold, in order, with their times and kinds; each version's digest is
+ *    recomputed from its stored values and the choice's key it was served under; the live row
+ *    must be what the last entry left (deleted or not, out of the chatbot choice since when).
  * 3. Every chained bookkeeping table: each record's digest recomputed equals its last entry's.
+ * 4. Every chatbot choice recorded: its key is the one its chatbots' ids give.
  */
 import type {
   AuditEntry,
