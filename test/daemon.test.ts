@@ -3,6 +3,7 @@
  * and clock (ticks are fired by hand, nothing sleeps), then the whole `ocs-sync daemon` against
  * the fake export server with a real SQLite warehouse.
  */
+import { getEventListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -15,11 +16,17 @@ import { decodeCursor, parseTimestamp } from '../src/export-api/cursor.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { sampleFileContent } from '../src/fake-server/file-contents.js';
-import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
+import {
+  FILE_CONTENT_ENDPOINT,
+  startFakeServer,
+  type FakeServer,
+} from '../src/fake-server/server.js';
+import { SeededRandom } from '../src/fake-server/random.js';
 import type { RunKind } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import {
+  FAST_RETRIES_YAML,
   createTestWarehouse,
   expectWarehouseEqualsSource,
   runCli,
@@ -29,6 +36,7 @@ import {
   waitFor,
   type TestWarehouse,
 } from './support.js';
+import { linkedAbortController } from '../src/abort.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
 import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
 import { evaluateHealth, type HealthInput } from '../src/daemon/health.js';
@@ -886,6 +894,133 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
       controller.abort();
       await server.close();
       await warehouse.dispose();
+    }
+  });
+});
+
+/** What hangs on a signal: its abort listeners, and (Node 20) the dependants AbortSignal.any left. */
+function attachedTo(signal: AbortSignal): { listeners: number; dependants: number | undefined } {
+  // Node keeps AbortSignal.any's dependants in a Set of WeakRefs under a private symbol; look it
+  // up by its description, and say "unknown" when a Node version keeps them otherwise.
+  const key = Object.getOwnPropertySymbols(signal).find(
+    (symbol) => symbol.description === 'kDependantSignals',
+  );
+  const dependants = key ? (signal as unknown as Record<symbol, unknown>)[key] : undefined;
+  return {
+    listeners: getEventListeners(signal, 'abort').length,
+    dependants: key === undefined ? 0 : (dependants as { size?: number } | undefined)?.size,
+  };
+}
+
+describe('the daemon over many runs in one process', () => {
+  it('counts what hangs on a signal: listeners and the dependants AbortSignal.any leaves', () => {
+    const probe = new AbortController().signal;
+    const any = AbortSignal.any([probe]);
+    // Node 20 and 22 both keep the dependants where attachedTo looks: the count below is real.
+    expect(attachedTo(probe)).toEqual({ listeners: 0, dependants: 1 });
+    expect(any.aborted).toBe(false);
+  });
+
+  it('links a short-lived controller to a long-lived signal until it is released', () => {
+    const parent = new AbortController();
+    const first = linkedAbortController(parent.signal);
+    const second = linkedAbortController(parent.signal);
+    expect(attachedTo(parent.signal)).toEqual({ listeners: 2, dependants: 0 });
+    first.release();
+    first.release();
+    second.abort(new Error('this part only'));
+    expect(second.signal.aborted).toBe(true);
+    // Released, or aborted on its own: nothing of either is left on the parent.
+    expect(attachedTo(parent.signal).listeners).toBe(0);
+    const third = linkedAbortController(parent.signal);
+    parent.abort(new Error('shutdown'));
+    expect(third.signal.reason).toEqual(new Error('shutdown'));
+    expect(first.signal.aborted).toBe(false);
+    expect(linkedAbortController(parent.signal).signal.aborted).toBe(true);
+    expect(linkedAbortController(undefined).signal.aborted).toBe(false);
+  });
+
+  it('hangs nothing more on the daemon signal after 14 runs than after 2: runs, walks and requests release theirs', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 28 });
+    const server = await startFakeServer({
+      dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      // Retries and their backoff sleeps hang listeners too.
+      randomFaults: { seed: 28, rate: 0.05, kinds: [{ kind: 'status', status: 503 }] },
+    });
+    const warehouse = await createTestWarehouse('sqlite');
+    const directory = temporaryDirectory();
+    const controller = new AbortController();
+    try {
+      const configFile = join(directory.path, 'config.yaml');
+      writeFileSync(configFile, FAST_RETRIES_YAML);
+      const config = loadConfig({
+        env: syncEnv(server.url, warehouse.env, {
+          OCS_PAGE_SIZE: '4',
+          OCS_HEALTH_LISTEN: 'off',
+          OCS_CONFIG: configFile,
+        }),
+        needs: { server: true },
+      });
+      const logger = silentLogger();
+      const cron = manualCron();
+      const runSignals: AbortSignal[] = [];
+      const daemon = await startDaemon({
+        schedule: config.schedule,
+        fullRefreshSchedule: config.fullRefreshSchedule,
+        timezone: config.timezone,
+        health: config.health,
+        logger,
+        signal: controller.signal,
+        scheduleFunction: cron.schedule,
+        sync: ({ kind, signal, events, onAttempt }) => {
+          runSignals.push(signal);
+          return syncOnce(config, logger, {
+            fullRefresh: kind === 'full_refresh',
+            signal,
+            events,
+            onAttempt,
+          });
+        },
+      });
+      const random = new SeededRandom(28);
+      const runOnce = async (run: number) => {
+        // Steady change: new rows and files, edits, and deletions for the full refreshes (runs
+        // 2, 6, 10 and 14, the last).
+        dataset.insert('chat_messages', 3);
+        dataset.insert('files', 1);
+        dataset.edit('participants', [dataset.randomId('participants', random)!]);
+        dataset.remove('chat_messages', [dataset.randomId('chat_messages', random)!]);
+        cron.job(run % 4 === 2 ? /full refresh/ : /incremental/).fire();
+        await daemon.scheduler.whenIdle();
+        expect(daemon.scheduler.status().lastRun?.status, `run ${run}`).toBe('ok');
+        // Each run's own signal: its walks and requests left nothing on it either.
+        expect(attachedTo(runSignals.at(-1)!), `run ${run}`).toEqual({
+          listeners: 0,
+          dependants: 0,
+        });
+      };
+      await daemon.scheduler.whenIdle();
+      await runOnce(1);
+      const early = attachedTo(controller.signal);
+      const pagesEarly = server.requests.length;
+      for (let run = 2; run <= 14; run += 1) await runOnce(run);
+      // The runs really walked pages, retried and fetched files in between.
+      expect(server.requests.length - pagesEarly).toBeGreaterThan(13 * 30);
+      expect(server.requests.some((request) => request.fault !== undefined)).toBe(true);
+      expect(
+        server.requests.filter((request) => request.endpoint === FILE_CONTENT_ENDPOINT).length,
+      ).toBeGreaterThan(13);
+      expect(attachedTo(controller.signal)).toEqual(early);
+      // Only the daemon's own shutdown listener is left.
+      expect(early.listeners).toBe(1);
+      expect(early.dependants ?? 0).toBe(0);
+      await expectWarehouseEqualsSource(warehouse, dataset);
+    } finally {
+      controller.abort();
+      await server.close();
+      await warehouse.dispose();
+      directory.remove();
     }
   });
 });

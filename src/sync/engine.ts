@@ -685,24 +685,22 @@ class SyncRun {
     const history = this.historyFor(resource);
 
     let fetchCursor = cursor;
-    const runSignal = this.options.signal;
-    const pages = readAhead<{ page: Page; after: string | null }>(async (signal) => {
-      const page = await source.page(
-        resource,
-        fetchCursor,
-        pageSize,
-        runSignal ? AbortSignal.any([signal, runSignal]) : signal,
-      );
-      const after = cursorAfterPage(page, entry.cursor, fetchCursor);
-      const last = !hasNextPage(page, pageSize);
-      if (!last && after === fetchCursor) {
-        throw new ProtocolError(
-          `GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`,
-        );
-      }
-      fetchCursor = after;
-      return { value: { page, after }, last };
-    }, this.options.pagesInFlight);
+    const pages = readAhead<{ page: Page; after: string | null }>(
+      async (signal) => {
+        const page = await source.page(resource, fetchCursor, pageSize, signal);
+        const after = cursorAfterPage(page, entry.cursor, fetchCursor);
+        const last = !hasNextPage(page, pageSize);
+        if (!last && after === fetchCursor) {
+          throw new ProtocolError(
+            `GET ${resource}/ returned the same cursor twice; stopping to avoid a loop.`,
+          );
+        }
+        fetchCursor = after;
+        return { value: { page, after }, last };
+      },
+      this.options.pagesInFlight,
+      this.options.signal,
+    );
 
     // Write-behind: the warehouse commits a page (on SQLite's writer thread, or in PostgreSQL)
     // while this thread plans and encodes the next one. It commits pages in the order they are
