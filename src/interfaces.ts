@@ -24,6 +24,9 @@
  * - Excluded field: a field `exclude_fields` keeps out of the warehouse (table and history).
  * - Original value: the server's text of a value its column would give back differently, kept in
  *   `_ocs_original_values` so `serve` answers exactly as the server did.
+ * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
+ *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
+ *   counts any step as life and names the latest.
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -54,6 +57,24 @@ export interface Page {
   /** True when the server answered with a bare JSON array instead of `{cursor, has_more, results}`. */
   bare: boolean;
 }
+
+/** One step of a stage of a run (glossary: Progress), e.g. "downloading file contents: 3 of 9 files". */
+export interface StageProgress {
+  /** What is being done, for people: `syncing chat_messages`, `downloading file contents`. */
+  stage: string;
+  /** Steps of this stage done so far ... */
+  done: number;
+  /** ... of this many, when the stage knows. */
+  total?: number;
+  /** What a step is: `rows`, `files`. */
+  unit: string;
+}
+
+/**
+ * Told of every step of every stage of a run, as it happens. Any stage may call it (the walk, the
+ * files step, deletion marking; later ones too): it must be cheap and must not throw.
+ */
+export type ProgressListener = (progress: StageProgress) => void;
 
 /** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
 export interface ExportSource {

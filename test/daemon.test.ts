@@ -22,7 +22,7 @@ import {
   type FakeServer,
 } from '../src/fake-server/server.js';
 import { SeededRandom } from '../src/fake-server/random.js';
-import type { RunKind } from '../src/interfaces.js';
+import type { RunKind, StageProgress } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import {
@@ -39,7 +39,7 @@ import {
 import { linkedAbortController } from '../src/abort.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
 import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
-import { evaluateHealth, type HealthInput } from '../src/daemon/health.js';
+import { describeProgress, evaluateHealth, type HealthInput } from '../src/daemon/health.js';
 import {
   DEFAULT_BACKOFF,
   Scheduler,
@@ -340,6 +340,7 @@ describe('evaluateHealth (pure)', () => {
     maxAgeSeconds: 600,
     running: false,
     lastProgressAt: null,
+    progress: null,
     lastSuccessAt: 900_000,
     lastRunStatus: 'ok',
     lastError: null,
@@ -385,7 +386,7 @@ describe('evaluateHealth (pure)', () => {
     });
     const stuck = evaluateHealth({ ...firstRun, lastProgressAt: 1_000_000 - 700_000 });
     expect(stuck).toMatchObject({ httpStatus: 503, status: 'unhealthy' });
-    expect(stuck.reason).toMatch(/committed nothing for 700 s/);
+    expect(stuck.reason).toMatch(/nothing has moved for 700 s/);
   });
 });
 
@@ -1022,5 +1023,149 @@ describe('the daemon over many runs in one process', () => {
       await warehouse.dispose();
       directory.remove();
     }
+  });
+});
+
+describe('/healthz counts every stage that moves', () => {
+  let cleanup: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const step of cleanup.reverse()) await step();
+    cleanup = [];
+  });
+
+  /** The real sync under startDaemon, on a manual clock, health on a free port. */
+  const startWithRealSync = async (dataset: FakeDataset, maxAgeSeconds: number) => {
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    const controller = new AbortController();
+    cleanup.push(
+      () => server.close(),
+      () => warehouse.dispose(),
+    );
+    const config = loadConfig({
+      env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_FILES_CONCURRENCY: '1' }),
+      needs: { server: true },
+    });
+    const logger = silentLogger();
+    const clock = new ManualClock();
+    const daemon = await startDaemon({
+      schedule: config.schedule,
+      fullRefreshSchedule: null,
+      timezone: config.timezone,
+      health: { listen: { host: '127.0.0.1', port: 0 }, maxAgeSeconds },
+      logger,
+      signal: controller.signal,
+      scheduleFunction: manualCron().schedule,
+      clock,
+      sync: ({ kind, signal, events, onAttempt }) =>
+        syncOnce(config, logger, {
+          fullRefresh: kind === 'full_refresh',
+          signal,
+          events,
+          onAttempt,
+        }),
+    });
+    cleanup.push(async () => {
+      controller.abort();
+      await daemon.stopped;
+    });
+    const health = async () => {
+      const response = await fetch(`${daemon.healthServer!.url}/healthz`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    return { server, daemon, clock, health };
+  };
+
+  it('stays 200 through a first sync whose file downloads outlast max_age_seconds, and turns 503 when they stall', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 5 });
+    const files = dataset.count('files');
+    const withContent = dataset.rows('files').filter((row) => sampleFileContent(row) !== null);
+    expect(withContent.length).toBeGreaterThanOrEqual(6);
+    const { server, daemon, clock, health } = await startWithRealSync(dataset, 60);
+
+    const seen: Array<{ status: number; body: Record<string, unknown> }> = [];
+    const started = new Set<string>();
+    let stalled!: () => void;
+    const stall = new Promise<void>((resolve) => (stalled = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    server.options.onFileContent = async ({ fileId }) => {
+      if (started.has(fileId)) return;
+      started.add(fileId);
+      // Each download takes two thirds of the max age on the daemon's clock: together they
+      // outlast it many times over, while every one of them moves the stage.
+      clock.advance(40_000);
+      seen.push(await health());
+      if (started.size === 4) {
+        stalled();
+        await released;
+      }
+    };
+    await stall;
+    // The fourth download hangs: nothing moves for longer than the max age.
+    clock.advance(21_000);
+    const stuck = await health();
+    expect(stuck.status).toBe(503);
+    expect(stuck.body).toMatchObject({ status: 'unhealthy', running: true, lastSuccessAt: null });
+    expect(stuck.body.stage).toMatch(
+      new RegExp(`^downloading file contents: \\d of ${files} files$`),
+    );
+    expect(String(stuck.body.reason)).toMatch(
+      /nothing has moved for 61 s \(stuck at downloading file contents: \d of \d+ files\)/,
+    );
+    release();
+    await daemon.scheduler.whenIdle();
+    server.options.onFileContent = undefined;
+
+    // Every download was moving: 200, the stage named with how far it was.
+    expect(seen.length).toBeGreaterThanOrEqual(4);
+    expect(clock.time - Date.parse('2026-01-05T10:00:00Z')).toBeGreaterThan(3 * 60_000);
+    for (const [index, { status, body }] of seen.entries()) {
+      expect(status, `download ${index + 1}`).toBe(200);
+      expect(body.stage).toMatch(new RegExp(`^downloading file contents: \\d+ of ${files} files$`));
+      expect(String(body.reason)).toMatch(/A run is in progress and moved 40 s ago \(downloading/);
+    }
+    expect(daemon.scheduler.status().lastRun).toMatchObject({ status: 'ok' });
+    expect(await health()).toMatchObject({ status: 200, body: { stage: null, running: false } });
+  });
+
+  it('reports each step of every stage of a run: pages, deletion marking, relationships, files', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 6 });
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    cleanup.push(
+      () => server.close(),
+      () => warehouse.dispose(),
+    );
+    const config = loadConfig({
+      env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5' }),
+      needs: { server: true },
+    });
+    const run = async (fullRefresh: boolean) => {
+      // Each step as the daemon's /healthz would name it at that moment.
+      const steps: string[] = [];
+      const onProgress = (progress: StageProgress) => steps.push(describeProgress(progress));
+      await syncOnce(config, silentLogger(), { fullRefresh, events: { onProgress } });
+      return steps;
+    };
+    const files = dataset.count('files');
+    const first = await run(false);
+    const messages = dataset.count('chat_messages');
+    expect(first).toContain(`syncing chat_messages: ${messages} rows`);
+    expect(first).toContain('syncing chat_messages: 5 rows');
+    expect(first).toContain('finding relationships and creating indexes');
+    expect(first).toContain(`downloading file contents: 0 of ${files} files`);
+    expect(first.at(-1)).toBe(`downloading file contents: ${files} of ${files} files`);
+
+    dataset.remove('chat_messages', dataset.ids('chat_messages').slice(0, 2));
+    const refresh = await run(true);
+    const marking = 'marking rows of chat_messages the server no longer has';
+    expect(refresh).toContain(`full refresh of chat_messages: ${messages - 2} rows`);
+    expect(refresh.indexOf(marking)).toBeGreaterThan(
+      refresh.indexOf(`full refresh of chat_messages: ${messages - 2} rows`),
+    );
+    expect(refresh[refresh.indexOf(marking) + 1]).toBe(`${marking}: 2 rows`);
+    // Nothing left to download: the stage says so, and nothing more.
+    expect(refresh.at(-1)).toBe('downloading file contents: 0 of 0 files');
   });
 });

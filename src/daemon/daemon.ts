@@ -14,7 +14,7 @@
 import { linkedAbortController } from '../abort.js';
 import { InterruptedError, describeError } from '../errors.js';
 import type { ListenAddress } from '../config/schema.js';
-import type { ResourceStatus, RunKind } from '../interfaces.js';
+import type { ResourceStatus, RunKind, StageProgress } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { SyncEvents, SyncReport } from '../sync/engine.js';
@@ -87,7 +87,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const clock = options.clock ?? { now: () => Date.now() };
   const cleanup = options.cleanup ?? new CleanupStack();
   const metrics = options.metrics ?? new SyncMetrics({ clock, processMetrics: true });
+  // The run in progress: when it last moved, and the step it made (glossary: Progress).
   let lastProgressAt: number | null = null;
+  let lastProgress: StageProgress | null = null;
   let abandonedRun = false;
   if (options.readLastSuccess) {
     try {
@@ -103,11 +105,15 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
   const progressEvents: SyncEvents = {
     onRunStart: () => (lastProgressAt = clock.now()),
-    onPageWritten: () => (lastProgressAt = clock.now()),
+    onProgress: (progress) => {
+      lastProgressAt = clock.now();
+      lastProgress = progress;
+    },
   };
 
   const run = async (kind: RunKind): Promise<RunOutcome> => {
     lastProgressAt = clock.now();
+    lastProgress = null;
     metrics.runStarted();
     logger.info({ kind }, kind === 'full_refresh' ? 'Full refresh starting' : 'Sync starting');
     let outcome: RunOutcome;
@@ -162,6 +168,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         consecutiveFailures: status.consecutiveFailures,
       });
       lastProgressAt = null;
+      lastProgress = null;
     },
   });
 
@@ -172,6 +179,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       maxAgeSeconds: options.health.maxAgeSeconds,
       running: status.running !== null,
       lastProgressAt,
+      progress: lastProgress,
       lastSuccessAt: status.lastSuccessAt,
       lastRunStatus: status.lastRun?.status ?? null,
       lastError: status.lastRun?.error ?? null,

@@ -22,11 +22,13 @@ import type {
   ExportSource,
   ManifestEntry,
   Page,
+  ProgressListener,
   ResourceOutcomeStatus,
   Row,
   RunKind,
   RunStatus,
   SchemaChange,
+  StageProgress,
   Warehouse,
 } from '../interfaces.js';
 import type { Logger } from '../log.js';
@@ -86,6 +88,8 @@ export interface SyncEvents {
   onResourceDone?(report: ResourceReport): void;
   onSchemaChange?(change: SchemaChange): void;
   onFilesDone?(report: FilesReport): void;
+  /** Every step of every stage of the run (pages, files, deletion marking, ...). */
+  onProgress?: ProgressListener;
 }
 
 export interface SyncOptions {
@@ -314,6 +318,7 @@ class SyncRun {
    */
   private async refreshRelationships(entries: readonly ManifestEntry[]): Promise<void> {
     const { warehouse, logger } = this.options;
+    this.progress({ stage: 'finding relationships and creating indexes', done: 0, unit: 'steps' });
     try {
       const models = new Map(
         entries
@@ -354,7 +359,7 @@ class SyncRun {
     const filesResource = reports.find((report) => report.resource === FILES_TABLE);
     if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
     this.throwIfAborted();
-    const report = await step.run(this.options.signal);
+    const report = await step.run(this.options.signal, this.options.events?.onProgress);
     this.options.events?.onFilesDone?.(report);
     return report;
   }
@@ -770,6 +775,11 @@ class SyncRun {
               rows: result.rowsWritten,
               valuesAltered: result.valuesAltered,
             });
+            this.progress({
+              stage: `${fullRefresh ? 'full refresh of' : 'syncing'} ${resource}`,
+              done: report.rows,
+              unit: 'rows',
+            });
           });
         // Awaited below or in `finally`; a failure of the page ahead of it is the one reported.
         written.catch(() => undefined);
@@ -793,12 +803,16 @@ class SyncRun {
     if (fullRefresh) {
       this.throwIfAborted();
       // Only a complete walk may say what is gone; then the cursor moves to where the walk ended.
+      // One statement on the warehouse's side, whatever the table's size: nothing per row here.
+      const marking = `marking rows of ${resource} the server no longer has`;
+      this.progress({ stage: marking, done: 0, unit: 'rows' });
       report.deleted = await warehouse.markMissingAsDeleted(
         resource,
         this.runId,
         this.options.deletes,
         history,
       );
+      this.progress({ stage: marking, done: report.deleted, unit: 'rows' });
       const stored = state?.cursor ?? null;
       await warehouse.writePage({
         runId: this.runId,
@@ -918,6 +932,10 @@ class SyncRun {
 
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
+  }
+
+  private progress(progress: StageProgress): void {
+    this.options.events?.onProgress?.(progress);
   }
 }
 
