@@ -7,8 +7,9 @@
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
  * (and PostgreSQL when a URL is given) through runSync and the real HTTP source, the fetch-only
- * and write-only floors, reruns, the server's own client as the baseline, and a sync at N/10 to
- * show memory does not grow with N. Prints a table and the ratios against their targets.
+ * and write-only floors, reruns, full refreshes that find deleted rows, the server's own client as
+ * the baseline, and a sync and a full refresh at N/10 to show memory does not grow with N. Prints
+ * a table and the ratios against their targets.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -196,14 +197,17 @@ export async function runBenchmark(
   const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-bench-'));
   const stages: BenchResults['stages'] = {};
   const schemaPrefix = `ocs_bench_${process.pid}_${Date.now().toString(36)}`;
-  const postgresTarget = (name: string): WarehouseTarget => ({
+  const postgresTarget = (name: string, dropSchemaAfter = true): WarehouseTarget => ({
     url: options.postgresUrl!,
     schema: `${schemaPrefix}_${name}`,
-    dropSchemaAfter: true,
+    dropSchemaAfter,
   });
   const sqliteTarget = (name: string): WarehouseTarget => ({ url: join(directory, `${name}.db`) });
   const insertedRows = Math.max(1, Math.round(options.rows / 100));
   const tenthRows = Math.max(1, Math.round(options.rows / 10));
+  /** Rows deleted on the server before each full refresh (1%). */
+  const removedRows = insertedRows;
+  const removedTenthRows = Math.max(1, Math.round(tenthRows / 100));
 
   let server = await startServer(options, options.rows);
   const runMeasured = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
@@ -279,10 +283,11 @@ export async function runBenchmark(
         seed: options.seed,
         pageSize,
       });
+      // Kept for the full refresh below.
       await measure('sync-postgres', {
         kind: 'sync',
         server: target,
-        warehouse: postgresTarget('sync'),
+        warehouse: postgresTarget('sync', false),
         pageSize,
         pagesInFlight,
       });
@@ -309,14 +314,46 @@ export async function runBenchmark(
       pagesInFlight,
     });
 
-    await server.close();
-    server = await startServer(options, tenthRows);
-    await measure('sync-sqlite-tenth', {
+    // Full refreshes: every row walked again, and the 1% deleted on the server marked.
+    await server.request({ type: 'remove', count: removedRows });
+    await measure('full-refresh-sqlite', {
       kind: 'sync',
-      server: { url: server.url, apiKey: server.apiKey },
-      warehouse: sqliteTarget('sync-tenth'),
+      server: target,
+      warehouse: main,
       pageSize,
       pagesInFlight,
+      fullRefresh: true,
+    });
+    if (options.postgresUrl) {
+      await measure('full-refresh-postgres', {
+        kind: 'sync',
+        server: target,
+        warehouse: postgresTarget('sync'),
+        pageSize,
+        pagesInFlight,
+        fullRefresh: true,
+      });
+    }
+
+    await server.close();
+    server = await startServer(options, tenthRows);
+    const tenthServer = { url: server.url, apiKey: server.apiKey };
+    const tenth = sqliteTarget('sync-tenth');
+    await measure('sync-sqlite-tenth', {
+      kind: 'sync',
+      server: tenthServer,
+      warehouse: tenth,
+      pageSize,
+      pagesInFlight,
+    });
+    await server.request({ type: 'remove', count: removedTenthRows });
+    await measure('full-refresh-sqlite-tenth', {
+      kind: 'sync',
+      server: tenthServer,
+      warehouse: tenth,
+      pageSize,
+      pagesInFlight,
+      fullRefresh: true,
     });
 
     const cpuList = cpus();
@@ -328,6 +365,8 @@ export async function runBenchmark(
       baselinePageSize: BASELINE_PAGE_SIZE,
       bytesPerRow,
       insertedRows,
+      removedRows,
+      removedTenthRows,
       postgres: options.postgresUrl !== undefined,
       rounds: options.rounds,
       node: process.version,

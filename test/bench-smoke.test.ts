@@ -62,7 +62,15 @@ describe('benchmark smoke run', () => {
       STAGE_LABELS['rerun-unchanged'],
       STAGE_LABELS['rerun-incremental'],
       STAGE_LABELS['sync-sqlite-tenth'],
-      ...(postgresUrl ? [STAGE_LABELS['sync-postgres'], STAGE_LABELS['write-only-postgres']] : []),
+      STAGE_LABELS['full-refresh-sqlite'],
+      STAGE_LABELS['full-refresh-sqlite-tenth'],
+      ...(postgresUrl
+        ? [
+            STAGE_LABELS['sync-postgres'],
+            STAGE_LABELS['write-only-postgres'],
+            STAGE_LABELS['full-refresh-postgres'],
+          ]
+        : []),
     ];
     for (const label of stages) {
       const line = out.split('\n').find((candidate) => candidate.startsWith(label));
@@ -77,10 +85,22 @@ describe('benchmark smoke run', () => {
     expect(out).toMatch(/^rerun, nothing changed +\| +0 \|.*\| +3$/m);
     expect(out).toMatch(/^rerun after 1% new rows +\| +20 \|/m);
     expect(out).toMatch(/^baseline: limit 100, one at a time +\| +2,000 \|/m);
+    // Full refreshes walk every row again (1% deleted since, 1% added) and mark the deleted ones.
+    expect(out).toMatch(/^full refresh -> SQLite, 1% deleted +\| +2,000 \|.*\| +22$/m);
+    expect(out).toMatch(/^full refresh -> SQLite at N\/10 +\| +198 \|.*\| +4$/m);
+    expect(out).toMatch(
+      postgresUrl
+        ? /^rows the full refreshes marked deleted +20 \/ 2 \/ 20 +target = 20 \/ 2 \/ 20 +met /m
+        : /^rows the full refreshes marked deleted +20 \/ 2 +target = 20 \/ 2 +met /m,
+    );
+    expect(out).toMatch(/^RSS along the SQLite full refresh \(10% \/ 50% \/ 90% \/ end/m);
     for (const check of [
       'sync / floor, SQLite (time)',
       'peak RSS(N) / RSS(N/10)',
       'peak RSS of the full sync at N',
+      'full refresh peak RSS(N) / RSS(N/10)',
+      'peak RSS of the full refresh at N, SQLite',
+      ...(postgresUrl ? ['peak RSS of the full refresh at N, PostgreSQL'] : []),
       'speed-up over the baseline',
       'requests of an unchanged rerun',
       'requests of the 1% incremental rerun',
@@ -105,18 +125,31 @@ describe('benchmark smoke run', () => {
       settings: { rows: number; insertedRows: number };
       stages: Record<
         string,
-        { rows: number; peakRssMb: number; serverRequests: number; rowsPerSecond: number }
+        {
+          rows: number;
+          peakRssMb: number;
+          serverRequests: number;
+          rowsPerSecond: number;
+          deleted?: number;
+        }
       >;
       checks: Array<{ name: string; met: boolean }>;
       sqliteRatioByRound: number[];
     };
     expect(results.sqliteRatioByRound).toHaveLength(2);
-    expect(results.settings).toMatchObject({ rows: 2000, insertedRows: 20 });
+    expect(results.settings).toMatchObject({
+      rows: 2000,
+      insertedRows: 20,
+      removedRows: 20,
+      removedTenthRows: 2,
+    });
     expect(results.stages['sync-sqlite']?.rows).toBe(2000);
     expect(results.stages['fetch-only']?.rows).toBe(2000);
     expect(results.stages['write-only-sqlite']?.rows).toBe(2000);
     expect(results.stages['sync-sqlite-tenth']?.rows).toBe(200);
     expect(results.stages['rerun-incremental']?.rows).toBe(20);
+    expect(results.stages['full-refresh-sqlite']).toMatchObject({ rows: 2000, deleted: 20 });
+    expect(results.stages['full-refresh-sqlite-tenth']).toMatchObject({ rows: 198, deleted: 2 });
     // manifest, schema and 20 pages of 100.
     expect(results.stages['baseline']?.serverRequests).toBe(2 + 20);
     // manifest, team, schema and 20 pages.
