@@ -3,6 +3,7 @@
  *
  *   npm run bench -- [--rows N] [--latency MS] [--page-size N] [--pages-in-flight N]
  *                    [--postgres URL] [--seed N] [--json]
+ *   npm run bench -- soak [--minutes 60] …   (the daemon for an hour: soak.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
@@ -32,6 +33,7 @@ import {
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { soakMain, type SoakResults } from './soak.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
   dropPostgresSchema,
@@ -64,6 +66,7 @@ export interface BenchOutput {
   /** The results as data, for callers that check them (the smoke test). */
   results?(results: BenchResults): void;
   startup?(results: StartupResults): void;
+  soak?(results: SoakResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -83,7 +86,9 @@ const USAGE = `Usage: npm run bench -- [options]
   --json               print the results as JSON
   --startup-rounds N   rounds of the start-up stage: node -e 0, ocs-sync --help and ocs-sync
                        status on a demo warehouse, back to back (default 15; 0 skips it)
-  --startup-only       run only the start-up stage`;
+  --startup-only       run only the start-up stage
+
+npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)`;
 
 export class BenchUsageError extends Error {}
 
@@ -394,6 +399,7 @@ const defaultOutput: BenchOutput = {
 
 /** Parses the flags, runs, prints. Returns the exit code (0 ran, 1 failed, 2 usage). */
 export async function main(argv: string[], output: BenchOutput = defaultOutput): Promise<number> {
+  if (argv[0] === 'soak') return soakMain(argv.slice(1), output);
   let options: BenchOptions;
   try {
     options = parseBenchArgs(argv);
