@@ -77,12 +77,15 @@ export interface HeapGrowth {
   countPerRun: number;
 }
 
-/** Groups with more objects in `after` than in `before`, most bytes gained first. */
+/**
+ * Groups with more objects or more bytes in `after` than in `before`, most bytes gained first
+ * (code grows in bytes as more of it is optimized, while its count may fall).
+ */
 export function heapGrowth(before: HeapSummary, after: HeapSummary, runs: number): HeapGrowth[] {
   const grown: HeapGrowth[] = [];
   for (const [group, entry] of after) {
     const earlier = before.get(group) ?? { count: 0, bytes: 0 };
-    if (entry.count <= earlier.count) continue;
+    if (entry.count <= earlier.count && entry.bytes <= earlier.bytes) continue;
     grown.push({
       group,
       before: earlier,

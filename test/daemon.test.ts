@@ -11,6 +11,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { syncOnce } from '../src/cli/sync-command.js';
 import { loadConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
 import { InterruptedError } from '../src/errors.js';
 import { decodeCursor, parseTimestamp } from '../src/export-api/cursor.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
@@ -38,7 +39,12 @@ import {
 } from './support.js';
 import { linkedAbortController } from '../src/abort.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
-import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
+import {
+  startDaemon,
+  type Daemon,
+  type DaemonOptions,
+  type DaemonSyncRequest,
+} from '../src/daemon/daemon.js';
 import { describeProgress, evaluateHealth, type HealthInput } from '../src/daemon/health.js';
 import {
   DEFAULT_BACKOFF,
@@ -815,6 +821,40 @@ describe('ocs-sync daemon against the fake export server', () => {
   });
 });
 
+/**
+ * startDaemon running the real sync (syncOnce) of `config` on a manual cron; `overrides` replace
+ * its options, `onRun` sees each run's request.
+ */
+async function startRealDaemon(
+  config: Config,
+  signal: AbortSignal,
+  overrides: Partial<DaemonOptions> = {},
+  onRun?: (request: DaemonSyncRequest) => void,
+) {
+  const logger = silentLogger();
+  const cron = manualCron();
+  const daemon = await startDaemon({
+    schedule: config.schedule,
+    fullRefreshSchedule: config.fullRefreshSchedule,
+    timezone: config.timezone,
+    health: config.health,
+    logger,
+    signal,
+    scheduleFunction: cron.schedule,
+    sync: (request) => {
+      onRun?.(request);
+      return syncOnce(config, logger, {
+        fullRefresh: request.kind === 'full_refresh',
+        signal: request.signal,
+        events: request.events,
+        onAttempt: request.onAttempt,
+      });
+    },
+    ...overrides,
+  });
+  return { daemon, cron };
+}
+
 describe('startDaemon with the real sync: full refresh on its schedule', () => {
   it('runs the full refresh tick as a full refresh, reconciling deletions into the metrics', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 12, seed: 4 });
@@ -826,23 +866,7 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_HEALTH_LISTEN: 'off' }),
         needs: { server: true },
       });
-      const logger = silentLogger();
-      const cron = manualCron();
-      const daemon = await startDaemon({
-        schedule: config.schedule,
-        fullRefreshSchedule: config.fullRefreshSchedule,
-        timezone: config.timezone,
-        health: config.health,
-        logger,
-        signal: controller.signal,
-        scheduleFunction: cron.schedule,
-        sync: ({ kind, signal, events, onAttempt }) =>
-          syncOnce(config, logger, {
-            fullRefresh: kind === 'full_refresh',
-            signal,
-            events,
-            onAttempt,
-          }),
+      const { daemon, cron } = await startRealDaemon(config, controller.signal, {
         readStatus: async () => {
           const opened = await openWarehouse({ url: config.warehouse.url });
           try {
@@ -963,27 +987,10 @@ describe('the daemon over many runs in one process', () => {
         }),
         needs: { server: true },
       });
-      const logger = silentLogger();
-      const cron = manualCron();
       const runSignals: AbortSignal[] = [];
-      const daemon = await startDaemon({
-        schedule: config.schedule,
-        fullRefreshSchedule: config.fullRefreshSchedule,
-        timezone: config.timezone,
-        health: config.health,
-        logger,
-        signal: controller.signal,
-        scheduleFunction: cron.schedule,
-        sync: ({ kind, signal, events, onAttempt }) => {
-          runSignals.push(signal);
-          return syncOnce(config, logger, {
-            fullRefresh: kind === 'full_refresh',
-            signal,
-            events,
-            onAttempt,
-          });
-        },
-      });
+      const { daemon, cron } = await startRealDaemon(config, controller.signal, {}, (request) =>
+        runSignals.push(request.signal),
+      );
       const random = new SeededRandom(28);
       const runOnce = async (run: number) => {
         // Steady change: new rows and files, edits, and deletions for the full refreshes (runs
@@ -1046,24 +1053,11 @@ describe('/healthz counts every stage that moves', () => {
       env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_FILES_CONCURRENCY: '1' }),
       needs: { server: true },
     });
-    const logger = silentLogger();
     const clock = new ManualClock();
-    const daemon = await startDaemon({
-      schedule: config.schedule,
+    const { daemon } = await startRealDaemon(config, controller.signal, {
       fullRefreshSchedule: null,
-      timezone: config.timezone,
       health: { listen: { host: '127.0.0.1', port: 0 }, maxAgeSeconds },
-      logger,
-      signal: controller.signal,
-      scheduleFunction: manualCron().schedule,
       clock,
-      sync: ({ kind, signal, events, onAttempt }) =>
-        syncOnce(config, logger, {
-          fullRefresh: kind === 'full_refresh',
-          signal,
-          events,
-          onAttempt,
-        }),
     });
     cleanup.push(async () => {
       controller.abort();
