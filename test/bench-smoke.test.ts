@@ -318,6 +318,8 @@ describe('soak', () => {
         '0.3',
         '--window-minutes',
         '0.1',
+        '--warm-up-minutes',
+        '0.1',
         '--schedule-seconds',
         '2',
         '--rows',
@@ -362,7 +364,7 @@ describe('soak', () => {
     );
     expect(snapshots!.first.liveMb).toBeGreaterThan(1);
     expect(out).toMatch(
-      /^(no object group grew|\d+ object group\(s\) grew) by 1 or more objects per run/m,
+      /^(no group of the program's objects grew|\d+ group\(s\) of the program's objects grew) by 1 or more objects per run/m,
     );
     if (snapshots!.grown.length > 0) expect(out).toMatch(/^groups that grew, most bytes first/m);
   }, 240_000);
@@ -470,8 +472,8 @@ describe('soak', () => {
       /--schedule-seconds must be a divisor of 60/,
     );
     expect(() => parseSoakArgs(['--full-refresh-minutes', '7'])).toThrow(/a divisor of 60, or 0/);
-    expect(() => parseSoakArgs(['--minutes', '2', '--window-minutes', '5'])).toThrow(
-      /--window-minutes \(5\) must not be longer than --minutes \(2\)/,
+    expect(() => parseSoakArgs(['--minutes', '8', '--window-minutes', '7'])).toThrow(
+      /--warm-up-minutes \(2\) and one --window-minutes \(7\) must fit in --minutes \(8\)/,
     );
     expect(() => parseSoakArgs(['--fault-rate', '1'])).toThrow(/--fault-rate/);
     expect(() => parseSoakArgs(['--frobnicate'])).toThrow(/Unknown option/);
@@ -480,6 +482,7 @@ describe('soak', () => {
       scheduleSeconds: 10,
       fullRefreshMinutes: 5,
       windowMinutes: 5,
+      warmUpMinutes: 10,
       faultRate: 0.05,
     });
     expect(parseSoakArgs(['--full-refresh-minutes', '0']).fullRefreshMinutes).toBe(0);
