@@ -322,6 +322,8 @@ export interface SoakSnapshot {
   runs: number;
   /** Everything the snapshot holds: the daemon's live heap at that moment. */
   liveMb: number;
+  /** The same without V8's own groups (its compiled code, and its maps): the program's objects. */
+  programMb: number;
 }
 
 export interface SoakResults {
@@ -593,10 +595,13 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       const runsBetween = runsEnded(second.sample) - runsEnded(first.sample);
       const before = summarizeSnapshotFile(first.path);
       const after = summarizeSnapshotFile(second.path);
+      const bytesOf = (summary: HeapSummary, include: (group: string) => boolean) =>
+        [...summary].reduce((sum, [group, { bytes }]) => sum + (include(group) ? bytes : 0), 0);
       const describe = (sample: MetricsSample, summary: HeapSummary): SoakSnapshot => ({
         atMinutes: sample.at / 60_000,
         runs: runsEnded(sample),
-        liveMb: [...summary.values()].reduce((sum, group) => sum + group.bytes, 0) / MB,
+        liveMb: bytesOf(summary, () => true) / MB,
+        programMb: bytesOf(summary, (group) => !V8_GROUPS.has(group)) / MB,
       });
       snapshots = {
         first: describe(first.sample, before),
@@ -723,12 +728,18 @@ export function formatSoakReport(results: SoakResults): string {
     return lines.join('\n');
   }
   const runsBetween = snapshots.second.runs - snapshots.first.runs;
-  const liveGrowthKb = (snapshots.second.liveMb - snapshots.first.liveMb) * 1024;
+  const change = (before: number, after: number) => {
+    const kb = (after - before) * 1024;
+    const perRun = runsBetween > 0 ? (kb * 1024) / runsBetween : undefined;
+    return `${before.toFixed(2)} MB -> ${after.toFixed(2)} MB (${signed(kb, 1)} KB, ${signed(perRun, 0)} bytes per run)`;
+  };
   lines.push(
     `heap snapshots between runs: at ${snapshots.first.atMinutes.toFixed(1)} min (after run ${snapshots.first.runs}) ` +
-      `and at ${snapshots.second.atMinutes.toFixed(1)} min (after run ${snapshots.second.runs}), ${runsBetween} runs apart; ` +
-      `live heap ${snapshots.first.liveMb.toFixed(2)} MB -> ${snapshots.second.liveMb.toFixed(2)} MB ` +
-      `(${signed(liveGrowthKb, 1)} KB, ${signed(runsBetween > 0 ? (liveGrowthKb * 1024) / runsBetween : undefined, 0)} bytes per run)`,
+      `and at ${snapshots.second.atMinutes.toFixed(1)} min (after run ${snapshots.second.runs}), ${runsBetween} runs apart`,
+  );
+  lines.push(`live heap: ${change(snapshots.first.liveMb, snapshots.second.liveMb)}`);
+  lines.push(
+    `the program's objects (the live heap but V8's compiled code and maps): ${change(snapshots.first.programMb, snapshots.second.programMb)}`,
   );
   const growing = snapshots.grown.filter(
     (growth) => growth.countPerRun >= GROWS_WITH_RUNS && !V8_GROUPS.has(growth.group),

@@ -360,8 +360,15 @@ describe('soak', () => {
       /^slope of the minimums after the warm-up: RSS ([+-]\d+\.\d\d|n\/a) MB\/h, heap used ([+-]\d+\.\d\d|n\/a) MB\/h/m,
     );
     expect(out).toMatch(
-      /^heap snapshots between runs: at \d+\.\d min \(after run \d+\) .* live heap \d+\.\d\d MB -> \d+\.\d\d MB \([+-]\d+\.\d KB, [+-]\d+ bytes per run\)$/m,
+      /^heap snapshots between runs: at \d+\.\d min \(after run \d+\) and at \d+\.\d min \(after run \d+\), \d+ runs apart$/m,
     );
+    expect(out).toMatch(
+      /^live heap: \d+\.\d\d MB -> \d+\.\d\d MB \([+-]\d+\.\d KB, ([+-]\d+|n\/a) bytes per run\)$/m,
+    );
+    expect(out).toMatch(
+      /^the program's objects \(the live heap but V8's compiled code and maps\): \d+\.\d\d MB -> /m,
+    );
+    expect(snapshots!.first.programMb).toBeLessThan(snapshots!.first.liveMb);
     expect(snapshots!.first.liveMb).toBeGreaterThan(1);
     expect(out).toMatch(
       /^(no group of the program's objects grew|\d+ group\(s\) of the program's objects grew) by 1 or more objects per run/m,
