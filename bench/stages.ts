@@ -30,13 +30,17 @@ export interface ServerTarget {
 }
 
 export type StageRequest =
-  /** runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun. */
+  /**
+   * runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun; with
+   * `fullRefresh`, a full refresh of the warehouse (walk from the start, mark what is gone).
+   */
   | {
       kind: 'sync';
       server: ServerTarget;
       warehouse: WarehouseTarget;
       pageSize: number;
       pagesInFlight: number;
+      fullRefresh?: boolean;
     }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
@@ -66,6 +70,8 @@ export interface StageResult {
   peakRssMb: number;
   /** RSS sampled every 50 ms during the measured work, at 10%, 50%, 90% and 100% of it, MB. */
   rssProfileMb: number[];
+  /** Rows a full refresh marked deleted. */
+  deleted?: number;
 }
 
 const MB = 1024 * 1024;
@@ -197,6 +203,7 @@ async function syncStage(
         pagesInFlight: request.pagesInFlight,
         concurrency: 1,
         lockWaitMs: 10_000,
+        fullRefresh: request.fullRefresh,
       });
       const seconds = (performance.now() - started) / 1000;
       sampler.end();
@@ -205,7 +212,15 @@ async function syncStage(
           `The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`,
         );
       }
-      return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
+      return {
+        rows: report.rows,
+        pages: report.pages,
+        seconds,
+        requests: source.requestCount,
+        ...(request.fullRefresh
+          ? { deleted: report.resources.reduce((sum, resource) => sum + resource.deleted, 0) }
+          : {}),
+      };
     },
   );
 }
