@@ -964,7 +964,10 @@ class SyncRun {
     if (missing !== 'none') this.throwIfAborted();
     // Only a complete walk may say what is gone or out of the choice. One statement on the
     // warehouse's side, whatever the table's size: nothing per row here.
-    const marking = `marking rows of ${resource} the server no longer serves`;
+    const marking =
+      missing === 'out_of_scope'
+        ? `marking rows of ${resource} the chatbot choice no longer serves`
+        : `marking rows of ${resource} the server no longer has`;
     if (missing !== 'none') this.progress({ stage: marking, done: 0, unit: 'rows' });
     if (missing === 'delete') {
       report.deleted = await warehouse.markMissingAsDeleted(
