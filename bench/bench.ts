@@ -3,12 +3,14 @@
  *
  *   npm run bench -- [--rows N] [--latency MS] [--page-size N] [--pages-in-flight N]
  *                    [--postgres URL] [--seed N] [--json]
+ *   npm run bench -- soak [--minutes 60] …   (the daemon for an hour: soak.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
  * (and PostgreSQL when a URL is given) through runSync and the real HTTP source, the fetch-only
- * and write-only floors, reruns, the server's own client as the baseline, and a sync at N/10 to
- * show memory does not grow with N. Prints a table and the ratios against their targets.
+ * and write-only floors, reruns, full refreshes that find deleted rows, the server's own client as
+ * the baseline, and a sync and a full refresh at N/10 to show memory does not grow with N. Prints
+ * a table and the ratios against their targets.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -31,6 +33,7 @@ import {
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { soakMain, type SoakResults } from './soak.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
   dropPostgresSchema,
@@ -63,6 +66,7 @@ export interface BenchOutput {
   /** The results as data, for callers that check them (the smoke test). */
   results?(results: BenchResults): void;
   startup?(results: StartupResults): void;
+  soak?(results: SoakResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -82,7 +86,9 @@ const USAGE = `Usage: npm run bench -- [options]
   --json               print the results as JSON
   --startup-rounds N   rounds of the start-up stage: node -e 0, ocs-sync --help and ocs-sync
                        status on a demo warehouse, back to back (default 15; 0 skips it)
-  --startup-only       run only the start-up stage`;
+  --startup-only       run only the start-up stage
+
+npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)`;
 
 export class BenchUsageError extends Error {}
 
@@ -196,14 +202,17 @@ export async function runBenchmark(
   const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-bench-'));
   const stages: BenchResults['stages'] = {};
   const schemaPrefix = `ocs_bench_${process.pid}_${Date.now().toString(36)}`;
-  const postgresTarget = (name: string): WarehouseTarget => ({
+  const postgresTarget = (name: string, dropSchemaAfter = true): WarehouseTarget => ({
     url: options.postgresUrl!,
     schema: `${schemaPrefix}_${name}`,
-    dropSchemaAfter: true,
+    dropSchemaAfter,
   });
   const sqliteTarget = (name: string): WarehouseTarget => ({ url: join(directory, `${name}.db`) });
   const insertedRows = Math.max(1, Math.round(options.rows / 100));
   const tenthRows = Math.max(1, Math.round(options.rows / 10));
+  /** Rows deleted on the server before each full refresh (1%). */
+  const removedRows = insertedRows;
+  const removedTenthRows = Math.max(1, Math.round(tenthRows / 100));
 
   let server = await startServer(options, options.rows);
   const runMeasured = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
@@ -279,10 +288,11 @@ export async function runBenchmark(
         seed: options.seed,
         pageSize,
       });
+      // Kept for the full refresh below.
       await measure('sync-postgres', {
         kind: 'sync',
         server: target,
-        warehouse: postgresTarget('sync'),
+        warehouse: postgresTarget('sync', false),
         pageSize,
         pagesInFlight,
       });
@@ -309,14 +319,46 @@ export async function runBenchmark(
       pagesInFlight,
     });
 
-    await server.close();
-    server = await startServer(options, tenthRows);
-    await measure('sync-sqlite-tenth', {
+    // Full refreshes: every row walked again, and the 1% deleted on the server marked.
+    await server.request({ type: 'remove', count: removedRows });
+    await measure('full-refresh-sqlite', {
       kind: 'sync',
-      server: { url: server.url, apiKey: server.apiKey },
-      warehouse: sqliteTarget('sync-tenth'),
+      server: target,
+      warehouse: main,
       pageSize,
       pagesInFlight,
+      fullRefresh: true,
+    });
+    if (options.postgresUrl) {
+      await measure('full-refresh-postgres', {
+        kind: 'sync',
+        server: target,
+        warehouse: postgresTarget('sync'),
+        pageSize,
+        pagesInFlight,
+        fullRefresh: true,
+      });
+    }
+
+    await server.close();
+    server = await startServer(options, tenthRows);
+    const tenthServer = { url: server.url, apiKey: server.apiKey };
+    const tenth = sqliteTarget('sync-tenth');
+    await measure('sync-sqlite-tenth', {
+      kind: 'sync',
+      server: tenthServer,
+      warehouse: tenth,
+      pageSize,
+      pagesInFlight,
+    });
+    await server.request({ type: 'remove', count: removedTenthRows });
+    await measure('full-refresh-sqlite-tenth', {
+      kind: 'sync',
+      server: tenthServer,
+      warehouse: tenth,
+      pageSize,
+      pagesInFlight,
+      fullRefresh: true,
     });
 
     const cpuList = cpus();
@@ -328,6 +370,8 @@ export async function runBenchmark(
       baselinePageSize: BASELINE_PAGE_SIZE,
       bytesPerRow,
       insertedRows,
+      removedRows,
+      removedTenthRows,
       postgres: options.postgresUrl !== undefined,
       rounds: options.rounds,
       node: process.version,
@@ -355,6 +399,7 @@ const defaultOutput: BenchOutput = {
 
 /** Parses the flags, runs, prints. Returns the exit code (0 ran, 1 failed, 2 usage). */
 export async function main(argv: string[], output: BenchOutput = defaultOutput): Promise<number> {
+  if (argv[0] === 'soak') return soakMain(argv.slice(1), output);
   let options: BenchOptions;
   try {
     options = parseBenchArgs(argv);

@@ -30,14 +30,25 @@ function viteNodeCli(): string {
 /** Starts `bench/<name>` (.js built, .ts from source) with an IPC channel. */
 export function startBenchChild(
   name: string,
-  options: { nodeOptions?: string[] } = {},
+  options: {
+    nodeOptions?: string[];
+    args?: string[];
+    env?: NodeJS.ProcessEnv;
+    /** Where the child's stderr goes (default: this process's). */
+    stderr?: 'inherit' | 'pipe';
+  } = {},
 ): ChildProcess {
   const script = join(benchDirectory, `${name}${fromSource ? '.ts' : '.js'}`);
-  const execArgv = options.nodeOptions ?? [];
-  const stdio: ['ignore', 'inherit', 'inherit', 'ipc'] = ['ignore', 'inherit', 'inherit', 'ipc'];
-  if (!fromSource) return fork(script, [], { execArgv, stdio });
+  const { nodeOptions: execArgv = [], args = [], env } = options;
+  const stdio = ['ignore', 'inherit', options.stderr ?? 'inherit', 'ipc'] as const;
+  if (!fromSource) return fork(script, args, { execArgv, stdio: [...stdio], env });
   // vite-node resolves the project from the working directory: the repository root.
-  return fork(viteNodeCli(), [script], { execArgv, stdio, cwd: resolve(benchDirectory, '..') });
+  return fork(viteNodeCli(), [script, ...args], {
+    execArgv,
+    stdio: [...stdio],
+    env,
+    cwd: resolve(benchDirectory, '..'),
+  });
 }
 
 /** Sends one request and waits for the child's next reply (rejects when it exits first). */

@@ -15,6 +15,11 @@ export type ServerRequest =
   | { type: 'start'; rows: number; seed: number; pageLatencyMs: number }
   /** Add `count` new rows (a later `updated_at`: an incremental sync must fetch them). */
   | { type: 'insert'; count: number }
+  /**
+   * Delete `count` rows spread evenly over the rows the server started with, so every warehouse
+   * synced from it holds them (a full refresh must mark them).
+   */
+  | { type: 'remove'; count: number }
   /** Requests served since the last `requests` call. */
   | { type: 'requests' }
   | { type: 'close' };
@@ -27,12 +32,14 @@ export interface ServerStarted {
 }
 
 let server: FakeServer | undefined;
+let startRows = 0;
 
 async function handle(request: ServerRequest): Promise<unknown> {
   switch (request.type) {
     case 'start': {
       if (server) throw new Error('The fake server is already started.');
       const dataset = createBenchDataset(request.rows, request.seed);
+      startRows = request.rows;
       server = await startFakeServer({ dataset, pageLatencyMs: request.pageLatencyMs });
       const sample = dataset.pageAfter(BENCH_RESOURCE, 'updated_at_id', null, 1000).rows;
       const bytesPerRow = sample.length === 0 ? 0 : serializeJson(sample).length / sample.length;
@@ -45,6 +52,13 @@ async function handle(request: ServerRequest): Promise<unknown> {
     case 'insert':
       requireServer().dataset.insert(BENCH_RESOURCE, request.count);
       return requireServer().dataset.count(BENCH_RESOURCE);
+    case 'remove': {
+      const dataset = requireServer().dataset;
+      const ids = dataset.ids(BENCH_RESOURCE).slice(0, startRows);
+      const step = Math.max(1, Math.floor(ids.length / Math.max(1, request.count)));
+      const gone = ids.filter((_, index) => index % step === 0).slice(0, request.count);
+      return dataset.remove(BENCH_RESOURCE, gone);
+    }
     case 'requests': {
       const served = requireServer().requests.length;
       requireServer().requests.length = 0;

@@ -12,7 +12,10 @@ export type StageId =
   | 'baseline'
   | 'rerun-unchanged'
   | 'rerun-incremental'
-  | 'sync-sqlite-tenth';
+  | 'full-refresh-sqlite'
+  | 'full-refresh-postgres'
+  | 'sync-sqlite-tenth'
+  | 'full-refresh-sqlite-tenth';
 
 export const STAGE_LABELS: Record<StageId, string> = {
   'sync-sqlite': 'full sync -> SQLite',
@@ -23,7 +26,10 @@ export const STAGE_LABELS: Record<StageId, string> = {
   baseline: 'baseline: limit 100, one at a time',
   'rerun-unchanged': 'rerun, nothing changed',
   'rerun-incremental': 'rerun after 1% new rows',
+  'full-refresh-sqlite': 'full refresh -> SQLite, 1% deleted',
+  'full-refresh-postgres': 'full refresh -> PostgreSQL, 1% deleted',
   'sync-sqlite-tenth': 'full sync -> SQLite at N/10',
+  'full-refresh-sqlite-tenth': 'full refresh -> SQLite at N/10',
 };
 
 export interface BenchSettings {
@@ -35,6 +41,9 @@ export interface BenchSettings {
   bytesPerRow: number;
   /** Rows added before the incremental rerun. */
   insertedRows: number;
+  /** Rows deleted on the server before the full refreshes at N and at N/10. */
+  removedRows: number;
+  removedTenthRows: number;
   postgres: boolean;
   /** Interleaved rounds of the stages in RatioStageId; the table shows each one's median. */
   rounds: number;
@@ -96,6 +105,17 @@ export function floorRatio(sync: StageResult, fetch: StageResult, write: StageRe
   return sync.seconds / Math.max(fetch.seconds, write.seconds);
 }
 
+function peakRss(name: string, stage: MeasuredStage): Check {
+  return {
+    name,
+    value: stage.peakRssMb,
+    shown: `${stage.peakRssMb.toFixed(1)} MB`,
+    target: `< ${TARGET_RSS_MB} MB`,
+    met: stage.peakRssMb < TARGET_RSS_MB,
+    detail: 'whole syncing process, maxRSS',
+  };
+}
+
 function syncOverFloor(
   name: string,
   sync: MeasuredStage,
@@ -138,13 +158,42 @@ export function computeChecks(settings: BenchSettings, stages: BenchResults['sta
     met: growth <= TARGET_RSS_GROWTH,
     detail: `${sync.peakRssMb.toFixed(1)} MB / ${tenth.peakRssMb.toFixed(1)} MB`,
   });
+  checks.push(peakRss('peak RSS of the full sync at N', sync));
+
+  // A full refresh holds what it needs to find deletions in the warehouse, not in memory.
+  const refresh = need(stages, 'full-refresh-sqlite');
+  const refreshTenth = need(stages, 'full-refresh-sqlite-tenth');
+  const refreshGrowth = refresh.peakRssMb / refreshTenth.peakRssMb;
   checks.push({
-    name: 'peak RSS of the full sync at N',
-    value: sync.peakRssMb,
-    shown: `${sync.peakRssMb.toFixed(1)} MB`,
-    target: `< ${TARGET_RSS_MB} MB`,
-    met: sync.peakRssMb < TARGET_RSS_MB,
-    detail: 'whole syncing process, maxRSS',
+    name: 'full refresh peak RSS(N) / RSS(N/10)',
+    value: refreshGrowth,
+    shown: refreshGrowth.toFixed(2),
+    target: `<= ${TARGET_RSS_GROWTH}`,
+    met: refreshGrowth <= TARGET_RSS_GROWTH,
+    detail: `${refresh.peakRssMb.toFixed(1)} MB / ${refreshTenth.peakRssMb.toFixed(1)} MB`,
+  });
+  checks.push(peakRss('peak RSS of the full refresh at N, SQLite', refresh));
+  const refreshPostgres = stages['full-refresh-postgres'];
+  if (refreshPostgres) {
+    checks.push(peakRss('peak RSS of the full refresh at N, PostgreSQL', refreshPostgres));
+  }
+  const marked = [
+    refresh.deleted,
+    refreshTenth.deleted,
+    ...(refreshPostgres ? [refreshPostgres.deleted] : []),
+  ];
+  const removed = [
+    settings.removedRows,
+    settings.removedTenthRows,
+    ...(refreshPostgres ? [settings.removedRows] : []),
+  ];
+  checks.push({
+    name: 'rows the full refreshes marked deleted',
+    value: refresh.deleted ?? 0,
+    shown: marked.map((count) => formatInteger(count ?? 0)).join(' / '),
+    target: `= ${removed.map(formatInteger).join(' / ')}`,
+    met: marked.every((count, index) => count === removed[index]),
+    detail: `rows deleted on the server before each: at N, at N/10${refreshPostgres ? ', PostgreSQL at N' : ''}`,
   });
 
   const baseline = need(stages, 'baseline');
@@ -199,7 +248,10 @@ const STAGE_ORDER: StageId[] = [
   'baseline',
   'rerun-unchanged',
   'rerun-incremental',
+  'full-refresh-sqlite',
+  'full-refresh-postgres',
   'sync-sqlite-tenth',
+  'full-refresh-sqlite-tenth',
 ];
 
 function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
@@ -280,11 +332,13 @@ export function formatReport(results: BenchResults): string {
         '(the table shows the median round of each stage)',
     );
   }
-  const sync = stages['sync-sqlite'];
-  if (sync && sync.rssProfileMb.length === 4) {
-    lines.push('');
+  const profiles = (['sync-sqlite', 'full-refresh-sqlite'] as const).filter(
+    (id) => stages[id]?.rssProfileMb.length === 4,
+  );
+  if (profiles.length > 0) lines.push('');
+  for (const id of profiles) {
     lines.push(
-      `RSS along the full SQLite sync (10% / 50% / 90% / end of the run): ${sync.rssProfileMb.map((v) => v.toFixed(1)).join(' / ')} MB`,
+      `RSS along the ${id === 'sync-sqlite' ? 'full SQLite sync' : 'SQLite full refresh'} (10% / 50% / 90% / end of the run): ${stages[id]!.rssProfileMb.map((v) => v.toFixed(1)).join(' / ')} MB`,
     );
   }
   if (!settings.postgres) {

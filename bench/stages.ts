@@ -31,7 +31,10 @@ export interface ServerTarget {
 }
 
 export type StageRequest =
-  /** runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun. */
+  /**
+   * runSync with the real HTTP source: a full sync into a fresh warehouse, or a rerun; with
+   * `fullRefresh`, a full refresh of the warehouse (walk from the start, mark what is gone).
+   */
   | {
       kind: 'sync';
       server: ServerTarget;
@@ -40,6 +43,7 @@ export type StageRequest =
       pagesInFlight: number;
       /** What the warehouse keeps besides the rows (default none): history, or the audit chain. */
       keep?: Keeping;
+      fullRefresh?: boolean;
     }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
@@ -81,6 +85,8 @@ export interface StageResult {
   peakRssMb: number;
   /** RSS sampled every 50 ms during the measured work, at 10%, 50%, 90% and 100% of it, MB. */
   rssProfileMb: number[];
+  /** Rows a full refresh marked deleted. */
+  deleted?: number;
 }
 
 const MB = 1024 * 1024;
@@ -221,6 +227,7 @@ async function syncStage(
         pagesInFlight: request.pagesInFlight,
         concurrency: 1,
         lockWaitMs: 10_000,
+        fullRefresh: request.fullRefresh,
       });
       const seconds = (performance.now() - started) / 1000;
       sampler.end();
@@ -229,7 +236,15 @@ async function syncStage(
           `The benchmark sync ended ${report.status}: ${report.resources.map((r) => r.error ?? '').join(' ')}`,
         );
       }
-      return { rows: report.rows, pages: report.pages, seconds, requests: source.requestCount };
+      return {
+        rows: report.rows,
+        pages: report.pages,
+        seconds,
+        requests: source.requestCount,
+        ...(request.fullRefresh
+          ? { deleted: report.resources.reduce((sum, resource) => sum + resource.deleted, 0) }
+          : {}),
+      };
     },
   );
 }

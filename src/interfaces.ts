@@ -39,6 +39,9 @@
  *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
  * - Out of scope: a row the server still has but no longer serves under the current choice;
  *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
+ * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
+ *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
+ *   counts any step as life and names the latest.
  */
 
 export type CursorKind = 'pk' | 'updated_at_id';
@@ -71,6 +74,24 @@ export interface Page {
   /** True when the server answered with a bare JSON array instead of `{cursor, has_more, results}`. */
   bare: boolean;
 }
+
+/** One step of a stage of a run (glossary: Progress), e.g. "downloading file contents: 3 of 9 files". */
+export interface StageProgress {
+  /** What is being done, for people: `syncing chat_messages`, `downloading file contents`. */
+  stage: string;
+  /** Steps of this stage done so far ... */
+  done: number;
+  /** ... of this many, when the stage knows. */
+  total?: number;
+  /** What a step is: `rows`, `files`. */
+  unit: string;
+}
+
+/**
+ * Told of every step of every stage of a run, as it happens. Any stage may call it (the walk, the
+ * files step, deletion marking; later ones too): it must be cheap and must not throw.
+ */
+export type ProgressListener = (progress: StageProgress) => void;
 
 /** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
 export interface ExportSource {

@@ -3,9 +3,10 @@
  * child processes (from source, through vite-node), and the report names every stage and ratio.
  * No timing assertions: only that it runs and says everything it should.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createServer } from 'node:http';
@@ -14,6 +15,14 @@ import { Agent, request } from 'undici';
 import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
 import { main as auditBench, parseAuditBenchArgs } from '../bench/audit.js';
+import { heapGrowth, summarizeSnapshotFile } from '../bench/heap-snapshot.js';
+import {
+  memoryWindows,
+  parseSoakArgs,
+  readMetrics,
+  slopePerHour,
+  type SoakResults,
+} from '../bench/soak.js';
 import type { StartupResults } from '../bench/startup.js';
 import {
   STAGE_LABELS,
@@ -65,7 +74,15 @@ describe('benchmark smoke run', () => {
       STAGE_LABELS['rerun-unchanged'],
       STAGE_LABELS['rerun-incremental'],
       STAGE_LABELS['sync-sqlite-tenth'],
-      ...(postgresUrl ? [STAGE_LABELS['sync-postgres'], STAGE_LABELS['write-only-postgres']] : []),
+      STAGE_LABELS['full-refresh-sqlite'],
+      STAGE_LABELS['full-refresh-sqlite-tenth'],
+      ...(postgresUrl
+        ? [
+            STAGE_LABELS['sync-postgres'],
+            STAGE_LABELS['write-only-postgres'],
+            STAGE_LABELS['full-refresh-postgres'],
+          ]
+        : []),
     ];
     for (const label of stages) {
       const line = out.split('\n').find((candidate) => candidate.startsWith(label));
@@ -80,10 +97,22 @@ describe('benchmark smoke run', () => {
     expect(out).toMatch(/^rerun, nothing changed +\| +0 \|.*\| +3$/m);
     expect(out).toMatch(/^rerun after 1% new rows +\| +20 \|/m);
     expect(out).toMatch(/^baseline: limit 100, one at a time +\| +2,000 \|/m);
+    // Full refreshes walk every row again (1% deleted since, 1% added) and mark the deleted ones.
+    expect(out).toMatch(/^full refresh -> SQLite, 1% deleted +\| +2,000 \|.*\| +22$/m);
+    expect(out).toMatch(/^full refresh -> SQLite at N\/10 +\| +198 \|.*\| +4$/m);
+    expect(out).toMatch(
+      postgresUrl
+        ? /^rows the full refreshes marked deleted +20 \/ 2 \/ 20 +target = 20 \/ 2 \/ 20 +met /m
+        : /^rows the full refreshes marked deleted +20 \/ 2 +target = 20 \/ 2 +met /m,
+    );
+    expect(out).toMatch(/^RSS along the SQLite full refresh \(10% \/ 50% \/ 90% \/ end/m);
     for (const check of [
       'sync / floor, SQLite (time)',
       'peak RSS(N) / RSS(N/10)',
       'peak RSS of the full sync at N',
+      'full refresh peak RSS(N) / RSS(N/10)',
+      'peak RSS of the full refresh at N, SQLite',
+      ...(postgresUrl ? ['peak RSS of the full refresh at N, PostgreSQL'] : []),
       'speed-up over the baseline',
       'requests of an unchanged rerun',
       'requests of the 1% incremental rerun',
@@ -108,18 +137,31 @@ describe('benchmark smoke run', () => {
       settings: { rows: number; insertedRows: number };
       stages: Record<
         string,
-        { rows: number; peakRssMb: number; serverRequests: number; rowsPerSecond: number }
+        {
+          rows: number;
+          peakRssMb: number;
+          serverRequests: number;
+          rowsPerSecond: number;
+          deleted?: number;
+        }
       >;
       checks: Array<{ name: string; met: boolean }>;
       sqliteRatioByRound: number[];
     };
     expect(results.sqliteRatioByRound).toHaveLength(2);
-    expect(results.settings).toMatchObject({ rows: 2000, insertedRows: 20 });
+    expect(results.settings).toMatchObject({
+      rows: 2000,
+      insertedRows: 20,
+      removedRows: 20,
+      removedTenthRows: 2,
+    });
     expect(results.stages['sync-sqlite']?.rows).toBe(2000);
     expect(results.stages['fetch-only']?.rows).toBe(2000);
     expect(results.stages['write-only-sqlite']?.rows).toBe(2000);
     expect(results.stages['sync-sqlite-tenth']?.rows).toBe(200);
     expect(results.stages['rerun-incremental']?.rows).toBe(20);
+    expect(results.stages['full-refresh-sqlite']).toMatchObject({ rows: 2000, deleted: 20 });
+    expect(results.stages['full-refresh-sqlite-tenth']).toMatchObject({ rows: 198, deleted: 2 });
     // manifest, schema and 20 pages of 100.
     expect(results.stages['baseline']?.serverRequests).toBe(2 + 20);
     // manifest, team, schema and 20 pages.
@@ -330,5 +372,202 @@ describe('page memory stage (npm run bench:page)', () => {
     const whole = await run(['--mib', '2', '--limit-mib', '4']);
     expect(whole.code, whole.out).toBe(0);
     expect(whole.out).toMatch(/one value of 2 MiB, http\.max_page_mib 4: exit 0 \(read whole\)/);
+  });
+});
+
+describe('soak', () => {
+  it('runs the daemon as a child on a fast schedule and reports runs, memory minimums and heap growth', async () => {
+    let results: SoakResults | undefined;
+    let out = '';
+    let progress = '';
+    const code = await main(
+      [
+        'soak',
+        '--minutes',
+        '0.3',
+        '--window-minutes',
+        '0.1',
+        '--warm-up-minutes',
+        '0.1',
+        '--schedule-seconds',
+        '2',
+        '--rows',
+        '5',
+        '--page-size',
+        '5',
+        '--change-seconds',
+        '1',
+      ],
+      {
+        out: (text) => (out += `${text}\n`),
+        progress: (text) => (progress += `${text}\n`),
+        soak: (soaked) => (results = soaked),
+      },
+    );
+    expect(progress).not.toMatch(/failed/);
+    expect(code).toBe(0);
+    expect(results).toBeDefined();
+    const { runs, warmUp, windows, snapshots, exitCode, changes } = results!;
+    const ok = Object.entries(runs)
+      .filter(([key]) => key.endsWith('/ok'))
+      .reduce((sum, [, count]) => sum + count, 0);
+    expect(ok).toBeGreaterThanOrEqual(1);
+    expect(changes).toBeGreaterThan(0);
+    // The daemon stopped cleanly on SIGTERM.
+    expect(exitCode).toBe(0);
+    expect(warmUp?.rssMinMb).toBeGreaterThan(0);
+    // Two windows of 0.1 min after the warm-up, or one when the warm-up's snapshot took long.
+    expect(windows.length).toBeGreaterThanOrEqual(1);
+    for (const window of windows) expect(window.heapUsedMinMb).toBeGreaterThan(0);
+    expect(snapshots).toBeDefined();
+    expect(snapshots!.second.atMinutes).toBeGreaterThan(snapshots!.first.atMinutes);
+
+    expect(out).toMatch(/^runs: \d+ ok, \d+ partial, \d+ failed, \d+ interrupted /m);
+    expect(out).toMatch(/^minimums per 0\.1-minute window, after the warm-up:$/m);
+    expect(out).toMatch(/^0\.0-0\.\d \(warm-up\) +\| +\d+ \| +\d+ \| +\d+\.\d \| +\d+\.\d$/m);
+    expect(out).toMatch(
+      /^slope of the minimums after the warm-up: RSS ([+-]\d+\.\d\d|n\/a) MB\/h, heap used ([+-]\d+\.\d\d|n\/a) MB\/h/m,
+    );
+    expect(out).toMatch(
+      /^heap snapshots between runs: at \d+\.\d min \(after run \d+\) and at \d+\.\d min \(after run \d+\), \d+ runs apart$/m,
+    );
+    expect(out).toMatch(
+      /^live heap: \d+\.\d\d MB -> \d+\.\d\d MB \([+-]\d+\.\d KB, ([+-]\d+|n\/a) bytes per run\)$/m,
+    );
+    expect(out).toMatch(
+      /^the program's objects \(the live heap but V8's compiled code and maps\): \d+\.\d\d MB -> /m,
+    );
+    expect(snapshots!.first.programMb).toBeLessThan(snapshots!.first.liveMb);
+    expect(snapshots!.first.liveMb).toBeGreaterThan(1);
+    expect(out).toMatch(
+      /^(no group of the program's objects grew|\d+ group\(s\) of the program's objects grew) by 1 or more objects per run/m,
+    );
+    if (snapshots!.grown.length > 0) expect(out).toMatch(/^groups that grew, most bytes first/m);
+  }, 240_000);
+
+  it('reads the daemon metrics it follows', () => {
+    const sample = readMetrics(
+      [
+        '# HELP process_resident_memory_bytes Resident memory size in bytes.',
+        'process_resident_memory_bytes 104857600',
+        'nodejs_heap_size_used_bytes 20971520',
+        'ocs_sync_run_in_progress 1',
+        'ocs_sync_runs_total{kind="incremental",status="ok"} 7',
+        'ocs_sync_runs_total{kind="full_refresh",status="failed"} 1',
+        'ocs_sync_skipped_ticks_total{reason="overlap"} 2',
+        'ocs_sync_skipped_ticks_total{reason="backoff"} 1',
+        'nodejs_gc_duration_seconds_count{kind="minor"} 40',
+        'nodejs_gc_duration_seconds_count{kind="major"} 3',
+      ].join('\n'),
+      5_000,
+    );
+    expect(sample).toEqual({
+      at: 5_000,
+      rssBytes: 100 * 2 ** 20,
+      heapUsedBytes: 20 * 2 ** 20,
+      running: true,
+      runs: { 'incremental/ok': 7, 'full_refresh/failed': 1 },
+      skippedTicks: 3,
+      majorGcs: 3,
+    });
+  });
+
+  it('takes the minimum of each window after the warm-up, and their slope per hour', () => {
+    const MB = 2 ** 20;
+    const sample = (seconds: number, rssMb: number, heapMb: number, runs: number) => ({
+      at: seconds * 1000,
+      rssBytes: rssMb * MB,
+      heapUsedBytes: heapMb * MB,
+      running: false,
+      runs: { 'incremental/ok': runs },
+      skippedTicks: 0,
+      majorGcs: runs * 2,
+    });
+    const samples = [
+      sample(0, 50, 30, 0),
+      sample(50, 90, 40, 2),
+      // The warm-up ends at 60 s; windows of 60 s follow; the last, shorter one is left out.
+      sample(70, 101, 21, 3),
+      sample(100, 100, 20, 5),
+      sample(130, 102, 21, 6),
+      sample(170, 104, 22, 8),
+      sample(190, 120, 40, 9),
+      sample(200, 99, 10, 10),
+    ];
+    const { warmUp, windows } = memoryWindows(samples, 60_000, 60_000);
+    expect(warmUp).toEqual({
+      startMinutes: 0,
+      endMinutes: 1,
+      rssMinMb: 50,
+      heapUsedMinMb: 30,
+      runs: 2,
+      majorGcs: 4,
+    });
+    expect(windows).toEqual([
+      { startMinutes: 1, endMinutes: 2, rssMinMb: 100, heapUsedMinMb: 20, runs: 3, majorGcs: 6 },
+      { startMinutes: 2, endMinutes: 3, rssMinMb: 102, heapUsedMinMb: 21, runs: 3, majorGcs: 6 },
+    ]);
+    // One more MB each half hour: 2 MB an hour.
+    expect(slopePerHour([0, 30, 60], [10, 11, 12])).toBeCloseTo(2);
+    expect(slopePerHour([0, 30, 60], [12, 12, 12])).toBe(0);
+    expect(slopePerHour([5], [10])).toBeUndefined();
+  });
+
+  it('names the objects that grew between two heap snapshots, per run', () => {
+    const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-heap-'));
+    try {
+      // A small process of its own: a snapshot, 500 objects kept, a second snapshot.
+      execFileSync(process.execPath, [
+        '-e',
+        `const { writeHeapSnapshot } = require('node:v8');
+         class KeptPerRun { constructor(n) { this.n = n; } }
+         const kept = [];
+         writeHeapSnapshot(${JSON.stringify(join(directory, 'a.heapsnapshot'))});
+         for (let n = 0; n < 500; n++) kept.push(new KeptPerRun(n));
+         writeHeapSnapshot(${JSON.stringify(join(directory, 'b.heapsnapshot'))});
+         globalThis.kept = kept;`,
+      ]);
+      const before = summarizeSnapshotFile(join(directory, 'a.heapsnapshot'));
+      const after = summarizeSnapshotFile(join(directory, 'b.heapsnapshot'));
+      expect(before.get('KeptPerRun')).toBeUndefined();
+      expect(after.get('KeptPerRun')?.count).toBe(500);
+      const grown = heapGrowth(before, after, 50);
+      const kept = grown.find((growth) => growth.group === 'KeptPerRun');
+      expect(kept).toMatchObject({ before: { count: 0, bytes: 0 }, countPerRun: 10 });
+      expect(kept!.after.bytes).toBeGreaterThan(0);
+      // Most bytes gained first.
+      const gains = grown.map((growth) => growth.after.bytes - growth.before.bytes);
+      expect(gains).toEqual([...gains].sort((a, b) => b - a));
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses bad soak flags with a usage message', async () => {
+    expect(() => parseSoakArgs(['--schedule-seconds', '7'])).toThrow(
+      /--schedule-seconds must be a divisor of 60/,
+    );
+    expect(() => parseSoakArgs(['--full-refresh-minutes', '7'])).toThrow(/a divisor of 60, or 0/);
+    expect(() => parseSoakArgs(['--minutes', '8', '--window-minutes', '7'])).toThrow(
+      /--warm-up-minutes \(2\) and one --window-minutes \(7\) must fit in --minutes \(8\)/,
+    );
+    expect(() => parseSoakArgs(['--fault-rate', '1'])).toThrow(/--fault-rate/);
+    expect(() => parseSoakArgs(['--frobnicate'])).toThrow(/Unknown option/);
+    expect(parseSoakArgs([])).toMatchObject({
+      minutes: 60,
+      scheduleSeconds: 10,
+      fullRefreshMinutes: 5,
+      windowMinutes: 5,
+      warmUpMinutes: 10,
+      faultRate: 0.05,
+    });
+    expect(parseSoakArgs(['--full-refresh-minutes', '0']).fullRefreshMinutes).toBe(0);
+    let progress = '';
+    const code = await main(['soak', '--minutes', 'soon'], {
+      out: () => undefined,
+      progress: (text) => (progress += text),
+    });
+    expect(code).toBe(2);
+    expect(progress).toMatch(/--minutes must be a positive number/);
   });
 });

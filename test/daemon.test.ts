@@ -3,6 +3,7 @@
  * and clock (ticks are fired by hand, nothing sleeps), then the whole `ocs-sync daemon` against
  * the fake export server with a real SQLite warehouse.
  */
+import { getEventListeners } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -10,16 +11,23 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { syncOnce } from '../src/cli/sync-command.js';
 import { loadConfig } from '../src/config/load.js';
+import type { Config } from '../src/config/schema.js';
 import { InterruptedError } from '../src/errors.js';
 import { decodeCursor, parseTimestamp } from '../src/export-api/cursor.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { sampleFileContent } from '../src/fake-server/file-contents.js';
-import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
-import type { RunKind } from '../src/interfaces.js';
+import {
+  FILE_CONTENT_ENDPOINT,
+  startFakeServer,
+  type FakeServer,
+} from '../src/fake-server/server.js';
+import { SeededRandom } from '../src/fake-server/random.js';
+import type { RunKind, StageProgress } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import {
+  FAST_RETRIES_YAML,
   createTestWarehouse,
   expectWarehouseEqualsSource,
   runCli,
@@ -29,9 +37,15 @@ import {
   waitFor,
   type TestWarehouse,
 } from './support.js';
+import { linkedAbortController } from '../src/abort.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
-import { startDaemon, type Daemon, type DaemonSyncRequest } from '../src/daemon/daemon.js';
-import { evaluateHealth, type HealthInput } from '../src/daemon/health.js';
+import {
+  startDaemon,
+  type Daemon,
+  type DaemonOptions,
+  type DaemonSyncRequest,
+} from '../src/daemon/daemon.js';
+import { describeProgress, evaluateHealth, type HealthInput } from '../src/daemon/health.js';
 import {
   DEFAULT_BACKOFF,
   Scheduler,
@@ -332,6 +346,7 @@ describe('evaluateHealth (pure)', () => {
     maxAgeSeconds: 600,
     running: false,
     lastProgressAt: null,
+    progress: null,
     lastSuccessAt: 900_000,
     lastRunStatus: 'ok',
     lastError: null,
@@ -377,7 +392,7 @@ describe('evaluateHealth (pure)', () => {
     });
     const stuck = evaluateHealth({ ...firstRun, lastProgressAt: 1_000_000 - 700_000 });
     expect(stuck).toMatchObject({ httpStatus: 503, status: 'unhealthy' });
-    expect(stuck.reason).toMatch(/committed nothing for 700 s/);
+    expect(stuck.reason).toMatch(/nothing has moved for 700 s/);
   });
 });
 
@@ -806,6 +821,40 @@ describe('ocs-sync daemon against the fake export server', () => {
   });
 });
 
+/**
+ * startDaemon running the real sync (syncOnce) of `config` on a manual cron; `overrides` replace
+ * its options, `onRun` sees each run's request.
+ */
+async function startRealDaemon(
+  config: Config,
+  signal: AbortSignal,
+  overrides: Partial<DaemonOptions> = {},
+  onRun?: (request: DaemonSyncRequest) => void,
+) {
+  const logger = silentLogger();
+  const cron = manualCron();
+  const daemon = await startDaemon({
+    schedule: config.schedule,
+    fullRefreshSchedule: config.fullRefreshSchedule,
+    timezone: config.timezone,
+    health: config.health,
+    logger,
+    signal,
+    scheduleFunction: cron.schedule,
+    sync: (request) => {
+      onRun?.(request);
+      return syncOnce(config, logger, {
+        fullRefresh: request.kind === 'full_refresh',
+        signal: request.signal,
+        events: request.events,
+        onAttempt: request.onAttempt,
+      });
+    },
+    ...overrides,
+  });
+  return { daemon, cron };
+}
+
 describe('startDaemon with the real sync: full refresh on its schedule', () => {
   it('runs the full refresh tick as a full refresh, reconciling deletions into the metrics', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 12, seed: 4 });
@@ -817,23 +866,7 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_HEALTH_LISTEN: 'off' }),
         needs: { server: true },
       });
-      const logger = silentLogger();
-      const cron = manualCron();
-      const daemon = await startDaemon({
-        schedule: config.schedule,
-        fullRefreshSchedule: config.fullRefreshSchedule,
-        timezone: config.timezone,
-        health: config.health,
-        logger,
-        signal: controller.signal,
-        scheduleFunction: cron.schedule,
-        sync: ({ kind, signal, events, onAttempt }) =>
-          syncOnce(config, logger, {
-            fullRefresh: kind === 'full_refresh',
-            signal,
-            events,
-            onAttempt,
-          }),
+      const { daemon, cron } = await startRealDaemon(config, controller.signal, {
         readStatus: async () => {
           const opened = await openWarehouse({ url: config.warehouse.url });
           try {
@@ -887,5 +920,246 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
       await server.close();
       await warehouse.dispose();
     }
+  });
+});
+
+/** What hangs on a signal: its abort listeners, and (Node 20) the dependants AbortSignal.any left. */
+function attachedTo(signal: AbortSignal): { listeners: number; dependants: number | undefined } {
+  // Node keeps AbortSignal.any's dependants in a Set of WeakRefs under a private symbol; look it
+  // up by its description, and say "unknown" when a Node version keeps them otherwise.
+  const key = Object.getOwnPropertySymbols(signal).find(
+    (symbol) => symbol.description === 'kDependantSignals',
+  );
+  const dependants = key ? (signal as unknown as Record<symbol, unknown>)[key] : undefined;
+  return {
+    listeners: getEventListeners(signal, 'abort').length,
+    dependants: key === undefined ? 0 : (dependants as { size?: number } | undefined)?.size,
+  };
+}
+
+describe('the daemon over many runs in one process', () => {
+  it('counts what hangs on a signal: listeners and the dependants AbortSignal.any leaves', () => {
+    const probe = new AbortController().signal;
+    const any = AbortSignal.any([probe]);
+    // Node 20 and 22 both keep the dependants where attachedTo looks: the count below is real.
+    expect(attachedTo(probe)).toEqual({ listeners: 0, dependants: 1 });
+    expect(any.aborted).toBe(false);
+  });
+
+  it('links a short-lived controller to a long-lived signal until it is released', () => {
+    const parent = new AbortController();
+    const first = linkedAbortController(parent.signal);
+    const second = linkedAbortController(parent.signal);
+    expect(attachedTo(parent.signal)).toEqual({ listeners: 2, dependants: 0 });
+    first.release();
+    first.release();
+    second.abort(new Error('this part only'));
+    expect(second.signal.aborted).toBe(true);
+    // Released, or aborted on its own: nothing of either is left on the parent.
+    expect(attachedTo(parent.signal).listeners).toBe(0);
+    const third = linkedAbortController(parent.signal);
+    parent.abort(new Error('shutdown'));
+    expect(third.signal.reason).toEqual(new Error('shutdown'));
+    expect(first.signal.aborted).toBe(false);
+    expect(linkedAbortController(parent.signal).signal.aborted).toBe(true);
+    expect(linkedAbortController(undefined).signal.aborted).toBe(false);
+  });
+
+  it('hangs nothing more on the daemon signal after 14 runs than after 2: runs, walks and requests release theirs', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 28 });
+    const server = await startFakeServer({
+      dataset,
+      teamPublicKeyPem: teamKeys().publicKey,
+      // Retries and their backoff sleeps hang listeners too.
+      randomFaults: { seed: 28, rate: 0.05, kinds: [{ kind: 'status', status: 503 }] },
+    });
+    const warehouse = await createTestWarehouse('sqlite');
+    const directory = temporaryDirectory();
+    const controller = new AbortController();
+    try {
+      const configFile = join(directory.path, 'config.yaml');
+      writeFileSync(configFile, FAST_RETRIES_YAML);
+      const config = loadConfig({
+        env: syncEnv(server.url, warehouse.env, {
+          OCS_PAGE_SIZE: '4',
+          OCS_HEALTH_LISTEN: 'off',
+          OCS_CONFIG: configFile,
+        }),
+        needs: { server: true },
+      });
+      const runSignals: AbortSignal[] = [];
+      const { daemon, cron } = await startRealDaemon(config, controller.signal, {}, (request) =>
+        runSignals.push(request.signal),
+      );
+      const random = new SeededRandom(28);
+      const runOnce = async (run: number) => {
+        // Steady change: new rows and files, edits, and deletions for the full refreshes (runs
+        // 2, 6, 10 and 14, the last).
+        dataset.insert('chat_messages', 3);
+        dataset.insert('files', 1);
+        dataset.edit('participants', [dataset.randomId('participants', random)!]);
+        dataset.remove('chat_messages', [dataset.randomId('chat_messages', random)!]);
+        cron.job(run % 4 === 2 ? /full refresh/ : /incremental/).fire();
+        await daemon.scheduler.whenIdle();
+        expect(daemon.scheduler.status().lastRun?.status, `run ${run}`).toBe('ok');
+        // Each run's own signal: its walks and requests left nothing on it either.
+        expect(attachedTo(runSignals.at(-1)!), `run ${run}`).toEqual({
+          listeners: 0,
+          dependants: 0,
+        });
+      };
+      await daemon.scheduler.whenIdle();
+      await runOnce(1);
+      const early = attachedTo(controller.signal);
+      const pagesEarly = server.requests.length;
+      for (let run = 2; run <= 14; run += 1) await runOnce(run);
+      // The runs really walked pages, retried and fetched files in between.
+      expect(server.requests.length - pagesEarly).toBeGreaterThan(13 * 30);
+      expect(server.requests.some((request) => request.fault !== undefined)).toBe(true);
+      expect(
+        server.requests.filter((request) => request.endpoint === FILE_CONTENT_ENDPOINT).length,
+      ).toBeGreaterThan(13);
+      expect(attachedTo(controller.signal)).toEqual(early);
+      // Only the daemon's own shutdown listener is left.
+      expect(early.listeners).toBe(1);
+      expect(early.dependants ?? 0).toBe(0);
+      await expectWarehouseEqualsSource(warehouse, dataset);
+    } finally {
+      controller.abort();
+      await server.close();
+      await warehouse.dispose();
+      directory.remove();
+    }
+  });
+});
+
+describe('/healthz counts every stage that moves', () => {
+  let cleanup: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const step of cleanup.reverse()) await step();
+    cleanup = [];
+  });
+
+  /** The real sync under startDaemon, on a manual clock, health on a free port. */
+  const startWithRealSync = async (dataset: FakeDataset, maxAgeSeconds: number) => {
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    const controller = new AbortController();
+    cleanup.push(
+      () => server.close(),
+      () => warehouse.dispose(),
+    );
+    const config = loadConfig({
+      env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', OCS_FILES_CONCURRENCY: '1' }),
+      needs: { server: true },
+    });
+    const clock = new ManualClock();
+    const { daemon } = await startRealDaemon(config, controller.signal, {
+      fullRefreshSchedule: null,
+      health: { listen: { host: '127.0.0.1', port: 0 }, maxAgeSeconds },
+      clock,
+    });
+    cleanup.push(async () => {
+      controller.abort();
+      await daemon.stopped;
+    });
+    const health = async () => {
+      const response = await fetch(`${daemon.healthServer!.url}/healthz`);
+      return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+    };
+    return { server, daemon, clock, health };
+  };
+
+  it('stays 200 through a first sync whose file downloads outlast max_age_seconds, and turns 503 when they stall', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 5 });
+    const files = dataset.count('files');
+    const withContent = dataset.rows('files').filter((row) => sampleFileContent(row) !== null);
+    expect(withContent.length).toBeGreaterThanOrEqual(6);
+    const { server, daemon, clock, health } = await startWithRealSync(dataset, 60);
+
+    const seen: Array<{ status: number; body: Record<string, unknown> }> = [];
+    const started = new Set<string>();
+    let stalled!: () => void;
+    const stall = new Promise<void>((resolve) => (stalled = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    server.options.onFileContent = async ({ fileId }) => {
+      if (started.has(fileId)) return;
+      started.add(fileId);
+      // Each download takes two thirds of the max age on the daemon's clock: together they
+      // outlast it many times over, while every one of them moves the stage.
+      clock.advance(40_000);
+      seen.push(await health());
+      if (started.size === 4) {
+        stalled();
+        await released;
+      }
+    };
+    await stall;
+    // The fourth download hangs: nothing moves for longer than the max age.
+    clock.advance(21_000);
+    const stuck = await health();
+    expect(stuck.status).toBe(503);
+    expect(stuck.body).toMatchObject({ status: 'unhealthy', running: true, lastSuccessAt: null });
+    expect(stuck.body.stage).toMatch(
+      new RegExp(`^downloading file contents: \\d of ${files} files$`),
+    );
+    expect(String(stuck.body.reason)).toMatch(
+      /nothing has moved for 61 s \(stuck at downloading file contents: \d of \d+ files\)/,
+    );
+    release();
+    await daemon.scheduler.whenIdle();
+    server.options.onFileContent = undefined;
+
+    // Every download was moving: 200, the stage named with how far it was.
+    expect(seen.length).toBeGreaterThanOrEqual(4);
+    expect(clock.time - Date.parse('2026-01-05T10:00:00Z')).toBeGreaterThan(3 * 60_000);
+    for (const [index, { status, body }] of seen.entries()) {
+      expect(status, `download ${index + 1}`).toBe(200);
+      expect(body.stage).toMatch(new RegExp(`^downloading file contents: \\d+ of ${files} files$`));
+      expect(String(body.reason)).toMatch(/A run is in progress and moved 40 s ago \(downloading/);
+    }
+    expect(daemon.scheduler.status().lastRun).toMatchObject({ status: 'ok' });
+    expect(await health()).toMatchObject({ status: 200, body: { stage: null, running: false } });
+  });
+
+  it('reports each step of every stage of a run: pages, deletion marking, relationships, files', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 6 });
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    cleanup.push(
+      () => server.close(),
+      () => warehouse.dispose(),
+    );
+    const config = loadConfig({
+      env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5' }),
+      needs: { server: true },
+    });
+    const run = async (fullRefresh: boolean) => {
+      // Each step as the daemon's /healthz would name it at that moment.
+      const steps: string[] = [];
+      const onProgress = (progress: StageProgress) => steps.push(describeProgress(progress));
+      await syncOnce(config, silentLogger(), { fullRefresh, events: { onProgress } });
+      return steps;
+    };
+    const files = dataset.count('files');
+    const first = await run(false);
+    const messages = dataset.count('chat_messages');
+    expect(first).toContain(`syncing chat_messages: ${messages} rows`);
+    expect(first).toContain('syncing chat_messages: 5 rows');
+    expect(first).toContain('finding relationships and creating indexes');
+    expect(first).toContain(`downloading file contents: 0 of ${files} files`);
+    expect(first.at(-1)).toBe(`downloading file contents: ${files} of ${files} files`);
+
+    dataset.remove('chat_messages', dataset.ids('chat_messages').slice(0, 2));
+    const refresh = await run(true);
+    const marking = 'marking rows of chat_messages the server no longer has';
+    expect(refresh).toContain(`full refresh of chat_messages: ${messages - 2} rows`);
+    expect(refresh.indexOf(marking)).toBeGreaterThan(
+      refresh.indexOf(`full refresh of chat_messages: ${messages - 2} rows`),
+    );
+    expect(refresh[refresh.indexOf(marking) + 1]).toBe(`${marking}: 2 rows`);
+    // Nothing left to download: the stage says so, and nothing more.
+    expect(refresh.at(-1)).toBe('downloading file contents: 0 of 0 files');
   });
 });

@@ -4,15 +4,17 @@
  * The sync itself is injected (`sync`), as are the clock and the cron function, so the whole
  * daemon runs in tests without waiting for real time.
  *
- * Shutdown (the `signal` aborts: SIGTERM/SIGINT): the run in progress gets the same signal, so the
- * engine stops after the page in flight commits or rolls back and releases the writer lock; the
- * cron jobs stop; the HTTP server closes. Every part registers its cleanup when it starts and
+ * Shutdown (the `signal` aborts: SIGTERM/SIGINT): the run in progress has a signal of its own that
+ * follows it (released when the run ends, so nothing piles up on the daemon's), so the engine
+ * stops after the page in flight commits or rolls back and releases the writer lock; the cron
+ * jobs stop; the HTTP server closes. Every part registers its cleanup when it starts and
  * cleanups run in reverse. If the run does not stop within `shutdownGraceMs` the daemon stops
  * waiting for it (an uncommitted page rolls back; the lock goes stale) so the process can exit.
  */
+import { linkedAbortController } from '../abort.js';
 import { InterruptedError, describeError } from '../errors.js';
 import type { ListenAddress } from '../config/schema.js';
-import type { ResourceStatus, RunKind } from '../interfaces.js';
+import type { ResourceStatus, RunKind, StageProgress } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { SyncEvents, SyncReport } from '../sync/engine.js';
@@ -85,7 +87,9 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const clock = options.clock ?? { now: () => Date.now() };
   const cleanup = options.cleanup ?? new CleanupStack();
   const metrics = options.metrics ?? new SyncMetrics({ clock, processMetrics: true });
+  // The run in progress: when it last moved, and the step it made (glossary: Progress).
   let lastProgressAt: number | null = null;
+  let lastProgress: StageProgress | null = null;
   let abandonedRun = false;
   if (options.readLastSuccess) {
     try {
@@ -101,18 +105,24 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
 
   const progressEvents: SyncEvents = {
     onRunStart: () => (lastProgressAt = clock.now()),
-    onPageWritten: () => (lastProgressAt = clock.now()),
+    onProgress: (progress) => {
+      lastProgressAt = clock.now();
+      lastProgress = progress;
+    },
   };
 
   const run = async (kind: RunKind): Promise<RunOutcome> => {
     lastProgressAt = clock.now();
+    lastProgress = null;
     metrics.runStarted();
     logger.info({ kind }, kind === 'full_refresh' ? 'Full refresh starting' : 'Sync starting');
     let outcome: RunOutcome;
+    // The run's own signal: what the run hangs on it goes away with the run (src/abort.ts).
+    const runAbort = linkedAbortController(signal);
     try {
       const report = await options.sync({
         kind,
-        signal,
+        signal: runAbort.signal,
         events: combineEvents(metrics.syncEvents(), progressEvents),
         onAttempt: metrics.onAttempt,
       });
@@ -122,6 +132,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         status: signal.aborted || error instanceof InterruptedError ? 'interrupted' : 'failed',
         error: describeError(error),
       };
+    } finally {
+      runAbort.release();
     }
     if (outcome.status !== 'interrupted' && options.readStatus) {
       try {
@@ -156,6 +168,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
         consecutiveFailures: status.consecutiveFailures,
       });
       lastProgressAt = null;
+      lastProgress = null;
     },
   });
 
@@ -166,6 +179,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       maxAgeSeconds: options.health.maxAgeSeconds,
       running: status.running !== null,
       lastProgressAt,
+      progress: lastProgress,
       lastSuccessAt: status.lastSuccessAt,
       lastRunStatus: status.lastRun?.status ?? null,
       lastError: status.lastRun?.error ?? null,

@@ -4,18 +4,21 @@
  * - no run in progress: the last run succeeded (ok or partial) and that success is younger than
  *   `health.max_age_seconds`;
  * - a run in progress: the last success is younger than the max age, or, when it is not (the
- *   first, long initial sync; a run after a long outage), the run in progress has committed a
- *   page (or started) within the max age, so a slow but moving sync is not reported dead while a
- *   stuck one is.
+ *   first, long initial sync; a run after a long outage), the run in progress has moved (started,
+ *   or made a step of any stage: a page, a file downloaded, deleted rows marked) within the max
+ *   age, so a slow but moving sync is not reported dead while a stuck one is. The latest step is
+ *   named ("downloading file contents: 1,240 of 23,900 files").
  */
-import type { RunStatus } from '../interfaces.js';
+import type { RunStatus, StageProgress } from '../interfaces.js';
 
 export interface HealthInput {
   now: number;
   maxAgeSeconds: number;
   running: boolean;
-  /** When the run in progress started or last committed a page. */
+  /** When the run in progress started or last moved. */
   lastProgressAt: number | null;
+  /** The last step the run in progress made, if any yet. */
+  progress: StageProgress | null;
   lastSuccessAt: number | null;
   lastRunStatus: Exclude<RunStatus, 'running'> | null;
   lastError: string | null;
@@ -30,7 +33,20 @@ export interface HealthReport {
   lastRunStatus: Exclude<RunStatus, 'running'> | null;
   consecutiveFailures: number;
   running: boolean;
+  /** While a run is in progress: its last step, e.g. "syncing chat_messages: 12,000 rows". */
+  stage: string | null;
   reason: string;
+}
+
+/** "downloading file contents: 1,240 of 23,900 files"; the stage alone before its first step. */
+export function describeProgress(progress: StageProgress): string {
+  const count = (value: number) => value.toLocaleString('en-US');
+  if (progress.total !== undefined) {
+    return `${progress.stage}: ${count(progress.done)} of ${count(progress.total)} ${progress.unit}`;
+  }
+  return progress.done > 0
+    ? `${progress.stage}: ${count(progress.done)} ${progress.unit}`
+    : progress.stage;
 }
 
 export function evaluateHealth(input: HealthInput): HealthReport {
@@ -46,19 +62,21 @@ export function evaluateHealth(input: HealthInput): HealthReport {
 
   let healthy: boolean;
   let reason: string;
+  const stage = input.running && input.progress ? describeProgress(input.progress) : null;
   if (input.running) {
     const progressAge = ageOf(input.lastProgressAt);
+    const at = stage === null ? '' : ` (${stage})`;
     if (fresh) {
       healthy = true;
-      reason = `A run is in progress; ${successText}.`;
+      reason = `A run is in progress${at}; ${successText}.`;
     } else if (progressAge !== null && progressAge <= maxAgeMs) {
       healthy = true;
-      reason = `A run is in progress and made progress ${seconds(progressAge)} ago; ${successText}.`;
+      reason = `A run is in progress and moved ${seconds(progressAge)} ago${at}; ${successText}.`;
     } else {
       healthy = false;
       reason =
-        `A run is in progress but has committed nothing for ${progressAge === null ? 'its whole time' : seconds(progressAge)}, ` +
-        `and ${successText} (max age ${input.maxAgeSeconds} s).`;
+        `A run is in progress but nothing has moved for ${progressAge === null ? 'its whole time' : seconds(progressAge)}` +
+        `${stage === null ? '' : ` (stuck at ${stage})`}, and ${successText} (max age ${input.maxAgeSeconds} s).`;
     }
   } else if (input.lastRunStatus === null) {
     healthy = false;
@@ -87,6 +105,7 @@ export function evaluateHealth(input: HealthInput): HealthReport {
     lastRunStatus: input.lastRunStatus,
     consecutiveFailures: input.consecutiveFailures,
     running: input.running,
+    stage,
     reason,
   };
 }

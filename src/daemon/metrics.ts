@@ -314,5 +314,6 @@ export function combineEvents(...listeners: Array<SyncEvents | undefined>): Sync
     onResourceDone: hook('onResourceDone'),
     onSchemaChange: hook('onSchemaChange'),
     onFilesDone: hook('onFilesDone'),
+    onProgress: hook('onProgress'),
   };
 }

@@ -10,7 +10,13 @@ import {
   ResponseTooLargeError,
   describeError,
 } from '../errors.js';
-import type { FileLedgerStore, FileRecord, FileTotals } from '../interfaces.js';
+import type {
+  FileCandidate,
+  FileLedgerStore,
+  FileRecord,
+  FileTotals,
+  ProgressListener,
+} from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { BlobStore } from './blob-store.js';
 import { fetchFile, type FileContentSource } from './fetcher.js';
@@ -40,7 +46,8 @@ export interface FilesReport {
 
 /** What the sync engine runs after the resources. */
 export interface FilesStep {
-  run(signal?: AbortSignal): Promise<FilesReport>;
+  /** `progress` hears of each file done ("downloading file contents: 3 of 9 files"). */
+  run(signal?: AbortSignal, progress?: ProgressListener): Promise<FilesReport>;
 }
 
 export interface FilesStepOptions {
@@ -60,15 +67,19 @@ export interface FilesStepOptions {
 const FAILURES_SHOWN = 10;
 
 export function createFilesStep(options: FilesStepOptions): FilesStep {
-  return { run: (signal) => syncFiles(options, signal) };
+  return { run: (signal, progress) => syncFiles(options, signal, progress) };
 }
+
+const DOWNLOADING = 'downloading file contents';
 
 export async function syncFiles(
   options: FilesStepOptions,
   signal?: AbortSignal,
+  progress?: ProgressListener,
 ): Promise<FilesReport> {
   const { ledger, store, logger } = options;
   const now = options.now ?? Date.now;
+  const batchSize = options.batchSize ?? 500;
   const report: FilesReport = {
     dir: store.dir,
     rows: 0,
@@ -84,6 +95,21 @@ export async function syncFiles(
   if (removed > 0) {
     logger.info({ removed }, 'Removed partial downloads an interrupted run left behind');
   }
+
+  // Counted first (reads only), so progress can say "N of total"; nothing to fetch, nothing more.
+  const counted = await countFetches(ledger, batchSize, now());
+  let done = 0;
+  progress?.({ stage: DOWNLOADING, done, total: counted.fetches, unit: 'files' });
+  const fileDone = () => {
+    done += 1;
+    // The count can fall short by a 404 whose back-off ended since.
+    progress?.({
+      stage: DOWNLOADING,
+      done,
+      total: Math.max(done, counted.fetches),
+      unit: 'files',
+    });
+  };
 
   const fetchOne = async (planned: PlannedFetch): Promise<void> => {
     const base = { fileId: planned.fileId, file: planned.file, updatedAt: planned.updatedAt };
@@ -142,6 +168,7 @@ export async function syncFiles(
         report.failures.push({ fileId: planned.fileId, error: message });
       }
       logger.error({ fileId: planned.fileId, error: message }, 'Could not fetch file content');
+      fileDone();
       // A refused or oversized file is that file's problem; anything else (server gone, disk
       // full) would fail every file after it too.
       if (!(error instanceof HttpStatusError || error instanceof ResponseTooLargeError)) {
@@ -150,19 +177,20 @@ export async function syncFiles(
       return;
     }
     await ledger.record(record);
+    fileDone();
   };
 
   try {
-    let afterId: string | null = null;
-    for (;;) {
-      if (signal?.aborted) throw interrupted();
-      const candidates = await ledger.candidates(afterId, options.batchSize ?? 500);
-      if (candidates.length === 0) break;
-      afterId = candidates[candidates.length - 1]!.fileId;
-      report.rows += candidates.length;
-      const planned = planFetches(candidates, now());
-      report.unchanged += candidates.length - planned.length;
-      await forEachBounded(planned, Math.max(1, options.concurrency), fetchOne);
+    if (counted.fetches === 0) {
+      report.rows = report.unchanged = counted.rows;
+    } else {
+      for await (const candidates of candidateBatches(ledger, batchSize)) {
+        if (signal?.aborted) throw interrupted();
+        report.rows += candidates.length;
+        const planned = planFetches(candidates, now());
+        report.unchanged += candidates.length - planned.length;
+        await forEachBounded(planned, Math.max(1, options.concurrency), fetchOne);
+      }
     }
   } catch (error) {
     if (!(error instanceof StopFiles)) throw error;
@@ -184,6 +212,35 @@ export async function syncFiles(
 }
 
 const nothingStored = { sha256: null, size: null, contentType: null } as const;
+
+/** The live `files` rows with their ledger records, `batchSize` at a time in id order. */
+async function* candidateBatches(
+  ledger: FileLedgerStore,
+  batchSize: number,
+): AsyncGenerator<FileCandidate[]> {
+  let afterId: string | null = null;
+  for (;;) {
+    const candidates = await ledger.candidates(afterId, batchSize);
+    if (candidates.length === 0) return;
+    afterId = candidates[candidates.length - 1]!.fileId;
+    yield candidates;
+  }
+}
+
+/** `files` rows, and how many of them need a fetch at `now`. */
+async function countFetches(
+  ledger: FileLedgerStore,
+  batchSize: number,
+  now: number,
+): Promise<{ rows: number; fetches: number }> {
+  let rows = 0;
+  let fetches = 0;
+  for await (const candidates of candidateBatches(ledger, batchSize)) {
+    rows += candidates.length;
+    fetches += planFetches(candidates, now).length;
+  }
+  return { rows, fetches };
+}
 
 /** Ends the files step (not the run): the rest of the files would fail the same way. */
 class StopFiles extends Error {}

@@ -4,6 +4,7 @@
  * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
  * interfaces; the decisions live in plan.ts.
  */
+import { linkedAbortController, type LinkedAbortController } from '../abort.js';
 import { unknownNameAdvice } from '../did-you-mean.js';
 import {
   AuthError,
@@ -24,12 +25,14 @@ import type {
   ExportSource,
   ManifestEntry,
   Page,
+  ProgressListener,
   ResourceOutcomeStatus,
   ResourceState,
   Row,
   RunKind,
   RunStatus,
   SchemaChange,
+  StageProgress,
   Warehouse,
 } from '../interfaces.js';
 import type { Logger } from '../log.js';
@@ -105,6 +108,8 @@ export interface SyncEvents {
   onResourceDone?(report: ResourceReport): void;
   onSchemaChange?(change: SchemaChange): void;
   onFilesDone?(report: FilesReport): void;
+  /** Every step of every stage of the run (pages, files, deletion marking, ...). */
+  onProgress?: ProgressListener;
 }
 
 export interface SyncOptions {
@@ -207,7 +212,7 @@ class SyncRun {
   /** Every chatbot choice recorded in the warehouse, by key. */
   private choices = new Map<string, ChatbotChoiceRecord>();
   /** One walk of the resources; aborted when the choice changes under it. */
-  private pass = new AbortController();
+  private pass: LinkedAbortController = linkedAbortController(undefined);
   private selectionChange: SelectionChangedError | undefined;
   /** Set when the choice changed twice in this run and the run stopped walking. */
   private gaveUp: string | undefined;
@@ -386,7 +391,8 @@ class SyncRun {
     const { logger } = this.options;
     for (let changes = 0; ; changes += 1) {
       const reports: ResourceReport[] = [];
-      this.pass = new AbortController();
+      // Linked to the run's signal and released when the pass ends: nothing per pass stays on it.
+      this.pass = linkedAbortController(this.options.signal);
       this.selectionChange = undefined;
       try {
         await this.forEachEntry(entries, async (entry, index) => {
@@ -420,6 +426,8 @@ class SyncRun {
         await this.readScope(team, manifestEntries);
         this.notRequested.clear();
         this.planSealedResources(entries, team);
+      } finally {
+        this.pass.release();
       }
     }
   }
@@ -431,6 +439,7 @@ class SyncRun {
    */
   private async refreshRelationships(entries: readonly ManifestEntry[]): Promise<void> {
     const { warehouse, logger } = this.options;
+    this.progress({ stage: 'finding relationships and creating indexes', done: 0, unit: 'steps' });
     try {
       const models = new Map(
         entries
@@ -471,7 +480,7 @@ class SyncRun {
     const filesResource = reports.find((report) => report.resource === FILES_TABLE);
     if (!step || !filesResource || filesResource.status === 'skipped') return undefined;
     this.throwIfAborted();
-    const report = await step.run(this.options.signal);
+    const report = await step.run(this.options.signal, this.options.events?.onProgress);
     this.options.events?.onFilesDone?.(report);
     return report;
   }
@@ -853,22 +862,20 @@ class SyncRun {
 
     let fetchCursor = cursor;
     const trail = new CursorTrail(resource, cursor);
-    const signals = [this.pass.signal, ...(this.options.signal ? [this.options.signal] : [])];
-    const pages = readAhead<{ page: Page; after: string | null }>(async (signal) => {
-      const page = await source.page(
-        resource,
-        fetchCursor,
-        pageSize,
-        AbortSignal.any([signal, ...signals]),
-        selection,
-      );
-      const after = cursorAfterPage(page, entry.cursor, fetchCursor);
-      const last = !hasNextPage(page, pageSize);
-      // Any cursor followed before in this walk, not only the last one, would loop forever.
-      if (!last && after !== null) trail.follow(after);
-      fetchCursor = after;
-      return { value: { page, after }, last };
-    }, this.options.pagesInFlight);
+    const pages = readAhead<{ page: Page; after: string | null }>(
+      async (signal) => {
+        const page = await source.page(resource, fetchCursor, pageSize, signal, selection);
+        const after = cursorAfterPage(page, entry.cursor, fetchCursor);
+        const last = !hasNextPage(page, pageSize);
+        // Any cursor followed before in this walk, not only the last one, would loop forever.
+        if (!last && after !== null) trail.follow(after);
+        fetchCursor = after;
+        return { value: { page, after }, last };
+      },
+      this.options.pagesInFlight,
+      // The pass's signal follows the run's: one listener per walk, released when it ends.
+      this.pass.signal,
+    );
 
     // Write-behind: the warehouse commits a page (on SQLite's writer thread, or in PostgreSQL)
     // while this thread plans and encodes the next one. It commits pages in the order they are
@@ -944,6 +951,11 @@ class SyncRun {
               rows: result.rowsWritten,
               valuesAltered: result.valuesAltered,
             });
+            this.progress({
+              stage: `${fullRefresh ? 'full refresh of' : 'syncing'} ${resource}`,
+              done: report.rows,
+              unit: 'rows',
+            });
           });
         // Awaited below or in `finally`; a failure of the page ahead of it is the one reported.
         written.catch(() => undefined);
@@ -965,7 +977,13 @@ class SyncRun {
       );
     }
     if (missing !== 'none') this.throwIfAborted();
-    // Only a complete walk may say what is gone or out of the choice.
+    // Only a complete walk may say what is gone or out of the choice. One statement on the
+    // warehouse's side, whatever the table's size: nothing per row here.
+    const marking =
+      missing === 'out_of_scope'
+        ? `marking rows of ${resource} the chatbot choice no longer serves`
+        : `marking rows of ${resource} the server no longer has`;
+    if (missing !== 'none') this.progress({ stage: marking, done: 0, unit: 'rows' });
     if (missing === 'delete') {
       report.deleted = await warehouse.markMissingAsDeleted(
         resource,
@@ -982,6 +1000,13 @@ class SyncRun {
       });
       report.deleted = marked.deleted;
       report.outOfScope = marked.outOfScope;
+    }
+    if (missing !== 'none') {
+      this.progress({
+        stage: marking,
+        done: report.deleted + (report.outOfScope ?? 0),
+        unit: 'rows',
+      });
     }
     if (fullRefresh) {
       // The cursor moves to where the walk ended (a stored one stays only under its own choice).
@@ -1150,6 +1175,10 @@ class SyncRun {
 
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
+  }
+
+  private progress(progress: StageProgress): void {
+    this.options.events?.onProgress?.(progress);
   }
 }
 

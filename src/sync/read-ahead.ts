@@ -3,6 +3,7 @@
  * already on its way. Fetches stay sequential (each needs the previous page's cursor) and pages
  * come out strictly in order, so writes — each committing with its cursor — stay in order too.
  */
+import { linkedAbortController } from '../abort.js';
 
 export interface ReadStep<T> {
   value: T;
@@ -10,12 +11,19 @@ export interface ReadStep<T> {
   last: boolean;
 }
 
+/**
+ * `signal` (the run's) cancels the fetch in flight too: every fetch gets the walk's own signal,
+ * linked to it once per walk, never a per-page combination (src/abort.ts).
+ */
 export async function* readAhead<T>(
   fetchNext: (signal: AbortSignal) => Promise<ReadStep<T>>,
   depth: number,
+  signal?: AbortSignal,
 ): AsyncGenerator<T> {
   const buffered: Array<ReadStep<T>> = [];
-  const controller = new AbortController();
+  const controller = linkedAbortController(signal);
+  // Set when the consumer stops; an abort of `signal` before that is a failure of the walk.
+  let stopped = false;
   let failure: { error: unknown } | undefined;
   let producerDone = false;
   let wakeConsumer: (() => void) | undefined;
@@ -24,18 +32,18 @@ export async function* readAhead<T>(
   const producer = (async () => {
     try {
       for (;;) {
-        while (buffered.length >= depth && !controller.signal.aborted) {
+        while (buffered.length >= depth && !stopped) {
           await new Promise<void>((resolve) => (wakeProducer = resolve));
         }
-        if (controller.signal.aborted) return;
+        if (stopped) return;
         const step = await fetchNext(controller.signal);
-        if (controller.signal.aborted) return;
+        if (stopped) return;
         buffered.push(step);
         wakeConsumer?.();
         if (step.last) return;
       }
     } catch (error) {
-      if (!controller.signal.aborted) failure = { error };
+      if (!stopped) failure = { error };
     } finally {
       producerDone = true;
       wakeConsumer?.();
@@ -58,6 +66,7 @@ export async function* readAhead<T>(
     }
   } finally {
     // The consumer stopped (done, failed or interrupted): cancel the fetch in flight.
+    stopped = true;
     controller.abort();
     wakeProducer?.();
     await producer;
