@@ -31,8 +31,12 @@ import {
 import { sqliteFiles } from '../warehouse/sqlite-file.js';
 import { createSource } from './wiring.js';
 
-/** `warning`: worth fixing, but no reason the sync would fail (exit 0 still). */
-export type CheckStatus = 'ok' | 'failed' | 'skipped' | 'warning';
+/**
+ * `warning`: worth fixing, but no reason the sync would fail (exit 0 still). `off`: turned off by
+ * the configuration, so nothing to check (exit 0 still). `skipped`: could not be checked because
+ * an earlier check failed.
+ */
+export type CheckStatus = 'ok' | 'failed' | 'skipped' | 'warning' | 'off';
 
 export interface CheckResult {
   name: string;
@@ -248,7 +252,9 @@ async function privateFilesResult(config: Config): Promise<CheckResult> {
 
 /** Where file contents go, whether this user may write there, and what is kept so far. */
 function filesResult(config: Config, probe: WarehouseProbe): CheckResult {
-  if (!config.files.enabled) return skipped(NAMES.files, 'files.enabled is false');
+  if (!config.files.enabled) {
+    return { name: NAMES.files, status: 'off', detail: 'not checked: files.enabled is false' };
+  }
   const dir = config.files.dir;
   if (dir === undefined) {
     return {
@@ -510,7 +516,7 @@ export async function runCheckCommand(
     if (!(error instanceof ConfigError)) throw error;
     results = [{ name: NAMES.config, status: 'failed', detail: error.message }];
   }
-  const ok = results.every((result) => result.status === 'ok' || result.status === 'warning');
+  const ok = results.every((result) => result.status !== 'failed' && result.status !== 'skipped');
   if (options.json) {
     context.output.out(JSON.stringify({ ok, checks: results }, null, 2));
   } else {
