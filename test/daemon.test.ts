@@ -4,7 +4,8 @@
  * the fake export server with a real SQLite warehouse.
  */
 import { getEventListeners } from 'node:events';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -38,6 +39,7 @@ import {
   type TestWarehouse,
 } from './support.js';
 import { linkedAbortController } from '../src/abort.js';
+import { auditEnv, makeAuditKeys } from './audit-support.js';
 import { CleanupStack } from '../src/daemon/cleanup-stack.js';
 import {
   startDaemon,
@@ -1161,5 +1163,30 @@ describe('/healthz counts every stage that moves', () => {
     expect(refresh[refresh.indexOf(marking) + 1]).toBe(`${marking}: 2 rows`);
     // Nothing left to download: the stage says so, and nothing more.
     expect(refresh.at(-1)).toBe('downloading file contents: 0 of 0 files');
+  });
+
+  it("counts the audit archive's work as progress: chained pages, then the signed checkpoint", async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 6, seed: 8 });
+    const server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const warehouse = await createTestWarehouse('sqlite');
+    const keysDirectory = mkdtempSync(join(tmpdir(), 'ocs-sync-audit-progress-'));
+    cleanup.push(
+      () => server.close(),
+      () => warehouse.dispose(),
+      () => rmSync(keysDirectory, { recursive: true, force: true }),
+    );
+    const keys = await makeAuditKeys(keysDirectory);
+    const config = loadConfig({
+      env: syncEnv(server.url, warehouse.env, { OCS_PAGE_SIZE: '5', ...auditEnv(keys) }),
+      needs: { server: true },
+    });
+    const steps: string[] = [];
+    const onProgress = (progress: StageProgress) => steps.push(describeProgress(progress));
+    await syncOnce(config, silentLogger(), { events: { onProgress } });
+    expect(steps).toContain(`syncing chat_messages: ${dataset.count('chat_messages')} rows`);
+    expect(steps.slice(-2)).toEqual([
+      'signing the audit checkpoint: 0 of 1 checkpoints',
+      'signing the audit checkpoint: 1 of 1 checkpoints',
+    ]);
   });
 });

@@ -131,7 +131,9 @@ export async function syncOnce(
     } finally {
       await source.close();
       await warnIfSecretsReadableByOthers(config, warehouse, logger).catch(() => undefined);
-      // Every run ends with a checkpoint, a failed or interrupted one too.
+      // Every run ends with a checkpoint, a failed or interrupted one too: a step of its own.
+      const signing = { stage: 'signing the audit checkpoint', unit: 'checkpoints', total: 1 };
+      if (signer) extra.events?.onProgress?.({ ...signing, done: 0 });
       const audit = signer
         ? await writeCheckpoint(
             warehouse.audit,
@@ -141,6 +143,7 @@ export async function syncOnce(
             privateModes(config.dataFileMode),
           )
         : undefined;
+      if (audit) extra.events?.onProgress?.({ ...signing, done: 1 });
       if (report && audit) report = { ...report, audit };
     }
     return report!;
