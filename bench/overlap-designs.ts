@@ -18,7 +18,7 @@ import { Worker } from 'node:worker_threads';
 import { Agent, request } from 'undici';
 import type { ColumnSpec, Row } from '../src/interfaces.js';
 import type { Logger } from '../src/log.js';
-import { encodeValue, type SqliteValue } from '../src/warehouse/sqlite-values.js';
+import { encodeValue, type SqliteValue } from '../src/warehouse/sqlite/values.js';
 import { assertValueFits, checkedRowId } from '../src/warehouse/values.js';
 import { cursorAfterPage, hasNextPage } from '../src/sync/plan.js';
 import { readAhead } from '../src/sync/read-ahead.js';

@@ -11,10 +11,10 @@ import Database from 'better-sqlite3';
 import type { ColumnSpec, Row } from '../src/interfaces.js';
 import { createLogger } from '../src/log.js';
 import { parsePage } from '../src/source/http-source.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import { cursorAfterPage, deriveCursor } from '../src/sync/plan.js';
 import { openWarehouse } from '../src/warehouse/open.js';
-import type { SqliteValue } from '../src/warehouse/sqlite-values.js';
+import type { SqliteValue } from '../src/warehouse/sqlite/values.js';
 import { jsonEachUpsertSql, rowUpsertSql, saveCursorSql } from './overlap-sql.js';
 
 export type WriterDesign = 'bytes' | 'rows' | 'json-each';

@@ -22,7 +22,7 @@ import { Readable } from 'node:stream';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import type { ColumnSpec, Row } from '../src/interfaces.js';
-import { PostgresWarehouse } from '../src/warehouse/postgres.js';
+import { PostgresWarehouse } from '../src/warehouse/postgres/warehouse.js';
 
 const url = process.env.OCS_TEST_POSTGRES_URL;
 if (!url) {

@@ -8,7 +8,7 @@ import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import { workingChatbots } from './chatbot-choice-support.js';
 import { canonicalJson, integralNumberText, rowCanonicalizer } from '../src/warehouse/canonical.js';
 import {

@@ -33,7 +33,7 @@ import {
   type BenchResults,
   type MeasuredStage,
 } from '../bench/report.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import { readAhead } from '../src/sync/read-ahead.js';
 import { CLI_FROM_SOURCE } from './support.js';
 

@@ -22,7 +22,7 @@ import {
   type Config,
   type ConfigFlags,
 } from '../src/config/schema.js';
-import { parseWarehouseUrl, redactUrl } from '../src/config/warehouse-url.js';
+import { parseWarehouseUrl, redactUrl } from '../src/warehouse/url.js';
 import { ConfigError } from '../src/errors.js';
 
 const SERVER = { server: true };

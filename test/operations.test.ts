@@ -13,7 +13,7 @@ import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import Database from 'better-sqlite3';
 import { describeError } from '../src/errors.js';
 import { openWarehouse } from '../src/warehouse/open.js';
-import { SqliteWarehouse } from '../src/warehouse/sqlite.js';
+import { SqliteWarehouse } from '../src/warehouse/sqlite/warehouse.js';
 import {
   ADMIN_KEY,
   MEMBER_KEY,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Page, Row } from '../src/interfaces.js';
-import { inferColumnType, valueFits, widenColumnType } from '../src/sync/column-types.js';
+import { inferColumnType, valueFits, widenColumnType } from '../src/column-types.js';
 import { columnsFromOpenApi } from '../src/sync/openapi-columns.js';
 import {
   cursorAfterPage,
@@ -10,7 +10,7 @@ import {
   planTable,
   selectEntries,
 } from '../src/sync/plan.js';
-import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../src/source/json.js';
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../src/json.js';
 import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
 import { dateTimeCases } from './date-time-cases.js';

@@ -9,7 +9,7 @@ import { createPrivateKey } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isSealedToken } from '../src/sealing/detect.js';
 import { openSealedValue } from '../src/sealing/open.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import {
   CAPTURE_LIMIT,
   REPLAY_KEY,

@@ -9,7 +9,7 @@ import { createPrivateKey, createPublicKey, type KeyObject } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { isSealedToken } from '../src/sealing/detect.js';
 import { openSealedValue } from '../src/sealing/open.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import { toJsonText } from '../src/warehouse/values.js';
 import {
   CAPTURE_LIMIT,

@@ -6,7 +6,7 @@ import { startExportServer, type ExportServer } from '../src/serve/export-server
 import { prepareServe, type PrepareServeOptions } from '../src/serve/prepare.js';
 import type { SealingForServe } from '../src/serve/rows.js';
 import type { FailedKeyThrottle } from '../src/serve/failed-keys.js';
-import { parseJsonExact } from '../src/source/json.js';
+import { parseJsonExact } from '../src/json.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import type { TestWarehouse } from './support.js';
 

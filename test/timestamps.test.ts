@@ -5,7 +5,7 @@ import {
   toServerTimestamp,
   toSortableUtc,
   toSortableUtcByPattern,
-} from '../src/warehouse/timestamps.js';
+} from '../src/timestamps.js';
 import { dateTimeCases } from './date-time-cases.js';
 
 /** What a conversion gives: its text, or the error it throws. */

@@ -19,7 +19,7 @@ import {
   advisoryLockKey,
   describePostgresUrl,
   postgresClientConfig,
-} from '../src/warehouse/postgres.js';
+} from '../src/warehouse/postgres/warehouse.js';
 import { loadMigrations, pendingMigrations, projectRoot } from '../src/warehouse/migrations.js';
 import {
   originalValuesOf,

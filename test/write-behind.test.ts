@@ -16,7 +16,7 @@ import { silentLogger } from '../src/log.js';
 import { runSync } from '../src/sync/engine.js';
 import { FailedWalks } from '../src/warehouse/commit-order.js';
 import { openWarehouse } from '../src/warehouse/open.js';
-import { WriterThreadCommitter } from '../src/warehouse/sqlite-page-committer.js';
+import { WriterThreadCommitter } from '../src/warehouse/sqlite/page-committer.js';
 import {
   CLI_FROM_SOURCE,
   createTestWarehouse,

@@ -28,7 +28,7 @@ import {
   formatMode,
   privateModes,
 } from '../private-files.js';
-import { sqliteFiles } from '../warehouse/sqlite-file.js';
+import { sqliteFiles } from '../warehouse/sqlite/file.js';
 import { createSource } from './wiring.js';
 
 /**

@@ -4,7 +4,7 @@
  * file, opening sealed fields with a key pair made for the occasion. The output stays short:
  * warnings (the injected faults' retries) and a summary; `status` shows the rest.
  */
-import { redactUrl } from '../config/warehouse-url.js';
+import { redactUrl } from '../warehouse/url.js';
 import { ExitCode } from '../errors.js';
 import { FILE_CONTENT_ENDPOINT } from '../fake-server/server.js';
 import type { CommandContext } from './context.js';

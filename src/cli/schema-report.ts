@@ -13,8 +13,8 @@ import {
   referenceCandidates,
   type Relationship,
 } from '../sync/relationships.js';
-import { POSTGRES_TYPE } from '../warehouse/postgres-values.js';
-import { SQLITE_TYPE } from '../warehouse/sqlite-values.js';
+import { POSTGRES_TYPE } from '../warehouse/postgres/values.js';
+import { SQLITE_TYPE } from '../warehouse/sqlite/values.js';
 import { historyTableName, liveViewName } from '../warehouse/identifiers.js';
 import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 

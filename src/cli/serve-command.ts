@@ -11,7 +11,7 @@ import { startExportServer } from '../serve/export-server.js';
 import { prepareServe } from '../serve/prepare.js';
 import { loadRestorePublicKey } from '../serve/restore-key.js';
 import type { SealingForServe } from '../serve/rows.js';
-import { toSortableUtc } from '../warehouse/timestamps.js';
+import { toSortableUtc } from '../timestamps.js';
 import { processSignal } from './daemon-command.js';
 import type { CommandContext } from './context.js';
 import { createWarehouse } from './wiring.js';

@@ -30,7 +30,7 @@ import {
   type ConfigFlags,
   type TextKind,
 } from './schema.js';
-import { redactUrl } from './warehouse-url.js';
+import { redactUrl } from '../warehouse/url.js';
 import { parseExcludeFieldsText } from './exclude-fields.js';
 import { recordByName, valueByName } from '../names.js';
 

@@ -15,7 +15,7 @@ import type * as Zod from 'zod';
 import type { z as ZodTypes } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { recordByName, valueByName } from '../names.js';
-import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from './warehouse-url.js';
+import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from '../warehouse/url.js';
 import {
   EXCLUDE_FIELDS_ALLOWED,
   checkExcludeFields,

@@ -3,7 +3,7 @@
  * record of them, when the row changed (`file` path or `updated_at`) since, when the last attempt
  * failed, or, for a 404, once its back-off has passed.
  */
-import { toSortableUtc } from '../warehouse/timestamps.js';
+import { toSortableUtc } from '../timestamps.js';
 import type { FileCandidate, FileRecord, FileStatus } from '../interfaces.js';
 
 export type FetchReason = 'new' | 'changed' | 'retry_failed' | 'retry_missing';

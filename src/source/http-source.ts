@@ -11,7 +11,7 @@ import type { ExportSource, Manifest, ManifestEntry, Page, Row } from '../interf
 import type { Logger } from '../log.js';
 import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
 import { RequestDeadline } from './deadline.js';
-import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from './json.js';
+import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { describeSeen, formatByteCount, readLimitedText } from './limited-body.js';
 import { RequestPacer, readRateLimitHeaders, systemClock, type Clock } from './pacer.js';
 import {

@@ -86,7 +86,7 @@ import {
   referenceCandidates,
 } from './relationships.js';
 import { isSafeFieldName, isSafeResourceName, valueByName } from '../names.js';
-import { FILES_TABLE } from '../files/ledger.js';
+import { FILES_TABLE } from '../warehouse/file-ledger.js';
 import type { FilesReport, FilesStep } from '../files/sync-files.js';
 import {
   MANIFEST_ORDER_STATE_KEY,

@@ -12,7 +12,7 @@ import type {
   SchemaChange,
 } from '../interfaces.js';
 import { isSafeFieldName } from '../names.js';
-import { inferColumnType, valueFits, widenColumnType } from './column-types.js';
+import { inferColumnType, valueFits, widenColumnType } from '../column-types.js';
 
 /**
  * The cursor that resumes after `row` (REFERENCE.md, Paging): the server gives none on the last

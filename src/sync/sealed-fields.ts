@@ -9,7 +9,7 @@ import type { ColumnSpec, Row, SchemaChange } from '../interfaces.js';
 import type { SecretPolicy } from '../sealing/policy.js';
 import { sealedColumnType } from '../sealing/policy.js';
 import { isSealedToken, mayBeSealedToken } from '../sealing/detect.js';
-import { widenColumnType } from './column-types.js';
+import { widenColumnType } from '../column-types.js';
 import { isSafeFieldName } from '../names.js';
 
 export interface SealedFields {

@@ -24,7 +24,7 @@ import type {
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { canonicalJson, rowCanonicalizer } from './canonical.js';
-import { toSortableUtc } from './timestamps.js';
+import { toSortableUtc } from '../timestamps.js';
 import { narrowInteger, sha256Hex } from './values.js';
 
 /** What an operation does; `audit verify` replays a row's entries by these rules. */

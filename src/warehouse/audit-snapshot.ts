@@ -35,7 +35,7 @@ import {
   VERSION_KIND_COLUMN,
 } from './table-definitions.js';
 import { toChoiceRecord } from './reader.js';
-import { toSortableUtc } from './timestamps.js';
+import { toSortableUtc } from '../timestamps.js';
 import { narrowInteger } from './values.js';
 
 /** What a dialect gives the snapshot. */

@@ -25,7 +25,7 @@ import type {
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { storedText } from '../printable.js';
-import { nowSortableUtc } from './timestamps.js';
+import { nowSortableUtc } from '../timestamps.js';
 import { toChoiceRecord, toIsoText, toResourceState } from './reader.js';
 import { appendRecordEntries, type AuditedRecordTable, type SqlRun } from './audit-chain.js';
 

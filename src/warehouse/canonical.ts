@@ -22,7 +22,7 @@
 import type { ColumnSpec, Row } from '../interfaces.js';
 import { recordByName } from '../names.js';
 import { SERVED_UNDER_COLUMN } from './table-definitions.js';
-import { isServerTimestamp, servedTimestamp } from './timestamps.js';
+import { isServerTimestamp, servedTimestamp } from '../timestamps.js';
 import { sha256Hex } from './values.js';
 
 type WellFormedString = string & { isWellFormed?: () => boolean };

@@ -1,5 +1,5 @@
 import { resolve } from 'node:path';
-import { parseWarehouseUrl } from '../config/warehouse-url.js';
+import { parseWarehouseUrl } from './url.js';
 import type { WarehouseReader } from './reader.js';
 
 /**
@@ -13,12 +13,12 @@ export async function openWarehouseReader(options: {
 }): Promise<WarehouseReader> {
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
-    const { openPostgresReader } = await import('./reader-postgres.js');
+    const { openPostgresReader } = await import('./postgres/reader.js');
     return openPostgresReader(location.connectionString, {
       schema: options.schema ?? 'ocs',
       statementTimeoutSeconds: options.statementTimeoutSeconds,
     });
   }
-  const { openSqliteReader } = await import('./reader-sqlite.js');
+  const { openSqliteReader } = await import('./sqlite/reader.js');
   return openSqliteReader(location.path === ':memory:' ? location.path : resolve(location.path));
 }

@@ -2,10 +2,10 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { parseWarehouseUrl } from '../config/warehouse-url.js';
-import type { WarehouseLogger } from './sqlite.js';
+import { parseWarehouseUrl } from './url.js';
+import type { WarehouseLogger } from './sqlite/warehouse.js';
 import type { PrivateModes } from '../private-files.js';
-import { createPrivateSqliteFile } from './sqlite-file.js';
+import { createPrivateSqliteFile } from './sqlite/file.js';
 
 export interface OpenWarehouseOptions {
   /** A file path, `sqlite:PATH`, `file:` URL, `:memory:`, or `postgres://...`. */
@@ -30,7 +30,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
     // Each dialect's module (and its driver) is loaded only when that dialect is used.
-    const { PostgresWarehouse } = await import('./postgres.js');
+    const { PostgresWarehouse } = await import('./postgres/warehouse.js');
     const warehouse = new PostgresWarehouse({
       url: location.connectionString,
       schema: options.schema,
@@ -51,7 +51,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     checkSqlitePlace(path);
     createPrivateSqliteFile(path, options.fileModes);
   }
-  const { SqliteWarehouse } = await import('./sqlite.js');
+  const { SqliteWarehouse } = await import('./sqlite/warehouse.js');
   const warehouse = new SqliteWarehouse({
     path,
     lockStaleAfterSeconds: options.lockStaleAfterSeconds,

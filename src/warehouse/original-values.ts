@@ -13,7 +13,7 @@
 import type { ColumnSpec, ColumnType, OriginalValue, Row } from '../interfaces.js';
 import { recordByName } from '../names.js';
 import { integralNumberText, storableText, wellFormedText } from './canonical.js';
-import { isServerTimestamp, servedTimestamp } from './timestamps.js';
+import { isServerTimestamp, servedTimestamp } from '../timestamps.js';
 import { sha256Hex, toJsonText } from './values.js';
 
 export { servedTimestamp };

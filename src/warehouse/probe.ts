@@ -5,7 +5,7 @@
 import { accessSync, constants, existsSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { hostname } from 'node:os';
-import { parseWarehouseUrl } from '../config/warehouse-url.js';
+import { parseWarehouseUrl } from './url.js';
 import { SCHEMA_CHECKSUM_STATE_KEY } from './state-keys.js';
 import type { FileTotals } from '../interfaces.js';
 import { processExists } from './writer-lock.js';
@@ -31,7 +31,7 @@ export async function probeWarehouse(options: {
 }): Promise<WarehouseProbe> {
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
-    const { probePostgres } = await import('./reader-postgres.js');
+    const { probePostgres } = await import('./postgres/reader.js');
     return probePostgres(location.connectionString, options.schema, (reader) =>
       readLockAndChecksum(reader, options.lockStaleAfterSeconds),
     );
@@ -48,7 +48,7 @@ export async function probeWarehouse(options: {
       lock: { state: 'free' },
     };
   }
-  const { openSqliteReader } = await import('./reader-sqlite.js');
+  const { openSqliteReader } = await import('./sqlite/reader.js');
   const reader = openSqliteReader(path);
   try {
     return {

@@ -5,7 +5,7 @@
 import { WarehouseError } from '../errors.js';
 import type { ColumnSpec, ColumnType, SchemaChange } from '../interfaces.js';
 import { RESERVED_COLUMNS } from '../names.js';
-import { isWidening } from '../sync/column-types.js';
+import { isWidening } from '../column-types.js';
 import { assertSafeColumnName, assertSafeTableName } from './identifiers.js';
 
 const LOGICAL_TYPES: ReadonlySet<string> = new Set<ColumnType>([

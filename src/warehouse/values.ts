@@ -1,9 +1,9 @@
 import * as crypto from 'node:crypto';
 import { stringify as stringifyLossless } from 'lossless-json';
-import { parseJsonExact } from '../source/json.js';
+import { parseJsonExact } from '../json.js';
 import type { ColumnType } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { valueFits } from '../sync/column-types.js';
+import { valueFits } from '../column-types.js';
 
 const INT64_MIN = -(2n ** 63n);
 const INT64_MAX = 2n ** 63n - 1n;

@@ -8,8 +8,8 @@
  */
 import type Database from 'better-sqlite3';
 import type { Kysely } from 'kysely';
-import { KyselyFileLedger } from '../files/ledger.js';
-import type { FileLedgerStore } from '../interfaces.js';
+import { KyselyFileLedger } from '../file-ledger.js';
+import type { FileLedgerStore } from '../../interfaces.js';
 import type {
   ChatbotChoiceRecord,
   ColumnSpec,
@@ -29,45 +29,37 @@ import type {
   SchemaChange,
   StoredRow,
   Warehouse,
-} from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { KyselyAuditStore } from './audit-store.js';
-import { nowIso } from './bookkeeping.js';
-import { readResourceStatuses } from './reader.js';
-import { sqliteRows, sqliteTableFacts } from './reader-sqlite.js';
+} from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { KyselyAuditStore } from '../audit-store.js';
+import { nowIso } from '../bookkeeping.js';
+import { readResourceStatuses } from '../reader.js';
+import { sqliteRows, sqliteTableFacts } from './reader.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   historyTableName,
   liveViewName,
   quoteIdentifier as q,
-} from './identifiers.js';
-import { applyMigrations, type Migration } from './migrations.js';
-import { assertSafeSchemaChanges } from './schema-changes.js';
-import { SqliteConnection } from './sqlite-connection.js';
-import { SqliteWriterLock } from './sqlite-lock.js';
-import { SqliteArchiveStore } from './sqlite-archive.js';
-import { FailedWalks } from './commit-order.js';
-import {
-  InThreadCommitter,
-  WriterThreadCommitter,
-  type PageCommitter,
-} from './sqlite-page-committer.js';
-import { SqlitePageWriter, encodePage } from './sqlite-page-writes.js';
-import { openSqliteSnapshot } from './sqlite-audit.js';
-import { SqliteHistoryWriter } from './sqlite-history.js';
-import {
-  applySqliteSchemaChange,
-  createSqliteLiveView,
-  dropSqliteLiveView,
-} from './sqlite-schema.js';
-import { SQLITE_MIGRATION_CODE } from './sqlite-migrations.js';
-import { decodeValue, encodeValue } from './sqlite-values.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
-import { assertValueFits, narrowInteger, parseIdText, toJsonText } from './values.js';
-import type { WarehouseLogger } from './writer-lock.js';
+} from '../identifiers.js';
+import { applyMigrations, type Migration } from '../migrations.js';
+import { assertSafeSchemaChanges } from '../schema-changes.js';
+import { SqliteConnection } from './connection.js';
+import { SqliteWriterLock } from './lock.js';
+import { SqliteArchiveStore } from './archive.js';
+import { FailedWalks } from '../commit-order.js';
+import { InThreadCommitter, WriterThreadCommitter, type PageCommitter } from './page-committer.js';
+import { SqlitePageWriter, encodePage } from './page-writes.js';
+import { openSqliteSnapshot } from './audit.js';
+import { SqliteHistoryWriter } from './history.js';
+import { applySqliteSchemaChange, createSqliteLiveView, dropSqliteLiveView } from './schema.js';
+import { SQLITE_MIGRATION_CODE } from './migrations.js';
+import { decodeValue, encodeValue } from './values.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
+import { assertValueFits, narrowInteger, parseIdText, toJsonText } from '../values.js';
+import type { WarehouseLogger } from '../writer-lock.js';
 
-export type { WarehouseLogger } from './writer-lock.js';
+export type { WarehouseLogger } from '../writer-lock.js';
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */

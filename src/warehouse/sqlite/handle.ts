@@ -5,11 +5,11 @@
  * because loading it would add about 0.3 s to the thread's start.
  */
 import Database from 'better-sqlite3';
-import type { ColumnSpec, ColumnType } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import type { SqliteValue } from './sqlite-values.js';
-import { messageOf } from './writer-lock.js';
+import type { ColumnSpec, ColumnType } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import type { SqliteValue } from './values.js';
+import { messageOf } from '../writer-lock.js';
 
 /** A compiled query for a table's stored columns, with `table` where the table name binds. */
 export interface StoredColumnsQuery {

@@ -10,16 +10,16 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
-} from '../interfaces.js';
-import { nowIso } from './bookkeeping.js';
+} from '../../interfaces.js';
+import { nowIso } from '../bookkeeping.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
   historyTableName,
   quoteIdentifier as q,
-} from './identifiers.js';
-import { toSortableUtc } from './timestamps.js';
-import { narrowInteger } from './values.js';
+} from '../identifiers.js';
+import { toSortableUtc } from '../../timestamps.js';
+import { narrowInteger } from '../values.js';
 
 type Exclusive = <T>(work: () => T, what: string) => Promise<T>;
 type Decode = (type: ColumnType, stored: unknown) => unknown;

@@ -3,10 +3,10 @@
  * after its migration's SQL, inside the same transaction.
  */
 import type pg from 'pg';
-import type { PostgresConnection } from './postgres-connection.js';
-import { historyTableName } from './identifiers.js';
-import { createPostgresLiveView, dropPostgresLiveView } from './postgres-schema.js';
-import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
+import type { PostgresConnection } from './connection.js';
+import { historyTableName } from '../identifiers.js';
+import { createPostgresLiveView, dropPostgresLiveView } from './schema.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from '../table-definitions.js';
 
 /** The resource tables: ours have `_deleted_at`; history tables have `_version_id`. */
 export async function postgresResourceTables(

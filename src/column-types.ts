@@ -1,4 +1,4 @@
-import type { ColumnType } from '../interfaces.js';
+import type { ColumnType } from './interfaces.js';
 
 /**
  * ISO 8601 date-time with an offset or Z, as the server writes them, with every field in range

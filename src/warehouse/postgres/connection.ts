@@ -6,11 +6,11 @@
 import { createHash } from 'node:crypto';
 import { Kysely, PostgresDialect, type Compilable } from 'kysely';
 import pg from 'pg';
-import type { ColumnSpec, ColumnType } from '../interfaces.js';
-import { OcsSyncError, WarehouseError } from '../errors.js';
-import { Bookkeeping, type BookkeepingTables } from './bookkeeping.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import type { WarehouseLogger } from './writer-lock.js';
+import type { ColumnSpec, ColumnType } from '../../interfaces.js';
+import { OcsSyncError, WarehouseError } from '../../errors.js';
+import { Bookkeeping, type BookkeepingTables } from '../bookkeeping.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import type { WarehouseLogger } from '../writer-lock.js';
 
 const SAFE_SCHEMA = /^[a-z][a-z0-9_]{0,62}$/;
 const INT8_OID = 20;

@@ -6,10 +6,10 @@ import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Lock, LockHolder } from '../interfaces.js';
-import { LockHeldError, WarehouseError } from '../errors.js';
-import { nowIso } from './bookkeeping.js';
-import type { SqliteConnection } from './sqlite-connection.js';
+import type { Lock, LockHolder } from '../../interfaces.js';
+import { LockHeldError, WarehouseError } from '../../errors.js';
+import { nowIso } from '../bookkeeping.js';
+import type { SqliteConnection } from './connection.js';
 import {
   LOCK_NAME,
   LOCK_POLL_MS,
@@ -18,7 +18,7 @@ import {
   messageOf,
   processExists,
   type WarehouseLogger,
-} from './writer-lock.js';
+} from '../writer-lock.js';
 
 export class SqliteWriterLock {
   private held?: { token: string; heartbeat: NodeJS.Timeout; lost: boolean };

@@ -8,11 +8,11 @@
  */
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { OcsSyncError, WarehouseError } from '../errors.js';
-import { FailedWalks } from './commit-order.js';
-import { sqliteHint, type StoredColumnsQuery } from './sqlite-handle.js';
-import type { EncodedPage, SqlitePageWriter } from './sqlite-page-writes.js';
-import { messageOf } from './writer-lock.js';
+import { OcsSyncError, WarehouseError } from '../../errors.js';
+import { FailedWalks } from '../commit-order.js';
+import { sqliteHint, type StoredColumnsQuery } from './handle.js';
+import type { EncodedPage, SqlitePageWriter } from './page-writes.js';
+import { messageOf } from '../writer-lock.js';
 
 export interface PageCommitter {
   /** Resolves with the history versions written once the page committed. */
@@ -146,8 +146,8 @@ export class WriterThreadCommitter implements PageCommitter {
     // Run from source (the tests run src/ through vitest), the thread is TypeScript, which Node
     // loads through the test suite's hooks; a build runs the compiled file and needs none.
     const fromSource = import.meta.url.endsWith('.ts');
-    const file = fromSource ? './sqlite-writer-thread.ts' : './sqlite-writer-thread.js';
-    const hooks = new URL('../../test/typescript-hooks.mjs', import.meta.url);
+    const file = fromSource ? './writer-thread.ts' : './writer-thread.js';
+    const hooks = new URL('../../../test/typescript-hooks.mjs', import.meta.url);
     const worker = new Worker(new URL(file, import.meta.url), {
       workerData: this.setup,
       resourceLimits: { maxYoungGenerationSizeMb: 8 },

@@ -2,11 +2,11 @@
  * Migration steps SQL alone cannot do on SQLite, keyed by migration version; each runs right
  * after its migration's SQL, inside the same transaction.
  */
-import { historyTableName, quoteIdentifier as q } from './identifiers.js';
-import type { SqliteConnection } from './sqlite-connection.js';
-import { createSqliteLiveView, dropSqliteLiveView } from './sqlite-schema.js';
-import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
-import { toSortableUtc } from './timestamps.js';
+import { historyTableName, quoteIdentifier as q } from '../identifiers.js';
+import type { SqliteConnection } from './connection.js';
+import { createSqliteLiveView, dropSqliteLiveView } from './schema.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from '../table-definitions.js';
+import { toSortableUtc } from '../../timestamps.js';
 
 /** Our own time columns, per bookkeeping table. */
 const BOOKKEEPING_TIMES: ReadonlyArray<[string, string[]]> = [

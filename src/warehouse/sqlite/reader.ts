@@ -1,9 +1,9 @@
 /** The SQLite side of WarehouseReader: a read-only connection, nothing else loaded. */
 import Database from 'better-sqlite3';
 import { existsSync } from 'node:fs';
-import { WarehouseError } from '../errors.js';
-import { WarehouseReader, type SqlRows, type TableFacts } from './reader.js';
-import { toServerTimestamp } from './timestamps.js';
+import { WarehouseError } from '../../errors.js';
+import { WarehouseReader, type SqlRows, type TableFacts } from '../reader.js';
+import { toServerTimestamp } from '../../timestamps.js';
 
 /** The server's form of a stored date-time; text that is not one is shown as it is. */
 function serverForm(value: string): string {

@@ -4,7 +4,7 @@
  * SQLite opens it; SQLite gives its `-wal` and `-shm` files the same mode.
  */
 import { statSync } from 'node:fs';
-import { createPrivateFileSync, DEFAULT_PRIVATE_MODES } from '../private-files.js';
+import { createPrivateFileSync, DEFAULT_PRIVATE_MODES } from '../../private-files.js';
 
 /** Create an empty warehouse file with the private file mode unless one is already there. */
 export function createPrivateSqliteFile(path: string, modes = DEFAULT_PRIVATE_MODES): void {

@@ -1,10 +1,10 @@
 /** How each logical column type is declared, written and read in SQLite. */
-import type { ColumnType } from '../interfaces.js';
-import { isInt64 } from '../sync/column-types.js';
-import { integralNumberText, wellFormedText } from './canonical.js';
-import type { DialectTypes } from './table-definitions.js';
-import { toServerTimestamp, toSortableUtc } from './timestamps.js';
-import { fromJsonText, narrowInteger, toJsonText } from './values.js';
+import type { ColumnType } from '../../interfaces.js';
+import { isInt64 } from '../../column-types.js';
+import { integralNumberText, wellFormedText } from '../canonical.js';
+import type { DialectTypes } from '../table-definitions.js';
+import { toServerTimestamp, toSortableUtc } from '../../timestamps.js';
+import { fromJsonText, narrowInteger, toJsonText } from '../values.js';
 
 export type SqliteValue = number | bigint | string | null;
 

@@ -5,12 +5,12 @@
  */
 import type Database from 'better-sqlite3';
 import { Kysely, SqliteDialect, type Compilable } from 'kysely';
-import type { ColumnSpec, ColumnType } from '../interfaces.js';
-import { OcsSyncError, WarehouseError } from '../errors.js';
-import { Bookkeeping, type BookkeepingTables } from './bookkeeping.js';
-import { SqliteHandle, sqliteHint, type StoredColumnsQuery } from './sqlite-handle.js';
-import { messageOf } from './writer-lock.js';
-import type { SqliteValue } from './sqlite-values.js';
+import type { ColumnSpec, ColumnType } from '../../interfaces.js';
+import { OcsSyncError, WarehouseError } from '../../errors.js';
+import { Bookkeeping, type BookkeepingTables } from '../bookkeeping.js';
+import { SqliteHandle, sqliteHint, type StoredColumnsQuery } from './handle.js';
+import { messageOf } from '../writer-lock.js';
+import type { SqliteValue } from './values.js';
 
 export class SqliteConnection {
   readonly handle: SqliteHandle;

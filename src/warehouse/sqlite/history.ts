@@ -6,13 +6,13 @@
  * not hold. Runs on the writer thread (pages) and on the warehouse's connection (the others).
  */
 import type Database from 'better-sqlite3';
-import type { AuditOperation } from '../interfaces.js';
-import { openingOperation, planHistoryVersions } from './history.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import { SqliteChainWriter } from './sqlite-audit.js';
-import type { SqliteValue } from './sqlite-values.js';
-import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
-import { toJsonText } from './values.js';
+import type { AuditOperation } from '../../interfaces.js';
+import { openingOperation, planHistoryVersions } from '../history.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import { SqliteChainWriter } from './audit.js';
+import type { SqliteValue } from './values.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from '../table-definitions.js';
+import { toJsonText } from '../values.js';
 
 export interface HistoryStatements {
   openHashes: Database.Statement;

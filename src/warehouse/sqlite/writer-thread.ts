@@ -4,16 +4,16 @@
  * with its cursor in one transaction.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { FailedWalks } from './commit-order.js';
-import { SqliteHandle } from './sqlite-handle.js';
+import { FailedWalks } from '../commit-order.js';
+import { SqliteHandle } from './handle.js';
 import {
   commitInOrder,
   describeFailure,
   type WriterReply,
   type WriterRequest,
   type WriterSetup,
-} from './sqlite-page-committer.js';
-import { SqlitePageWriter } from './sqlite-page-writes.js';
+} from './page-committer.js';
+import { SqlitePageWriter } from './page-writes.js';
 
 const port = parentPort!;
 const setup = workerData as WriterSetup;

@@ -6,7 +6,7 @@
  * hold.
  */
 import type pg from 'pg';
-import type { AuditOperation } from '../interfaces.js';
+import type { AuditOperation } from '../../interfaces.js';
 import {
   ENTRY_COLUMNS,
   headSelectSql,
@@ -14,12 +14,12 @@ import {
   toHead,
   type EntryBatch,
   type SqlRun,
-} from './audit-chain.js';
-import { named } from './postgres-connection.js';
-import { openingOperation, planHistoryVersions } from './history.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from './table-definitions.js';
-import type { EncodedPage } from './postgres-values.js';
+} from '../audit-chain.js';
+import { named } from './connection.js';
+import { openingOperation, planHistoryVersions } from '../history.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from '../table-definitions.js';
+import type { EncodedPage } from './values.js';
 
 export interface HistoryStatements {
   openHashes: { name: string; text: string };

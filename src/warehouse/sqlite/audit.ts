@@ -5,7 +5,7 @@
  * head: nothing can append between the read and the commit.
  */
 import Database from 'better-sqlite3';
-import type { AuditSnapshot } from '../interfaces.js';
+import type { AuditSnapshot } from '../../interfaces.js';
 import {
   ENTRY_COLUMNS,
   HEAD_UPDATE_SQL,
@@ -13,10 +13,10 @@ import {
   linkBatch,
   toHead,
   type EntryBatch,
-} from './audit-chain.js';
-import { SqlAuditSnapshot } from './audit-snapshot.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import { decodeValue } from './sqlite-values.js';
+} from '../audit-chain.js';
+import { SqlAuditSnapshot } from '../audit-snapshot.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import { decodeValue } from './values.js';
 
 /** Entries per multi-row INSERT (9 parameters each). */
 const ENTRIES_PER_INSERT = 64;

@@ -9,9 +9,9 @@ import type {
   ExportDocumentKind,
   OriginalValue,
   Row,
-} from '../interfaces.js';
-import { assertSafeColumnName, assertSafeTableName, historyTableName } from './identifiers.js';
-import { narrowInteger } from './values.js';
+} from '../../interfaces.js';
+import { assertSafeColumnName, assertSafeTableName, historyTableName } from '../identifiers.js';
+import { narrowInteger } from '../values.js';
 
 export interface PostgresArchiveAccess {
   query<R>(what: string, sql: string, parameters: unknown[]): Promise<R[]>;

@@ -10,23 +10,23 @@ import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { Lock, LockHolder } from '../interfaces.js';
-import { LockHeldError, OcsSyncError, WarehouseError } from '../errors.js';
-import { nowIso, toIsoText } from './bookkeeping.js';
+import type { Lock, LockHolder } from '../../interfaces.js';
+import { LockHeldError, OcsSyncError, WarehouseError } from '../../errors.js';
+import { nowIso, toIsoText } from '../bookkeeping.js';
 import {
   advisoryLockKey,
   connectionHint,
   safeCause,
   safeMessage,
   type PostgresConnection,
-} from './postgres-connection.js';
+} from './connection.js';
 import {
   LOCK_NAME,
   LOCK_POLL_MS,
   heartbeatIntervalMs,
   lockLostError,
   type WarehouseLogger,
-} from './writer-lock.js';
+} from '../writer-lock.js';
 
 interface HeldLock {
   token: string;

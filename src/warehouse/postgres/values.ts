@@ -3,19 +3,19 @@
  * encoded into column arrays. PostgreSQL refuses `\u0000` in text and jsonb: it is removed and
  * counted as altered; lone surrogates become U+FFFD.
  */
-import type { ColumnSpec, ColumnType, PageWrite } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { isInt64 } from '../sync/column-types.js';
-import { hasUnstorableEscape, storableJsonValue, storableText } from './canonical.js';
-import { quoteIdentifier as q } from './identifiers.js';
-import type { DialectTypes } from './table-definitions.js';
+import type { ColumnSpec, ColumnType, PageWrite } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { isInt64 } from '../../column-types.js';
+import { hasUnstorableEscape, storableJsonValue, storableText } from '../canonical.js';
+import { quoteIdentifier as q } from '../identifiers.js';
+import type { DialectTypes } from '../table-definitions.js';
 import {
   assertValueFits,
   checkedRowId,
   fromJsonText,
   narrowInteger,
   toJsonText,
-} from './values.js';
+} from '../values.js';
 
 /** SQL type of each logical column type. */
 export const POSTGRES_TYPE: Record<ColumnType, string> = {

@@ -3,18 +3,18 @@
  * USING conversion), inside the caller's transaction: DDL is transactional here.
  */
 import type pg from 'pg';
-import type { SchemaChange } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { historyTableName, liveViewName, quoteIdentifier as q } from './identifiers.js';
-import type { PostgresConnection } from './postgres-connection.js';
-import { POSTGRES_TYPE, POSTGRES_TYPES, wideningExpression } from './postgres-values.js';
-import { checkDataColumns, requireColumn, requireType, wideningNeeded } from './schema-changes.js';
+import type { SchemaChange } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { historyTableName, liveViewName, quoteIdentifier as q } from '../identifiers.js';
+import type { PostgresConnection } from './connection.js';
+import { POSTGRES_TYPE, POSTGRES_TYPES, wideningExpression } from './values.js';
+import { checkDataColumns, requireColumn, requireType, wideningNeeded } from '../schema-changes.js';
 import {
   addColumnSql,
   createLiveViewSql,
   createResourceTableSql,
   dropLiveViewSql,
-} from './table-definitions.js';
+} from '../table-definitions.js';
 
 /** Applies one change inside the caller's transaction; false when it was already in place. */
 export async function applyPostgresSchemaChange(

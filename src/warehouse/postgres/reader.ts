@@ -1,8 +1,8 @@
 /** The PostgreSQL side of WarehouseReader: one connection, search_path set to the schema. */
 import pg from 'pg';
-import { WarehouseError } from '../errors.js';
-import type { WarehouseProbe } from './probe.js';
-import type { ColumnType } from '../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import type { WarehouseProbe } from '../probe.js';
+import type { ColumnType } from '../../interfaces.js';
 import {
   advisoryLockKey,
   connectionHint,
@@ -11,9 +11,9 @@ import {
   safeCause,
   safeMessage,
   type Queryable,
-} from './postgres-connection.js';
-import { readExpression } from './postgres-values.js';
-import { WarehouseReader, type SqlRows, type TableFacts } from './reader.js';
+} from './connection.js';
+import { readExpression } from './values.js';
+import { WarehouseReader, type SqlRows, type TableFacts } from '../reader.js';
 
 /** `?` placeholders become `$1, $2, …` (our SQL never has a `?` inside a string). */
 export function postgresRows(client: Queryable): SqlRows {

@@ -2,12 +2,12 @@
  * `audit verify`'s view of a PostgreSQL warehouse: one connection in one REPEATABLE READ, READ
  * ONLY transaction, so every batch sees the same warehouse while syncs go on committing.
  */
-import type { AuditSnapshot } from '../interfaces.js';
-import { postgresFixedTimeSql } from './audit-chain.js';
-import { SqlAuditSnapshot } from './audit-snapshot.js';
-import type { PostgresConnection } from './postgres-connection.js';
-import { clientRun } from './postgres-history.js';
-import { decodeValue, readExpression } from './postgres-values.js';
+import type { AuditSnapshot } from '../../interfaces.js';
+import { postgresFixedTimeSql } from '../audit-chain.js';
+import { SqlAuditSnapshot } from '../audit-snapshot.js';
+import type { PostgresConnection } from './connection.js';
+import { clientRun } from './history.js';
+import { decodeValue, readExpression } from './values.js';
 
 export async function openPostgresSnapshot(connection: PostgresConnection): Promise<AuditSnapshot> {
   const client = await connection.pool.connect();

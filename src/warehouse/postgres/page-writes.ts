@@ -6,12 +6,12 @@
  * every page size; history versions are written with the same column arrays.
  */
 import type pg from 'pg';
-import type { ColumnSpec, PageWrite, Row } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
-import { advisoryLockKey, named, type PostgresConnection } from './postgres-connection.js';
-import { POSTGRES_TYPE, POSTGRES_TYPES, type EncodedPage } from './postgres-values.js';
-import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
+import type { ColumnSpec, PageWrite, Row } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { assertHistoryTable, historyTableName, quoteIdentifier as q } from '../identifiers.js';
+import { advisoryLockKey, named, type PostgresConnection } from './connection.js';
+import { POSTGRES_TYPE, POSTGRES_TYPES, type EncodedPage } from './values.js';
+import { assertColumnsStored, pageShapeKey } from '../schema-changes.js';
 import {
   OWN_COLUMN_NAMES,
   OWN_COLUMN_UPDATES,
@@ -19,9 +19,9 @@ import {
   VERSION_KIND_COLUMN,
   addColumnSql,
   createHistoryTableSql,
-} from './table-definitions.js';
-import { rowContentHasher } from './canonical.js';
-import { openVersions, type HistoryStatements } from './postgres-history.js';
+} from '../table-definitions.js';
+import { rowContentHasher } from '../canonical.js';
+import { openVersions, type HistoryStatements } from './history.js';
 
 export interface PageStatements {
   columns: ColumnSpec[];

@@ -5,13 +5,13 @@
  * page costs about 40% of the write speed, and commits them with the cursor.
  */
 import type Database from 'better-sqlite3';
-import type { ColumnSpec, PageWrite } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { assertHistoryTable, historyTableName, quoteIdentifier as q } from './identifiers.js';
-import { assertColumnsStored, pageShapeKey } from './schema-changes.js';
-import type { SqliteHandle } from './sqlite-handle.js';
-import { SqliteHistoryWriter, type HistoryStatements } from './sqlite-history.js';
-import { SQLITE_TYPES, encodeValue, type SqliteValue } from './sqlite-values.js';
+import type { ColumnSpec, PageWrite } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { assertHistoryTable, historyTableName, quoteIdentifier as q } from '../identifiers.js';
+import { assertColumnsStored, pageShapeKey } from '../schema-changes.js';
+import type { SqliteHandle } from './handle.js';
+import { SqliteHistoryWriter, type HistoryStatements } from './history.js';
+import { SQLITE_TYPES, encodeValue, type SqliteValue } from './values.js';
 import {
   OWN_COLUMN_NAMES,
   OWN_COLUMN_UPDATES,
@@ -19,9 +19,9 @@ import {
   VERSION_KIND_COLUMN,
   addColumnSql,
   createHistoryTableSql,
-} from './table-definitions.js';
-import { rowContentHasher } from './canonical.js';
-import { assertValueFits, checkedRowId } from './values.js';
+} from '../table-definitions.js';
+import { rowContentHasher } from '../canonical.js';
+import { assertValueFits, checkedRowId } from '../values.js';
 
 /**
  * Rows per upsert statement. Several rows per call cut better-sqlite3's per-call cost: a page

@@ -12,9 +12,9 @@ import type {
   FileStatus,
   FileTotals,
 } from '../interfaces.js';
-import { appendRecordEntries } from '../warehouse/audit-chain.js';
-import { kyselyRun, nowIso, toIsoText } from '../warehouse/bookkeeping.js';
-import { canonicalTimestamp } from './plan.js';
+import { appendRecordEntries } from './audit-chain.js';
+import { kyselyRun, nowIso, toIsoText } from './bookkeeping.js';
+import { canonicalTimestamp } from '../files/plan.js';
 import { storedText } from '../printable.js';
 
 /** The table that holds the rows whose contents we fetch. */

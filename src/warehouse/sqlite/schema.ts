@@ -2,19 +2,19 @@
  * Schema changes on SQLite: create tables, add columns, widen columns, inside the caller's write
  * transaction. SQLite cannot change a column's type, so widening copies through a new column.
  */
-import type { ColumnType, SchemaChange } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
-import { historyTableName, liveViewName, quoteIdentifier as q } from './identifiers.js';
-import { checkDataColumns, requireColumn, requireType, wideningNeeded } from './schema-changes.js';
-import type { SqliteConnection } from './sqlite-connection.js';
-import { SQLITE_TYPE, SQLITE_TYPES, decodeValue, encodeValue } from './sqlite-values.js';
+import type { ColumnType, SchemaChange } from '../../interfaces.js';
+import { WarehouseError } from '../../errors.js';
+import { historyTableName, liveViewName, quoteIdentifier as q } from '../identifiers.js';
+import { checkDataColumns, requireColumn, requireType, wideningNeeded } from '../schema-changes.js';
+import type { SqliteConnection } from './connection.js';
+import { SQLITE_TYPE, SQLITE_TYPES, decodeValue, encodeValue } from './values.js';
 import {
   addColumnSql,
   createLiveViewSql,
   createResourceTableSql,
   dropIndexSql,
   dropLiveViewSql,
-} from './table-definitions.js';
+} from '../table-definitions.js';
 
 /** Rows read per batch when a widened column's values are converted. */
 const WIDEN_BATCH = 5000;

@@ -7,8 +7,8 @@
  * versions and its cursor.
  */
 import type { Kysely } from 'kysely';
-import { KyselyFileLedger } from '../files/ledger.js';
-import type { FileLedgerStore } from '../interfaces.js';
+import { KyselyFileLedger } from '../file-ledger.js';
+import type { FileLedgerStore } from '../../interfaces.js';
 import type {
   ChatbotChoiceRecord,
   ColumnSpec,
@@ -28,13 +28,13 @@ import type {
   SchemaChange,
   StoredRow,
   Warehouse,
-} from '../interfaces.js';
+} from '../../interfaces.js';
 import type pg from 'pg';
-import { WarehouseError } from '../errors.js';
-import { KyselyAuditStore } from './audit-store.js';
-import { nowIso } from './bookkeeping.js';
-import { readResourceStatuses } from './reader.js';
-import { postgresRows, postgresTableFacts } from './reader-postgres.js';
+import { WarehouseError } from '../../errors.js';
+import { KyselyAuditStore } from '../audit-store.js';
+import { nowIso } from '../bookkeeping.js';
+import { readResourceStatuses } from '../reader.js';
+import { postgresRows, postgresTableFacts } from './reader.js';
 import {
   assertSafeColumnName,
   assertSafeTableName,
@@ -42,21 +42,21 @@ import {
   historyTableName,
   liveViewName,
   quoteIdentifier as q,
-} from './identifiers.js';
-import { FailedWalks } from './commit-order.js';
-import { applyMigrations, type Migration } from './migrations.js';
-import { advisoryLockKey, named, PostgresConnection } from './postgres-connection.js';
-import { PostgresArchiveStore } from './postgres-archive.js';
-import { PostgresWriterLock } from './postgres-lock.js';
-import { PostgresPageWriter } from './postgres-page-writes.js';
-import { openPostgresSnapshot } from './postgres-audit.js';
-import { closeVersions, exitScope } from './postgres-history.js';
-import { POSTGRES_MIGRATION_CODE } from './postgres-migrations.js';
+} from '../identifiers.js';
+import { FailedWalks } from '../commit-order.js';
+import { applyMigrations, type Migration } from '../migrations.js';
+import { advisoryLockKey, named, PostgresConnection } from './connection.js';
+import { PostgresArchiveStore } from './archive.js';
+import { PostgresWriterLock } from './lock.js';
+import { PostgresPageWriter } from './page-writes.js';
+import { openPostgresSnapshot } from './audit.js';
+import { closeVersions, exitScope } from './history.js';
+import { POSTGRES_MIGRATION_CODE } from './migrations.js';
 import {
   applyPostgresSchemaChange,
   createPostgresLiveView,
   dropPostgresLiveView,
-} from './postgres-schema.js';
+} from './schema.js';
 import {
   POSTGRES_TYPE,
   decodeValue,
@@ -64,24 +64,20 @@ import {
   encodeValue,
   readExpression,
   type AlteredCounter,
-} from './postgres-values.js';
-import { assertSafeSchemaChanges } from './schema-changes.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from './table-definitions.js';
-import { assertValueFits, narrowInteger, parseIdText } from './values.js';
-import type { WarehouseLogger } from './writer-lock.js';
+} from './values.js';
+import { assertSafeSchemaChanges } from '../schema-changes.js';
+import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
+import { assertValueFits, narrowInteger, parseIdText } from '../values.js';
+import type { WarehouseLogger } from '../writer-lock.js';
 
-export {
-  advisoryLockKey,
-  describePostgresUrl,
-  postgresClientConfig,
-} from './postgres-connection.js';
+export { advisoryLockKey, describePostgresUrl, postgresClientConfig } from './connection.js';
 export {
   POSTGRES_TYPE,
   cleanJsonText,
   cleanText,
   isoTextSql,
   wideningExpression,
-} from './postgres-values.js';
+} from './values.js';
 
 export interface PostgresWarehouseOptions {
   /** postgres://user:password@host:port/database?sslmode=... (pg reads sslmode from it). */
