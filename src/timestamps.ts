@@ -109,3 +109,29 @@ export function isSortableUtc(text: string): boolean {
 export function nowSortableUtc(): string {
   return `${new Date().toISOString().slice(0, 23)}000Z`;
 }
+
+/** The forms databases write that toSortableUtc does not take: a space, `+00`, `+0130`, no zone. */
+const LOOSE_TIMESTAMP =
+  /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d(?::?\d\d)?)?$/;
+
+/**
+ * A stored `updated_at` in one fixed form, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, six fraction
+ * digits), so the same instant compares equal whichever form the database or server wrote.
+ * Text that is not a timestamp is kept as it is.
+ */
+export function canonicalTimestamp(text: string): string {
+  const match = LOOSE_TIMESTAMP.exec(text.trim());
+  if (!match) return text;
+  const [, date, time, zone = 'Z'] = match;
+  const offset =
+    zone === 'Z'
+      ? zone
+      : zone.length === 3
+        ? `${zone}:00`
+        : zone.replace(/^([+-]\d\d)(\d\d)$/, '$1:$2');
+  try {
+    return toSortableUtc(`${date}T${time}${offset}`);
+  } catch {
+    return text;
+  }
+}

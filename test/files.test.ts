@@ -17,7 +17,8 @@ import {
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { blobPath, BlobStore } from '../src/files/blob-store.js';
 import { SyncMetrics } from '../src/daemon/metrics.js';
-import { canonicalTimestamp, fetchReason, nextAttemptAt, planFetches } from '../src/files/plan.js';
+import { fetchReason, nextAttemptAt, planFetches } from '../src/files/plan.js';
+import { canonicalTimestamp } from '../src/timestamps.js';
 import type { FileCandidate, FileRecord } from '../src/interfaces.js';
 import {
   runCli,

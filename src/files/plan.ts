@@ -3,7 +3,6 @@
  * record of them, when the row changed (`file` path or `updated_at`) since, when the last attempt
  * failed, or, for a 404, once its back-off has passed.
  */
-import { toSortableUtc } from '../timestamps.js';
 import type { FileCandidate, FileRecord, FileStatus } from '../interfaces.js';
 
 export type FetchReason = 'new' | 'changed' | 'retry_failed' | 'retry_missing';
@@ -65,30 +64,4 @@ export function nextAttemptAt(status: FileStatus, attempts: number, now: number)
     MISSING_BACKOFF_MS * 2 ** Math.max(0, attempts - 1),
   );
   return new Date(now + wait).toISOString();
-}
-
-/** The forms databases write that toSortableUtc does not take: a space, `+00`, `+0130`, no zone. */
-const LOOSE_TIMESTAMP =
-  /^(\d{4}-\d\d-\d\d)[T ](\d\d:\d\d:\d\d(?:\.\d{1,9})?)(Z|[+-]\d\d(?::?\d\d)?)?$/;
-
-/**
- * A stored `updated_at` in one fixed form, `YYYY-MM-DDTHH:MM:SS.ffffffZ` (UTC, six fraction
- * digits), so the same instant compares equal whichever form the database or server wrote.
- * Text that is not a timestamp is kept as it is.
- */
-export function canonicalTimestamp(text: string): string {
-  const match = LOOSE_TIMESTAMP.exec(text.trim());
-  if (!match) return text;
-  const [, date, time, zone = 'Z'] = match;
-  const offset =
-    zone === 'Z'
-      ? zone
-      : zone.length === 3
-        ? `${zone}:00`
-        : zone.replace(/^([+-]\d\d)(\d\d)$/, '$1:$2');
-  try {
-    return toSortableUtc(`${date}T${time}${offset}`);
-  } catch {
-    return text;
-  }
 }

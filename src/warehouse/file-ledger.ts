@@ -14,7 +14,7 @@ import type {
 } from '../interfaces.js';
 import { appendRecordEntries } from './audit-chain.js';
 import { kyselyRun, nowIso, toIsoText } from './bookkeeping.js';
-import { canonicalTimestamp } from '../files/plan.js';
+import { canonicalTimestamp } from '../timestamps.js';
 import { storedText } from '../printable.js';
 
 /** The table that holds the rows whose contents we fetch. */
