@@ -154,6 +154,14 @@ export interface SchemaChange {
   reason: 'schema' | 'rows' | 'value' | 'excluded';
 }
 
+/** Which fields of one resource hold sealed values (src/sync/sealed-fields.ts finds them). */
+export interface SealedFields {
+  /** Marked by the server's schema: a value there that is not sealed is refused, never stored. */
+  readonly marked: ReadonlySet<string>;
+  /** Every field known to hold sealed values: marked, or seen with a sealed value. */
+  readonly all: ReadonlySet<string>;
+}
+
 export interface PageWrite {
   runId: number;
   resource: string;

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KeyError, SealedValueError, UsageError } from '../src/errors.js';
-import type { ColumnSpec, Row } from '../src/interfaces.js';
+import type { ColumnSpec, Row, SealedFields } from '../src/interfaces.js';
 import {
   ARCHIVE_PREFIX,
   isArchived,
@@ -36,7 +36,7 @@ import {
   type SecretPolicy,
 } from '../src/sealing/policy.js';
 import { sealValue } from '../src/sealing/seal.js';
-import { NO_SEALED_FIELDS, type SealedFields } from '../src/sync/sealed-fields.js';
+import { NO_SEALED_FIELDS } from '../src/sync/sealed-fields.js';
 import { unsealArchived } from '../src/sealing/unseal.js';
 import nacl from 'tweetnacl';
 

@@ -7,8 +7,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import { ConfigError, KeyError, SealedValueError } from '../errors.js';
-import type { ColumnType, Row } from '../interfaces.js';
-import type { SealedFields } from '../sync/sealed-fields.js';
+import type { ColumnType, Row, SealedFields } from '../interfaces.js';
 import { resealForArchive } from './archive.js';
 import { isSealedToken } from './detect.js';
 import { openSealedValue } from './open.js';

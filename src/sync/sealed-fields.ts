@@ -5,19 +5,12 @@
  * has a sealed value's shape ("detected" fields: a schema not served, or a server newer than its
  * schema). Pure: the engine does the I/O and keeps the state between runs.
  */
-import type { ColumnSpec, Row, SchemaChange } from '../interfaces.js';
+import type { ColumnSpec, Row, SchemaChange, SealedFields } from '../interfaces.js';
 import type { SecretPolicy } from '../sealing/policy.js';
 import { sealedColumnType } from '../sealing/policy.js';
 import { isSealedToken, mayBeSealedToken } from '../sealing/detect.js';
 import { widenColumnType } from '../column-types.js';
 import { isSafeFieldName } from '../names.js';
-
-export interface SealedFields {
-  /** Marked by the server's schema: a value there that is not sealed is refused, never stored. */
-  readonly marked: ReadonlySet<string>;
-  /** Every field known to hold sealed values: marked, or seen with a sealed value. */
-  readonly all: ReadonlySet<string>;
-}
 
 export const NO_SEALED_FIELDS: SealedFields = { marked: new Set(), all: new Set() };
 
