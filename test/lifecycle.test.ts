@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { datasetFromFixture } from '../src/fake-server/field-values.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
-import type { FixtureResource } from '../src/fake-server/field-values.js';
+import type { FixtureResource } from '../src/fake-server/fixture-schema.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import {

@@ -20,7 +20,7 @@ import {
   parseTimestamp,
   type RowId,
 } from '../export-api/cursor.js';
-import type { FixtureResource } from './field-values.js';
+import type { FixtureResource } from './fixture-schema.js';
 import { SeededRandom, deriveSeed } from './random.js';
 
 export interface RowGeneratorContext {

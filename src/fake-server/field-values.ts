@@ -3,12 +3,13 @@
  * the awkward ones included (quotes, newlines, emoji, optional `\u0000`, integral floats, free JSON
  * of every shape, embeddings), because those are what break warehouses.
  */
-import type { CursorKind, Row } from '../interfaces.js';
+import type { Row } from '../interfaces.js';
 import type { RowId } from '../export-api/cursor.js';
 import { formatTimestamp } from '../export-api/cursor.js';
 import { FakeDataset, type RowGeneratorContext } from './dataset.js';
 import { SeededRandom, deriveSeed } from './random.js';
 import { sampleContentSize } from './file-contents.js';
+import type { FieldSpec, FixtureResource, JsonShape, TextStyle } from './fixture-schema.js';
 
 /**
  * Fields the server computes rather than stores as given: `files.content_size` is the size of
@@ -18,67 +19,6 @@ import { sampleContentSize } from './file-contents.js';
 const DERIVED_FIELDS: Readonly<Record<string, Readonly<Record<string, (id: RowId) => unknown>>>> = {
   files: { content_size: sampleContentSize },
 };
-
-export type FieldKind =
-  | 'integer'
-  | 'number'
-  | 'boolean'
-  | 'string'
-  | 'datetime'
-  | 'date'
-  | 'uuid'
-  | 'decimal'
-  | 'enum'
-  | 'json'
-  | 'float_array'
-  | 'integer_array'
-  | 'string_array';
-
-/** What a string field's text looks like. */
-export type TextStyle =
-  | 'word'
-  | 'name'
-  | 'title'
-  | 'sentence'
-  | 'paragraph'
-  | 'message'
-  | 'email'
-  | 'url'
-  | 'slug'
-  | 'code';
-
-/** The usual shape of a free JSON value. */
-export type JsonShape =
-  'object' | 'list' | 'scalar' | 'any' | 'config' | 'translations' | 'message_metadata';
-
-export interface FieldSpec {
-  kind: FieldKind;
-  nullable?: boolean;
-  /** How often a nullable field is null (default 0.2). */
-  nullChance?: number;
-  /** integer: the resource whose ids this field holds (foreign keys are plain ids). */
-  references?: string;
-  /** enum: the allowed values. */
-  values?: ReadonlyArray<string | number>;
-  text?: TextStyle;
-  json?: JsonShape;
-  /** float_array: the vector length (default 16). */
-  dimensions?: number;
-  /** decimal: digits before and after the point (default 6 and 4). */
-  decimalDigits?: number;
-  decimalPlaces?: number;
-}
-
-export interface FixtureResource {
-  resource: string;
-  /** Django model label, e.g. `chat.chatmessage`. */
-  model: string;
-  cursor: CursorKind;
-  /** Fields the server seals; their spec describes the plaintext value. */
-  sealedFields: string[];
-  /** Every field but `id`, in the server's order. */
-  fields: Record<string, FieldSpec>;
-}
 
 export interface ValueOptions {
   /** Put `\u0000` in some text values (PostgreSQL rejects it in text and jsonb). */

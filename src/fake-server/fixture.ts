@@ -4,14 +4,8 @@
  * by tests, `ocs-sync demo` and the benchmark. The OpenAPI/manifest builders and the builder from
  * a real OpenAPI document live beside it and are re-exported here.
  */
-import {
-  datasetFromFixture,
-  type DatasetFromFixtureOptions,
-  type FieldSpec,
-  type FixtureResource,
-  type JsonShape,
-  type TextStyle,
-} from './field-values.js';
+import { datasetFromFixture, type DatasetFromFixtureOptions } from './field-values.js';
+import type { FieldSpec, FixtureResource, JsonShape, TextStyle } from './fixture-schema.js';
 import type { FakeDataset } from './dataset.js';
 
 export type {
@@ -20,8 +14,8 @@ export type {
   FixtureResource,
   JsonShape,
   TextStyle,
-  DatasetFromFixtureOptions,
-} from './field-values.js';
+} from './fixture-schema.js';
+export type { DatasetFromFixtureOptions } from './field-values.js';
 export { datasetFromFixture, rowGeneratorFor, ValueGenerator } from './field-values.js';
 export {
   datasetFromOpenApi,

@@ -11,9 +11,8 @@ import {
   datasetFromFixture,
   textStyleFor,
   type DatasetFromFixtureOptions,
-  type FieldSpec,
-  type FixtureResource,
 } from './field-values.js';
+import type { FieldSpec, FixtureResource } from './fixture-schema.js';
 
 export interface FakeManifestEntry {
   model: string;

@@ -25,7 +25,7 @@ import {
   parsePythonInt,
 } from '../export-api/cursor.js';
 import type { FakeDataset } from './dataset.js';
-import type { FixtureResource } from './field-values.js';
+import type { FixtureResource } from './fixture-schema.js';
 import {
   manifestFromFixture,
   openApiFromFixture,
