@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { ExitCode, UsageError } from '../errors.js';
-import { isLoopbackHost, parseListenAddress, secretPolicyFor } from '../config/schema.js';
+import { isLoopbackHost, secretPolicyFor } from '../config/schema.js';
+import { parseListenAddress } from '../listen-address.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { loadArchiveSecretKey } from '../sealing/keys.js';
 import { startExportServer } from '../serve/export-server.js';

@@ -15,6 +15,7 @@ import type * as Zod from 'zod';
 import type { z as ZodTypes } from 'zod';
 import type { DeleteMode } from '../interfaces.js';
 import { recordByName, valueByName } from '../names.js';
+import { parseListenAddress, type ListenAddress } from '../listen-address.js';
 import { checkWarehouseUrl, redactUrl, type WarehouseTarget } from '../warehouse/url.js';
 import {
   EXCLUDE_FIELDS_ALLOWED,
@@ -37,11 +38,6 @@ export const SCHEMA_CHANGE_POLICIES = [
   'stop',
 ] as const satisfies readonly SchemaChangePolicy[];
 export const DELETE_MODES = ['mark', 'remove'] as const satisfies readonly DeleteMode[];
-
-export interface ListenAddress {
-  host: string;
-  port: number;
-}
 
 /** The validated configuration. Every key is present; `undefined` only where the text says so. */
 export interface Config {
@@ -587,19 +583,6 @@ export function checkTimezone(value: string): string | undefined {
   } catch {
     return 'is not a time zone this Node.js knows; use an IANA name such as UTC, Europe/Berlin or America/New_York';
   }
-}
-
-export function parseListenAddress(value: string): ListenAddress | { problem: string } {
-  const match =
-    /^\[([0-9a-fA-F:.]+)\]:(\d{1,5})$/.exec(value) ?? /^([^\s:[\]]+):(\d{1,5})$/.exec(value);
-  if (!match) {
-    return {
-      problem: 'must be HOST:PORT (e.g. 127.0.0.1:9464, 0.0.0.0:9464 or [::1]:9464), or off',
-    };
-  }
-  const port = Number(match[2]);
-  if (port > 65535) return { problem: 'has a port above 65535' };
-  return { host: match[1]!, port };
 }
 
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;

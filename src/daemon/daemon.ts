@@ -13,7 +13,7 @@
  */
 import { linkedAbortController } from '../abort.js';
 import { InterruptedError, describeError } from '../errors.js';
-import type { ListenAddress } from '../config/schema.js';
+import type { ListenAddress } from '../listen-address.js';
 import type { ResourceStatus, RunKind, StageProgress } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { RequestEvent } from '../source/http-source.js';

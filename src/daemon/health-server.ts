@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError } from '../errors.js';
-import type { ListenAddress } from '../config/schema.js';
+import { listenFailure, type ListenAddress } from '../listen-address.js';
 import type { Logger } from '../log.js';
 import type { HealthReport } from './health.js';
 
@@ -144,20 +144,6 @@ function send(
   response.setHeader('cache-control', 'no-store');
   response.setHeader('content-length', Buffer.byteLength(body));
   response.end(head ? undefined : body);
-}
-
-/** `HOST:PORT cannot be opened: why`, for any listening socket of ours. */
-export function listenFailure(listen: ListenAddress, error: NodeJS.ErrnoException): string {
-  const where = `${listen.host.includes(':') ? `[${listen.host}]` : listen.host}:${listen.port}`;
-  const why =
-    error.code === 'EADDRINUSE'
-      ? 'the address is already in use (is another ocs-sync running?)'
-      : error.code === 'EACCES'
-        ? 'permission denied (ports below 1024 need privileges)'
-        : error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND'
-          ? 'this machine has no such address'
-          : error.message;
-  return `${where} cannot be opened: ${why}`;
 }
 
 function listenError(listen: ListenAddress, error: NodeJS.ErrnoException): ConfigError {

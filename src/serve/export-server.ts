@@ -12,8 +12,7 @@ import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import { stringify as stringifyYaml } from 'yaml';
 import { ConfigError } from '../errors.js';
-import type { ListenAddress } from '../config/schema.js';
-import { listenFailure } from '../daemon/health-server.js';
+import { listenFailure, type ListenAddress } from '../listen-address.js';
 import {
   InvalidCursorError,
   decodeCursor,
