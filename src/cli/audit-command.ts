@@ -12,7 +12,7 @@ import { AuditError, ExitCode } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { nowIso } from '../warehouse/bookkeeping.js';
-import { openWarehouseReader } from '../warehouse/open-reader.js';
+import { openWarehouseReader } from '../warehouse/open.js';
 import type { CommandContext } from './context.js';
 import { formatTable } from './output.js';
 import { formatAgo } from './time-text.js';

@@ -19,7 +19,8 @@ import {
 } from '../errors.js';
 import type { Manifest } from '../interfaces.js';
 import { silentLogger } from '../log.js';
-import { probeWarehouse, type WarehouseProbe } from '../warehouse/probe.js';
+import { probeWarehouse, sqliteFiles } from '../warehouse/open.js';
+import type { WarehouseProbe } from '../warehouse/probe.js';
 import type { CommandContext } from './context.js';
 import { formatFileTotals } from './files-output.js';
 import {
@@ -28,7 +29,6 @@ import {
   formatMode,
   privateModes,
 } from '../private-files.js';
-import { sqliteFiles } from '../warehouse/sqlite/file.js';
 import { createSource } from './wiring.js';
 
 /**

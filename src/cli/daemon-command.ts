@@ -9,7 +9,7 @@ import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { runDaemon } from '../daemon/daemon.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
-import { openWarehouseReader } from '../warehouse/open-reader.js';
+import { openWarehouseReader } from '../warehouse/open.js';
 import { createSecrets, createWarehouse } from './wiring.js';
 
 /** Exit this long after shutdown if something (a hung request, a lock wait) still holds the process. */

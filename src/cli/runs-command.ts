@@ -1,7 +1,7 @@
 /** `ocs-sync runs` and `ocs-sync runs show ID`: the run history. Reads the warehouse only. */
 import { ExitCode, UsageError } from '../errors.js';
 import type { Config } from '../config/schema.js';
-import { openWarehouseReader } from '../warehouse/open-reader.js';
+import { openWarehouseReader } from '../warehouse/open.js';
 import type { RunRecord, WarehouseReader } from '../warehouse/reader.js';
 import { WHOLE_TEAM_KEY, describeChoice } from '../sync/chatbot-choice.js';
 import type { CommandContext } from './context.js';

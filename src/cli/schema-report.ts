@@ -13,8 +13,7 @@ import {
   referenceCandidates,
   type Relationship,
 } from '../sync/relationships.js';
-import { POSTGRES_TYPE } from '../warehouse/postgres/values.js';
-import { SQLITE_TYPE } from '../warehouse/sqlite/values.js';
+import { sqlColumnTypes } from '../warehouse/open.js';
 import { historyTableName, liveViewName } from '../warehouse/identifiers.js';
 import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 
@@ -46,7 +45,7 @@ export async function readSchemaReport(warehouse: Warehouse): Promise<SchemaRepo
     );
     relationships = await findRelationships(warehouse, referenceCandidates(tables, models), []);
   }
-  const sqlTypes = warehouse.dialect === 'sqlite' ? SQLITE_TYPE : POSTGRES_TYPE;
+  const sqlTypes = await sqlColumnTypes(warehouse.dialect);
   return {
     dialect: warehouse.dialect,
     tables: [...tables].map(([name, columns]) => ({

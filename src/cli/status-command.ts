@@ -6,7 +6,7 @@ import { ExitCode } from '../errors.js';
 import type { ChatbotChoiceRecord, ResourceStatus, VerificationRecord } from '../interfaces.js';
 import { PRINTABLE_LENGTH, printable } from '../printable.js';
 import { describeChoice } from '../sync/chatbot-choice.js';
-import { openWarehouseReader } from '../warehouse/open-reader.js';
+import { openWarehouseReader } from '../warehouse/open.js';
 import { SYNC_RUN_KINDS, type AuditSummary, type RunRecord } from '../warehouse/reader.js';
 import { keyId } from '../audit/key-id.js';
 import { formatAgo } from './time-text.js';

@@ -1,11 +1,20 @@
+/**
+ * The one place that picks a dialect: opening a warehouse to write, to read, or to look at it
+ * (`check`), by its URL. Each dialect's folder (and its driver) is loaded only when used;
+ * nothing else outside the dialect folders imports them.
+ */
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import type { Warehouse } from '../interfaces.js';
+import type { ColumnType, Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
 import { parseWarehouseUrl } from './url.js';
-import type { WarehouseLogger } from './sqlite/warehouse.js';
+import type { WarehouseLogger } from './writer-lock.js';
 import type { PrivateModes } from '../private-files.js';
+import { readLockAndChecksum, type WarehouseProbe } from './probe.js';
+import type { WarehouseReader } from './reader.js';
 import { createPrivateSqliteFile } from './sqlite/file.js';
+
+export { sqliteFiles, sqliteFilesReadableByOthers } from './sqlite/file.js';
 
 export interface OpenWarehouseOptions {
   /** A file path, `sqlite:PATH`, `file:` URL, `:memory:`, or `postgres://...`. */
@@ -29,7 +38,6 @@ export interface OpenWarehouseOptions {
 export async function openWarehouse(options: OpenWarehouseOptions): Promise<Warehouse> {
   const location = parseWarehouseUrl(options.url);
   if (location.dialect === 'postgres') {
-    // Each dialect's module (and its driver) is loaded only when that dialect is used.
     const { PostgresWarehouse } = await import('./postgres/warehouse.js');
     const warehouse = new PostgresWarehouse({
       url: location.connectionString,
@@ -58,6 +66,52 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     logger: options.logger,
   });
   return migrated(warehouse);
+}
+
+/**
+ * Opens an existing warehouse for reading only. Only the named dialect's driver is loaded, and
+ * neither migrations nor the writer's machinery: read-only commands start fast and change nothing.
+ */
+export async function openWarehouseReader(options: {
+  url: string;
+  schema?: string;
+  statementTimeoutSeconds?: number;
+}): Promise<WarehouseReader> {
+  const location = parseWarehouseUrl(options.url);
+  if (location.dialect === 'postgres') {
+    const { openPostgresReader } = await import('./postgres/reader.js');
+    return openPostgresReader(location.connectionString, {
+      schema: options.schema ?? 'ocs',
+      statementTimeoutSeconds: options.statementTimeoutSeconds,
+    });
+  }
+  const { openSqliteReader } = await import('./sqlite/reader.js');
+  return openSqliteReader(location.path === ':memory:' ? location.path : resolve(location.path));
+}
+
+/** `ocs-sync check`'s look at the warehouse (probe.ts): writes nothing, creates nothing. */
+export async function probeWarehouse(options: {
+  url: string;
+  schema: string;
+  lockStaleAfterSeconds: number;
+}): Promise<WarehouseProbe> {
+  const location = parseWarehouseUrl(options.url);
+  const readLock = (reader: WarehouseReader) =>
+    readLockAndChecksum(reader, options.lockStaleAfterSeconds);
+  if (location.dialect === 'postgres') {
+    const { probePostgres } = await import('./postgres/reader.js');
+    return probePostgres(location.connectionString, options.schema, readLock);
+  }
+  const { probeSqlite } = await import('./sqlite/probe.js');
+  return probeSqlite(resolve(location.path), readLock);
+}
+
+/** The SQL type each logical column type gets in a dialect's tables (`ocs-sync schema`). */
+export async function sqlColumnTypes(
+  dialect: Warehouse['dialect'],
+): Promise<Readonly<Record<ColumnType, string>>> {
+  if (dialect === 'postgres') return (await import('./postgres/values.js')).POSTGRES_TYPE;
+  return (await import('./sqlite/values.js')).SQLITE_TYPE;
 }
 
 /** Bring the bookkeeping tables up to date; a warehouse that cannot be migrated is closed. */

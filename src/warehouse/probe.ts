@@ -1,11 +1,10 @@
 /**
  * `ocs-sync check`'s look at the warehouse: can it be reached, could we write to it, who holds
- * the writer lock, which schema checksum the last run saw. Writes nothing, creates nothing.
+ * the writer lock, which schema checksum the last run saw. Writes nothing, creates nothing. Each
+ * dialect looks at its own store (sqlite/probe.ts, postgres/reader.ts; open.ts picks one) and
+ * reads the lock and checksum here.
  */
-import { accessSync, constants, existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
 import { hostname } from 'node:os';
-import { parseWarehouseUrl } from './url.js';
 import { SCHEMA_CHECKSUM_STATE_KEY } from './state-keys.js';
 import type { FileTotals } from '../interfaces.js';
 import { processExists } from './writer-lock.js';
@@ -22,53 +21,6 @@ export interface WarehouseProbe {
   schemaChecksum?: string;
   /** File contents kept so far (absent when the warehouse does not exist yet). */
   files?: FileTotals;
-}
-
-export async function probeWarehouse(options: {
-  url: string;
-  schema: string;
-  lockStaleAfterSeconds: number;
-}): Promise<WarehouseProbe> {
-  const location = parseWarehouseUrl(options.url);
-  if (location.dialect === 'postgres') {
-    const { probePostgres } = await import('./postgres/reader.js');
-    return probePostgres(location.connectionString, options.schema, (reader) =>
-      readLockAndChecksum(reader, options.lockStaleAfterSeconds),
-    );
-  }
-  const path = resolve(location.path);
-  if (!existsSync(path)) {
-    const folder = dirname(path);
-    return {
-      description: `sqlite:${path}`,
-      exists: false,
-      notWritable: !existsSync(folder)
-        ? `its folder ${folder} does not exist (create it, or fix the path)`
-        : writableReason(folder),
-      lock: { state: 'free' },
-    };
-  }
-  const { openSqliteReader } = await import('./sqlite/reader.js');
-  const reader = openSqliteReader(path);
-  try {
-    return {
-      description: reader.description,
-      exists: true,
-      notWritable: writableReason(path) ?? writableReason(dirname(path)),
-      ...(await readLockAndChecksum(reader, options.lockStaleAfterSeconds)),
-    };
-  } finally {
-    await reader.close();
-  }
-}
-
-function writableReason(path: string): string | undefined {
-  try {
-    accessSync(path, constants.W_OK);
-    return undefined;
-  } catch {
-    return `${path} is read-only for this user (give it write access)`;
-  }
 }
 
 /** The lock as the record tells it; PostgreSQL's probe overrides `held` with the real lock. */
