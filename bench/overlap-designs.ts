@@ -49,7 +49,7 @@ export interface DesignContext {
   logger: Logger;
 }
 
-/** The rows-per-statement of the sync's SQLite upsert (sqlite-page-writes.ts). */
+/** The rows-per-statement of the sync's SQLite upsert (src/warehouse/sqlite/page-writes.ts). */
 const ROWS_PER_BATCH = 16;
 
 const HEAD = /^\{"cursor":(null|"((?:[^"\\]|\\.)*)"),"has_more":(true|false)/;

@@ -1,6 +1,6 @@
 /**
  * SQL of the overlap designs the benchmark measures (not the sync's: its statements live in
- * src/warehouse/sqlite-page-writes.ts, which these mirror for one resource).
+ * src/warehouse/sqlite/page-writes.ts, which these mirror for one resource).
  */
 import type { ColumnSpec } from '../src/interfaces.js';
 import { quoteIdentifier as q } from '../src/warehouse/identifiers.js';

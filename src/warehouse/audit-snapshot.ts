@@ -1,6 +1,6 @@
 /**
  * What `audit verify` reads, written once for both dialects over a few primitives each dialect
- * gives (sqlite-audit.ts, postgres-audit.ts): plain SQL with `?` placeholders inside one read
+ * gives (sqlite/audit.ts, postgres/audit.ts): plain SQL with `?` placeholders inside one read
  * transaction, and its own decoding of stored values. Every list is read in key order, a batch
  * after a position, through an index: memory stays flat whatever the archive's size.
  */

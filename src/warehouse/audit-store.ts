@@ -1,7 +1,7 @@
 /**
  * The audit chain's own bookkeeping, written once with kysely for both dialects: turning it on,
  * checkpoints, the last verification. Appending entries is done where the data is written
- * (audit-chain.ts, sqlite-history.ts, postgres-history.ts, bookkeeping.ts, files/ledger.ts).
+ * (audit-chain.ts, sqlite/history.ts, postgres/history.ts, bookkeeping.ts, file-ledger.ts).
  */
 import type { Kysely } from 'kysely';
 import { AuditError } from '../errors.js';

@@ -110,7 +110,7 @@ export interface BookkeepingTables {
   };
 }
 
-/** Now as ISO text in the fixed-width form SQLite date-time columns hold (timestamps.ts). */
+/** Now as ISO text in the fixed-width form SQLite date-time columns hold (src/timestamps.ts). */
 export function nowIso(): string {
   return nowSortableUtc();
 }

@@ -2,7 +2,7 @@
  * Where every PostgreSQL history version is written: versions opened by a page (created,
  * changed, back in the chatbot choice), versions closed by a full refresh (deleted, removed) and
  * scope exits (the choice no longer serves the row). With audit on, each one is chained here, in
- * the caller's transaction (audit-chain.ts), so no caller can write a version the chain does not
+ * the caller's transaction (../audit-chain.ts), so no caller can write a version the chain does not
  * hold.
  */
 import type pg from 'pg';

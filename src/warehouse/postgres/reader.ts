@@ -104,7 +104,7 @@ export async function openPostgresReader(
   );
 }
 
-/** `check`'s look at a PostgreSQL warehouse (see probe.ts): privileges and the lock, no writes. */
+/** `check`'s look at a PostgreSQL warehouse (see ../probe.ts): privileges and the lock, no writes. */
 export async function probePostgres(
   url: string,
   schema: string,

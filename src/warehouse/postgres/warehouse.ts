@@ -1,9 +1,9 @@
 /**
  * The PostgreSQL warehouse: every table in one schema (`ocs` by default). This class wires the
- * roles together: the connection and its settings (postgres-connection.ts), value encoding
- * (postgres-values.ts), schema changes (postgres-schema.ts), the page-write hot path and history
- * (postgres-page-writes.ts) and the writer lock (postgres-lock.ts); kysely runs the shared
- * bookkeeping (bookkeeping.ts). Each page is one transaction holding its rows, its history
+ * roles together: the connection and its settings (connection.ts), value encoding
+ * (values.ts), schema changes (schema.ts), the page-write hot path and history
+ * (page-writes.ts) and the writer lock (lock.ts); kysely runs the shared
+ * bookkeeping (../bookkeeping.ts). Each page is one transaction holding its rows, its history
  * versions and its cursor.
  */
 import type { Kysely } from 'kysely';
@@ -350,7 +350,7 @@ export class PostgresWarehouse implements Warehouse {
 
   /**
    * Hands the page over without waiting for the pages ahead of it: it commits after them, and
-   * not at all when one of them failed (commit-order.ts), so the caller can prepare the next
+   * not at all when one of them failed (../commit-order.ts), so the caller can prepare the next
    * page while PostgreSQL commits this one.
    */
   writePage(page: PageWrite): Promise<PageWriteResult> {

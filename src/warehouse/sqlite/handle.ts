@@ -1,7 +1,7 @@
 /**
  * An open SQLite warehouse file without kysely: the pragmas every connection to it sets, and the
- * catalogue look-ups the page writer needs. The warehouse's connection (sqlite-connection.ts)
- * wraps one; the writer thread (sqlite-writer-thread.ts) opens its own, and stays without kysely
+ * catalogue look-ups the page writer needs. The warehouse's connection (connection.ts)
+ * wraps one; the writer thread (writer-thread.ts) opens its own, and stays without kysely
  * because loading it would add about 0.3 s to the thread's start.
  */
 import Database from 'better-sqlite3';

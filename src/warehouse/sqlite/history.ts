@@ -2,7 +2,7 @@
  * Where every SQLite history version is written: versions opened by a page (created, changed,
  * back in the chatbot choice), versions closed by a full refresh (deleted, removed) and scope
  * exits (the choice no longer serves the row). With audit on, each one is chained here
- * (sqlite-audit.ts), in the caller's transaction, so no caller can write a version the chain does
+ * (audit.ts), in the caller's transaction, so no caller can write a version the chain does
  * not hold. Runs on the writer thread (pages) and on the warehouse's connection (the others).
  */
 import type Database from 'better-sqlite3';
@@ -20,7 +20,7 @@ export interface HistoryStatements {
   insert: Database.Statement;
 }
 
-/** What opening versions needs of a page (sqlite-page-writes.ts's EncodedPage). */
+/** What opening versions needs of a page (page-writes.ts's EncodedPage). */
 export interface VersionedPage {
   runId: number;
   resource: string;

@@ -1,10 +1,10 @@
 /**
  * Where SQLite pages commit. A warehouse file commits them on a writer thread with its own
- * connection (sqlite-writer-thread.ts), so that binding and running the statements (about half
+ * connection (writer-thread.ts), so that binding and running the statements (about half
  * of a sync's CPU) overlaps with fetching, parsing and encoding the next page on the sync's
  * thread. `:memory:` cannot be shared by two connections, so it commits on the sync's thread.
  * Both commit in the order pages were handed over and refuse the rest of a failed walk
- * (commit-order.ts).
+ * (../commit-order.ts).
  */
 import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';

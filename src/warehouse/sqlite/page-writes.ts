@@ -43,11 +43,11 @@ interface PageStatements {
 
 /**
  * A page ready to commit: every value encoded on the sync's thread, so that the commit (on the
- * writer thread, sqlite-writer-thread.ts) only binds and runs statements. Plain data: it is
+ * writer thread, writer-thread.ts) only binds and runs statements. Plain data: it is
  * copied to that thread as it is.
  */
 export interface EncodedPage {
-  /** The walk the page belongs to (commit-order.ts). */
+  /** The walk the page belongs to (../commit-order.ts). */
   walk?: string;
   runId: number;
   resource: string;

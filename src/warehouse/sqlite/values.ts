@@ -58,7 +58,7 @@ export function encodeValue(type: ColumnType, value: unknown): SqliteValue {
  * A double past 2^53 with no fraction. NUMERIC would store its exact binary value as an integer
  * (2**60 as 1152921504606846976); stored instead is the integer its shortest decimal names
  * (1152921504606847000), as PostgreSQL's numeric and every JSON column hold it, so both dialects
- * give the same digits back (canonical.ts). Past 64 bits it stays a double.
+ * give the same digits back (../canonical.ts). Past 64 bits it stays a double.
  */
 function integralDouble(value: number): number | bigint {
   const integer = BigInt(integralNumberText(value));

@@ -1,8 +1,8 @@
 /**
  * The SQLite warehouse: one file (or `:memory:`), WAL, one writer. This class wires the roles
- * together: the connection (sqlite-connection.ts), value encoding (sqlite-values.ts), schema
- * changes (sqlite-schema.ts), the page-write hot path and history (sqlite-page-writes.ts) and the
- * writer lock (sqlite-lock.ts); kysely runs the shared bookkeeping (bookkeeping.ts). Every page
+ * together: the connection (connection.ts), value encoding (values.ts), schema
+ * changes (schema.ts), the page-write hot path and history (page-writes.ts) and the
+ * writer lock (lock.ts); kysely runs the shared bookkeeping (../bookkeeping.ts). Every page
  * is one transaction holding its rows, its history versions and its cursor, so a crash at any
  * instant loses or doubles nothing.
  */
@@ -287,7 +287,7 @@ export class SqliteWarehouse implements Warehouse {
 
   /**
    * Encodes the page now and hands it to the committer without waiting for the pages ahead of
-   * it, so the caller can prepare the next page while this one commits (commit-order.ts).
+   * it, so the caller can prepare the next page while this one commits (../commit-order.ts).
    */
   writePage(page: PageWrite): Promise<PageWriteResult> {
     const table = page.resource;

@@ -1,5 +1,5 @@
 /**
- * The SQLite writer thread (sqlite-page-committer.ts): its own connection to the warehouse file
+ * The SQLite writer thread (page-committer.ts): its own connection to the warehouse file
  * commits the pages the sync's thread encoded, one after another in the order they came, each
  * with its cursor in one transaction.
  */
