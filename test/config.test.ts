@@ -13,15 +13,9 @@ import {
   resolveConfig,
   type ConfigInputs,
 } from '../src/config/load.js';
-import {
-  configSchema,
-  historyFor,
-  secretPolicyFor,
-  selectResources,
-  SETTINGS,
-  type Config,
-  type ConfigFlags,
-} from '../src/config/schema.js';
+import { configSchema, SETTINGS, type Config, type ConfigFlags } from '../src/config/schema.js';
+import { secretPolicyFor } from '../src/config/secrets.js';
+import { historyFor, selectResources } from '../src/config/sync.js';
 import { parseWarehouseUrl, redactUrl } from '../src/warehouse/url.js';
 import { ConfigError } from '../src/errors.js';
 

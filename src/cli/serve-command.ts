@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { ExitCode, UsageError } from '../errors.js';
-import { isLoopbackHost, secretPolicyFor } from '../config/schema.js';
+import { secretPolicyFor } from '../config/secrets.js';
+import { isLoopbackHost } from '../config/server.js';
 import { parseListenAddress } from '../listen-address.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { loadArchiveSecretKey } from '../sealing/keys.js';

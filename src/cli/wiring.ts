@@ -3,7 +3,8 @@
  * Every command builds its parts here, so behaviour is the same whichever command runs.
  */
 import { ConfigError } from '../errors.js';
-import { secretPolicyFor, type Config } from '../config/schema.js';
+import type { Config } from '../config/schema.js';
+import { secretPolicyFor } from '../config/secrets.js';
 import type { Logger } from '../log.js';
 import { parseArchivePublicKey, loadPrivateKey } from '../sealing/keys.js';
 import type { SealingKeys } from '../sealing/policy.js';

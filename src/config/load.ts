@@ -2,6 +2,8 @@
  * Where the configuration comes from, later wins: built-in defaults < YAML file (`--config FILE`)
  * < environment < command-line flags. `resolveConfig` is pure and validates the merged values
  * once, reporting every problem together; `loadConfig` is the thin wrapper that reads the file.
+ * Which keys there are, their defaults and environment variables: one file per section, put
+ * together in schema.ts. How each problem is worded: problems.ts.
  */
 
 import { readFileSync } from 'node:fs';
@@ -10,29 +12,28 @@ import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import type { LineCounter } from 'yaml';
-import type { z } from 'zod';
-import { closest } from '../did-you-mean.js';
 import { ConfigError } from '../errors.js';
+import { recordByName, valueByName } from '../names.js';
+import { redactUrl } from '../warehouse/url.js';
+import { parseExcludeFieldsText } from './exclude-fields.js';
 import {
-  checkBaseUrl,
+  crossKeyProblems,
+  envTypoProblems,
+  issueProblems,
+  placeLabel,
+  reportedProblems,
+  type Origin,
+} from './problems.js';
+import {
   configDefaults,
   configSchema,
-  isLoopbackHost,
-  isResourceName,
-  normalizePem,
-  SECRET_POLICIES,
-  SECTION_KEYS,
   SETTINGS,
   SETTINGS_BY_PATH,
-  showValue,
   toConfig,
   type Config,
   type ConfigFlags,
-  type TextKind,
 } from './schema.js';
-import { redactUrl } from '../warehouse/url.js';
-import { parseExcludeFieldsText } from './exclude-fields.js';
-import { recordByName, valueByName } from '../names.js';
+import { camelToSnake, getAt, isPlainObject, type TextKind, type Tree } from './setting.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -54,15 +55,6 @@ export interface ConfigNeeds {
 
 /** Environment variable naming a config file when `--config` is not given. */
 export const CONFIG_PATH_ENV = 'OCS_CONFIG';
-
-type Origin =
-  { kind: 'default' } | { kind: 'file' } | { kind: 'env'; variable: string } | { kind: 'flag' };
-
-type Tree = Record<string, unknown>;
-
-function isPlainObject(value: unknown): value is Tree {
-  return typeof value === 'object' && value !== null && !Array.isArray(value);
-}
 
 const ENV_VARIABLES = new Set<string>([
   ...SETTINGS.flatMap((setting) => (setting.env ? [setting.env] : [])),
@@ -92,14 +84,12 @@ export function explainConfig(
   inputs: ConfigInputs,
   needs: ConfigNeeds,
 ): { config: Config; settings: SettingSource[] } {
-  const { config, merged, originOf, lineOf, fileName } = resolveWithOrigins(inputs, needs);
+  const { config, merged, originOf, placeInFile } = resolveWithOrigins(inputs, needs);
   const sourceOf = (segments: string[]): string => {
     const origin = originOf(segments);
     switch (origin.kind) {
-      case 'file': {
-        const line = lineOf(segments);
-        return `${fileName}${line === undefined ? '' : `:${line}`}`;
-      }
+      case 'file':
+        return placeInFile(segments);
       case 'env':
         return `env ${origin.variable}`;
       case 'flag':
@@ -166,23 +156,13 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
     }
     return { kind: 'default' };
   };
-  /** "file.yaml:12: http.max_attempts", "OCS_PAGE_SIZE (page_size)", "page_size (command-line flag)". */
-  const label = (segments: readonly (string | number)[]): string => {
-    const shown = displayPath(segments);
-    const origin = originOf(segments);
-    switch (origin.kind) {
-      case 'file': {
-        const line = lineOf(segments);
-        return `${fileName}${line === undefined ? '' : `:${line}`}: ${shown}`;
-      }
-      case 'env':
-        return `${origin.variable} (${shown})`;
-      case 'flag':
-        return `${shown} (command-line flag)`;
-      default:
-        return shown;
-    }
+  /** `FILE:LINE` of a key of the file, or `FILE` when its line is not known. */
+  const placeInFile = (segments: readonly (string | number)[]): string => {
+    const line = lineOf(segments);
+    return `${fileName}${line === undefined ? '' : `:${line}`}`;
   };
+  const label = (segments: readonly (string | number)[]): string =>
+    placeLabel(segments, originOf(segments), placeInFile(segments));
 
   // Layer 0: defaults.
   mergeInto(
@@ -203,9 +183,8 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
       const file = recordByName(Object.entries(inputs.file));
       for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
         if (Object.hasOwn(file, setting.path)) {
-          const line = valueByName(inputs.fileLines, setting.path);
           problems.push(
-            `${fileName}${line === undefined ? '' : `:${line}`}: ${setting.path} may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
+            `${placeInFile([setting.path])}: ${setting.path} may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
           );
           delete file[setting.path];
         }
@@ -225,7 +204,7 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
     origins.set(setting.path, { kind: 'env', variable: setting.env });
   }
   mergeInto(merged, envLayer, undefined, [], origins);
-  problems.push(...envTypoProblems(inputs.env));
+  problems.push(...envTypoProblems(inputs.env, ENV_VARIABLES));
 
   // Layer 3: command-line flags (camelCase in, snake_case here).
   if (inputs.flags !== undefined) {
@@ -243,38 +222,9 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   problems.push(...crossKeyProblems(merged, needs, label));
 
   if (problems.length > 0 || !parsed.success) {
-    throw new ConfigError(scrubSecrets(inFileOrder(dedupe(problems), fileName), merged));
+    throw new ConfigError(reportedProblems(problems, fileName, merged));
   }
-  return { config: toConfig(parsed.data), merged, originOf, lineOf, fileName };
-}
-
-// ---------------------------------------------------------------------------------------------
-
-function displayPath(segments: readonly (string | number)[]): string {
-  let text = '';
-  for (const segment of segments) {
-    if (typeof segment === 'number') text += `[${segment}]`;
-    else text += text === '' ? segment : `.${segment}`;
-  }
-  return text || '(top level)';
-}
-
-function settingFor(segments: readonly (string | number)[]) {
-  const names = segments.filter((segment): segment is string => typeof segment === 'string');
-  for (let length = names.length; length > 0; length--) {
-    const setting = SETTINGS_BY_PATH.get(names.slice(0, length).join('.'));
-    if (setting) return setting;
-  }
-  return undefined;
-}
-
-function getAt(tree: unknown, segments: readonly (string | number)[]): unknown {
-  let node = tree;
-  for (const segment of segments) {
-    if (typeof node !== 'object' || node === null) return undefined;
-    node = (node as Record<string | number, unknown>)[segment];
-  }
-  return node;
+  return { config: toConfig(parsed.data), merged, originOf, placeInFile };
 }
 
 function setAt(tree: Tree, segments: readonly string[], value: unknown): void {
@@ -346,10 +296,6 @@ function splitList(text: string): string[] {
     .filter((item) => item !== '');
 }
 
-function camelToSnake(key: string): string {
-  return key.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`);
-}
-
 function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
   const out: Tree = recordByName();
   // Keys of secrets.resources and exclude_fields are resource names, not setting names.
@@ -376,252 +322,6 @@ function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
   return out;
 }
 
-/** `OCS_API_KEYS` when `OCS_API_KEY` is unset is almost surely a typo worth stopping for. */
-function envTypoProblems(env: Readonly<Record<string, string | undefined>>): string[] {
-  const problems: string[] = [];
-  for (const name of Object.keys(env).sort()) {
-    if (!name.startsWith('OCS_') || ENV_VARIABLES.has(name) || env[name] === undefined) continue;
-    const suggestion = closest(name, [...ENV_VARIABLES], 2);
-    if (suggestion !== undefined && (env[suggestion] ?? '').trim() === '') {
-      problems.push(
-        `${name} is not a variable ocs-sync reads; did you mean ${suggestion}? (the value is not shown)`,
-      );
-    }
-  }
-  return problems;
-}
-
-/** "did you mean …" for an unknown key, or the keys allowed at that place. */
-function unknownKeyAdvice(parent: string, key: string): string {
-  const allowed = SECTION_KEYS.get(parent) ?? [];
-  const normalized = camelToSnake(key)
-    .replace(/[-\s]+/g, '_')
-    .toLowerCase();
-  if (normalized !== key && allowed.includes(normalized)) {
-    return `did you mean ${JSON.stringify(normalized)}? (keys are snake_case)`;
-  }
-  const near = closest(normalized, allowed, normalized.length <= 4 ? 1 : 2);
-  if (near !== undefined) return `did you mean ${JSON.stringify(near)}?`;
-  // The right key in the wrong section, e.g. top-level `url:` for `warehouse.url`.
-  const elsewhere = [
-    ...SETTINGS.filter((setting) => !setting.envOnly).map((setting) => setting.path),
-    ...SECTION_KEYS.keys(),
-  ].find((path) => path !== '' && path.split('.').pop() === normalized);
-  if (elsewhere !== undefined) return `did you mean ${elsewhere}? (it belongs there)`;
-  return `allowed${parent === '' ? '' : ` under ${parent}`}: ${allowed.join(', ')}`;
-}
-
-function issueProblems(
-  issue: z.core.$ZodIssue,
-  merged: Tree,
-  label: (segments: readonly (string | number)[]) => string,
-): string[] {
-  const segments = issue.path.filter(
-    (segment): segment is string | number => typeof segment !== 'symbol',
-  );
-  if (issue.code === 'unrecognized_keys') {
-    const parent = segments.filter((segment) => typeof segment === 'string').join('.');
-    return issue.keys.map(
-      (key) => `${label([...segments, key])} is not a known key; ${unknownKeyAdvice(parent, key)}`,
-    );
-  }
-  if (issue.code === 'custom' && issue.params?.wrongType !== true) {
-    return [`${label(segments)} ${issue.message}`];
-  }
-  const setting = settingFor(segments);
-  const path = segments.filter((segment) => typeof segment === 'string').join('.');
-  const value = getAt(merged, segments);
-  if (setting?.secret) {
-    return [`${label(segments)} must be ${setting.allowed} (the value is not shown)`];
-  }
-  if (setting === undefined) {
-    // A section given as something other than a mapping, e.g. `http: 5`.
-    const keys = SECTION_KEYS.get(path);
-    if (keys !== undefined) {
-      return [
-        `${label(segments)} must be a mapping with keys ${keys.join(', ')}; got ${showValue(path, value)}`,
-      ];
-    }
-    return [`${label(segments)} is not valid: ${issue.message}`];
-  }
-  // An item of a list or a mapping has a more precise place than the setting.
-  const shown = showValue(setting.path, value);
-  return [`${label(segments)} must be ${setting.allowed}; got ${shown}`];
-}
-
-function crossKeyProblems(
-  merged: Tree,
-  needs: ConfigNeeds,
-  label: (segments: readonly (string | number)[]) => string,
-): string[] {
-  const problems: string[] = [];
-  const baseUrl = merged.base_url;
-  const apiKey = merged.api_key;
-
-  if (needs.server) {
-    if (baseUrl === undefined) {
-      problems.push(
-        'base_url is required for this command: set OCS_BASE_URL, or base_url in the config file (e.g. https://chat.example.org)',
-      );
-    }
-    if (apiKey === undefined) {
-      problems.push(
-        "api_key is required for this command: set OCS_API_KEY (the environment is the usual place for it) to the API key of one of the team's admins",
-      );
-    }
-  }
-
-  // The key travels in a header: refuse to send it in clear text across a network.
-  if (
-    typeof baseUrl === 'string' &&
-    checkBaseUrl(baseUrl) === undefined &&
-    (typeof apiKey === 'string' || needs.server) &&
-    merged.allow_insecure_http !== true
-  ) {
-    const url = new URL(baseUrl);
-    if (url.protocol === 'http:' && !isLoopbackHost(url.hostname)) {
-      problems.push(
-        `${label(['base_url'])} uses plain http:// to ${url.hostname}, which is not a loopback address, so the API key would cross the network unencrypted; use https://, or set allow_insecure_http: true (OCS_ALLOW_INSECURE_HTTP=true) if that network is trusted`,
-      );
-    }
-  }
-
-  const resources = merged.resources;
-  if (Array.isArray(resources) && resources.length === 0) {
-    problems.push(
-      `${label(['resources'])} is an empty list, which would sync nothing; remove it to sync every resource of the manifest, or name the resources to sync`,
-    );
-  }
-  if (Array.isArray(resources) && Array.isArray(merged.exclude_resources)) {
-    const excluded = new Set(merged.exclude_resources);
-    const both = resources.filter((name) => excluded.has(name));
-    if (both.length > 0) {
-      problems.push(
-        `${label(['exclude_resources'])} names ${both.map((name) => JSON.stringify(name)).join(', ')}, which resources also lists; name each resource in only one of them`,
-      );
-    }
-  }
-
-  const secrets = merged.secrets;
-  if (isPlainObject(secrets)) {
-    const perResource = secrets.resources;
-    const resealers: string[] = [];
-    if (secrets.default === 'reseal') resealers.push('secrets.default');
-    if (isPlainObject(perResource)) {
-      for (const [name, policy] of Object.entries(perResource)) {
-        if (!isResourceName(name)) {
-          problems.push(
-            `${label(['secrets', 'resources', name])} is not a resource name; keys of secrets.resources are resource names (lowercase letters, digits and _), each mapped to ${SECRET_POLICIES.join(', ')}`,
-          );
-        }
-        if (policy === 'reseal') resealers.push(`secrets.resources.${name}`);
-      }
-    }
-    if (resealers.length > 0 && secrets.archive_public_key === undefined) {
-      problems.push(
-        `${resealers.join(', ')} ${resealers.length === 1 ? 'asks' : 'ask'} for reseal, which needs secrets.archive_public_key (OCS_ARCHIVE_PUBLIC_KEY): the base64 of the 32-byte X25519 public key to seal to`,
-      );
-    }
-  }
-
-  if (merged.private_key !== undefined && merged.private_key_file !== undefined) {
-    problems.push(
-      `${label(['private_key'])} and ${label(['private_key_file'])} are both set; give the private key only one way`,
-    );
-  }
-
-  const files = merged.files;
-  if (
-    needs.server &&
-    isPlainObject(files) &&
-    files.enabled !== false &&
-    files.dir === undefined &&
-    isPlainObject(merged.warehouse) &&
-    typeof merged.warehouse.url === 'string' &&
-    /^postgres(ql)?:/i.test(merged.warehouse.url.trim())
-  ) {
-    problems.push(
-      'files.dir (OCS_FILES_DIR) must be set with a PostgreSQL warehouse: the folder where file contents are kept; or set files.enabled: false (OCS_FILES_ENABLED=false) to back up file metadata only',
-    );
-  }
-
-  const audit = merged.audit;
-  if (isPlainObject(audit)) {
-    const signing = audit.signing_key_file !== undefined;
-    const checkpoints = audit.checkpoint_file !== undefined;
-    if (audit.enabled !== true && (signing || checkpoints)) {
-      problems.push(
-        `${label(['audit', signing ? 'signing_key_file' : 'checkpoint_file'])} is set but audit.enabled is not: set audit.enabled: true (OCS_AUDIT=true) to keep the audit chain, or remove it`,
-      );
-    } else if (signing && !checkpoints) {
-      problems.push(
-        `${label(['audit', 'signing_key_file'])} is set without audit.checkpoint_file (OCS_AUDIT_CHECKPOINT_FILE): name the file each run's signed checkpoint is appended to, and ship it off this machine`,
-      );
-    } else if (checkpoints && !signing) {
-      problems.push(
-        `${label(['audit', 'checkpoint_file'])} is set without audit.signing_key_file (OCS_AUDIT_SIGNING_KEY_FILE): checkpoints are signed; create a key with \`ocs-sync keygen --signing --out DIR\``,
-      );
-    }
-  }
-
-  const http = merged.http;
-  if (
-    isPlainObject(http) &&
-    Number.isInteger(http.min_retry_delay_ms) &&
-    Number.isInteger(http.max_retry_delay_seconds) &&
-    (http.min_retry_delay_ms as number) > (http.max_retry_delay_seconds as number) * 1000
-  ) {
-    problems.push(
-      `${label(['http', 'min_retry_delay_ms'])} (${String(http.min_retry_delay_ms)} ms) is longer than http.max_retry_delay_seconds (${String(http.max_retry_delay_seconds)} s); the minimum delay must not exceed the maximum`,
-    );
-  }
-  return problems;
-}
-
-/** Problems located in the file first, by line (as someone fixing them reads it), then the rest. */
-function inFileOrder(problems: string[], fileName: string): string[] {
-  const lineOf = (problem: string): number | undefined => {
-    if (!problem.startsWith(`${fileName}:`)) return undefined;
-    const match = /^:(\d+):/.exec(problem.slice(fileName.length));
-    return match ? Number(match[1]) : 0;
-  };
-  return problems
-    .map((problem, index) => ({ problem, index, line: lineOf(problem) }))
-    .sort(
-      (a, b) =>
-        Number(a.line === undefined) - Number(b.line === undefined) ||
-        (a.line ?? 0) - (b.line ?? 0) ||
-        a.index - b.index,
-    )
-    .map((entry) => entry.problem);
-}
-
-function dedupe(problems: string[]): string[] {
-  return [...new Set(problems)];
-}
-
-/** A last guard: no problem text may carry a secret, whatever produced it. */
-function scrubSecrets(problems: string[], merged: Tree): string[] {
-  const secrets = new Set<string>();
-  for (const path of ['api_key', 'private_key', 'private_key_passphrase']) {
-    const value = merged[path];
-    if (typeof value !== 'string') continue;
-    for (const candidate of [value, value.trim(), normalizePem(value)]) {
-      if (candidate.length >= 6) secrets.add(candidate);
-    }
-    // Each line of a PEM body, should one ever be quoted on its own.
-    for (const line of normalizePem(value).split('\n')) {
-      if (line.trim().length >= 16 && !line.startsWith('-----')) secrets.add(line.trim());
-    }
-  }
-  if (secrets.size === 0) return problems;
-  const ordered = [...secrets].sort((a, b) => b.length - a.length);
-  return problems.map((problem) =>
-    ordered.reduce((text, secret) => text.split(secret).join('[redacted]'), problem),
-  );
-}
-
-// ---------------------------------------------------------------------------------------------
 // I/O: the file, the package version.
 
 export interface ConfigFileContents {

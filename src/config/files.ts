@@ -1,0 +1,95 @@
+/** File contents: `files.*` (whether the bytes of every `files` row are kept, where, how fetched). */
+import { basename, dirname, extname, join } from 'node:path';
+import type { WarehouseTarget } from '../warehouse/url.js';
+import { integer, nonEmptyText, z, type SectionValues, type SettingInfo } from './setting.js';
+
+export interface FilesConfig {
+  files: {
+    /** Fetch the bytes of every `files` row into the blob store. */
+    enabled: boolean;
+    /**
+     * The blob store's folder. Default next to a SQLite warehouse (`ocs-sync.db` ->
+     * `ocs-sync-files`); undefined with PostgreSQL or `:memory:` when not set.
+     */
+    dir: string | undefined;
+    /** Downloads at once. */
+    concurrency: number;
+    /** Largest file fetched when its row gives no `content_size` (and never more), in MiB. */
+    maxFileMib: number;
+    /** Deadline of one file download, headers and body, in seconds. */
+    requestTimeoutSeconds: number;
+  };
+}
+
+export interface FilesFileValues {
+  files?: {
+    enabled?: boolean;
+    dir?: string;
+    concurrency?: number;
+    max_file_mib?: number;
+    request_timeout_seconds?: number;
+  };
+}
+
+export const filesDefaults = {
+  files: { enabled: true, concurrency: 2, max_file_mib: 1024, request_timeout_seconds: 3600 },
+} satisfies FilesFileValues;
+
+export const FILES_SETTINGS: readonly SettingInfo[] = [
+  { path: 'files.enabled', env: 'OCS_FILES_ENABLED', kind: 'boolean', allowed: 'true or false' },
+  {
+    path: 'files.dir',
+    env: 'OCS_FILES_DIR',
+    kind: 'text',
+    allowed: 'the path of a folder for the file contents (created when missing)',
+  },
+  {
+    path: 'files.concurrency',
+    env: 'OCS_FILES_CONCURRENCY',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 16',
+  },
+  {
+    path: 'files.max_file_mib',
+    env: 'OCS_FILES_MAX_FILE_MIB',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 1048576 (MiB)',
+  },
+  {
+    path: 'files.request_timeout_seconds',
+    env: 'OCS_FILES_REQUEST_TIMEOUT_SECONDS',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 604800',
+  },
+];
+
+export const filesFields = {
+  files: z.strictObject({
+    enabled: z.boolean(),
+    dir: nonEmptyText.optional(),
+    concurrency: integer(1, 16),
+    max_file_mib: integer(1, 1048576),
+    request_timeout_seconds: integer(1, 604800),
+  }),
+};
+
+export function filesConfig(
+  values: SectionValues<typeof filesFields>,
+  warehouse: WarehouseTarget,
+): FilesConfig {
+  return {
+    files: {
+      enabled: values.files.enabled,
+      dir: values.files.dir?.trim() ?? defaultFilesDir(warehouse),
+      concurrency: values.files.concurrency,
+      maxFileMib: values.files.max_file_mib,
+      requestTimeoutSeconds: values.files.request_timeout_seconds,
+    },
+  };
+}
+
+/** The blob store beside a SQLite file: `data/ocs-sync.db` -> `data/ocs-sync-files`. */
+function defaultFilesDir(target: WarehouseTarget): string | undefined {
+  if (target.dialect !== 'sqlite' || target.path === ':memory:') return undefined;
+  return join(dirname(target.path), `${basename(target.path, extname(target.path))}-files`);
+}
