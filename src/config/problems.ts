@@ -1,10 +1,11 @@
 /**
- * Every message of config validation, in one place: a value of the wrong type or out of range
+ * The wording of config validation, in one place: a value of the wrong type or out of range
  * (with the setting's allowed values), an unknown key (with a "did you mean"), a misspelt
  * environment variable, and the rules that span keys. A value's own check (a URL, a cron
  * expression, a PEM) sits beside its setting in the section's file and words its problem to
- * follow the setting's name. Problems are reported all at once, those in the file first by line,
- * and no secret ever appears in them.
+ * follow the setting's name; a source's own faults (a file that cannot be read, bad YAML, a key
+ * that may come only from the environment) are reported where it is read, in load.ts. Problems
+ * are reported all at once, those in the file first by line, and no secret ever appears in them.
  */
 import type { z } from 'zod';
 import { closest } from '../did-you-mean.js';
