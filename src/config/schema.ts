@@ -93,6 +93,8 @@ export interface Config {
     resources: Record<string, SecretPolicy>;
     /** Base64 X25519 public key (32 bytes) that `reseal` seals to. */
     archivePublicKey: string | undefined;
+    /** Threads that open sealed values; 0 = the sync's thread; undefined = the cores, at most 8. */
+    openThreads: number | undefined;
   };
   onSchemaChange: SchemaChangePolicy;
   lock: { waitSeconds: number; staleAfterSeconds: number };
@@ -177,6 +179,7 @@ export interface ConfigFileValues {
     default?: SecretPolicy;
     resources?: Record<string, SecretPolicy>;
     archive_public_key?: string;
+    open_threads?: number;
   };
   on_schema_change?: SchemaChangePolicy;
   lock?: { wait_seconds?: number; stale_after_seconds?: number };
@@ -420,6 +423,12 @@ export const SETTINGS: readonly SettingInfo[] = [
     env: 'OCS_ARCHIVE_PUBLIC_KEY',
     kind: 'text',
     allowed: 'the base64 encoding of a 32-byte X25519 public key',
+  },
+  {
+    path: 'secrets.open_threads',
+    env: 'OCS_SECRETS_OPEN_THREADS',
+    kind: 'integer',
+    allowed: "an integer from 0 (open sealed values on the sync's own thread) to 64",
   },
   {
     path: 'on_schema_change',
@@ -744,6 +753,7 @@ export const configSchema = z.strictObject({
     default: z.enum(SECRET_POLICIES),
     resources: z.record(z.string(), z.enum(SECRET_POLICIES)),
     archive_public_key: checked(isString, checkArchivePublicKey).optional(),
+    open_threads: integer(0, 64).optional(),
   }),
   on_schema_change: z.enum(SCHEMA_CHANGE_POLICIES),
   lock: z.strictObject({
@@ -847,6 +857,7 @@ export function toConfig(values: MergedConfigValues): Config {
       default: values.secrets.default,
       resources: recordByName(Object.entries(values.secrets.resources)),
       archivePublicKey: values.secrets.archive_public_key?.trim(),
+      openThreads: values.secrets.open_threads,
     },
     onSchemaChange: values.on_schema_change,
     lock: {
