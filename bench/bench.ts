@@ -4,6 +4,8 @@
  *   npm run bench -- [--rows N] [--latency MS] [--page-size N] [--pages-in-flight N]
  *                    [--postgres URL] [--seed N] [--json]
  *   npm run bench -- soak [--minutes 60] …   (the daemon for an hour: soak.ts)
+ *   npm run bench -- sealed …                 (sealed values on every core: sealed.ts)
+ *   npm run bench -- concurrency …            (several resources at once: concurrency.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
@@ -33,6 +35,8 @@ import {
   type StageId,
 } from './report.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { concurrencyMain, type ConcurrencyResults } from './concurrency.js';
+import { sealedMain, type SealedResults } from './sealed.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
@@ -67,6 +71,8 @@ export interface BenchOutput {
   results?(results: BenchResults): void;
   startup?(results: StartupResults): void;
   soak?(results: SoakResults): void;
+  sealed?(results: SealedResults): void;
+  concurrency?(results: ConcurrencyResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -88,11 +94,13 @@ const USAGE = `Usage: npm run bench -- [options]
                        status on a demo warehouse, back to back (default 15; 0 skips it)
   --startup-only       run only the start-up stage
 
-npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)`;
+npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)
+npm run bench -- sealed --help: sealed values opened on every core, beside a plain walk
+npm run bench -- concurrency --help: several resources at once against 200 ms pages`;
 
 export class BenchUsageError extends Error {}
 
-function positiveInteger(
+export function positiveInteger(
   text: string | undefined,
   flag: string,
   fallback: number,
@@ -154,8 +162,12 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   };
 }
 
-/** A fake server child with `rows` rows. */
-export async function startServer(options: Pick<BenchOptions, 'seed' | 'latencyMs'>, rows: number) {
+/** A fake server child with `rows` rows of the bench resource, or the sample team. */
+export async function startServer(
+  options: Pick<BenchOptions, 'seed' | 'latencyMs'>,
+  rows: number,
+  sample?: Extract<ServerRequest, { type: 'start' }>['sample'],
+) {
   const child = startBenchChild('fake-server-process', { nodeOptions: SERVER_NODE_OPTIONS });
   const request = <T>(message: ServerRequest) => ask<T>(child, message);
   try {
@@ -164,6 +176,7 @@ export async function startServer(options: Pick<BenchOptions, 'seed' | 'latencyM
       rows,
       seed: options.seed,
       pageLatencyMs: options.latencyMs,
+      sample,
     });
     return {
       ...started,
@@ -400,6 +413,8 @@ const defaultOutput: BenchOutput = {
 /** Parses the flags, runs, prints. Returns the exit code (0 ran, 1 failed, 2 usage). */
 export async function main(argv: string[], output: BenchOutput = defaultOutput): Promise<number> {
   if (argv[0] === 'soak') return soakMain(argv.slice(1), output);
+  if (argv[0] === 'sealed') return sealedMain(argv.slice(1), output);
+  if (argv[0] === 'concurrency') return concurrencyMain(argv.slice(1), output);
   let options: BenchOptions;
   try {
     options = parseBenchArgs(argv);

@@ -8,11 +8,24 @@ import {
   serializeJson,
   type FakeServer,
 } from '../src/fake-server/server.js';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { BENCH_RESOURCE, createBenchDataset } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
 
 export type ServerRequest =
-  | { type: 'start'; rows: number; seed: number; pageLatencyMs: number }
+  | {
+      type: 'start';
+      rows: number;
+      seed: number;
+      pageLatencyMs: number;
+      /**
+       * The sample team (every resource, sealed fields sealed to this key) instead of the one
+       * bench resource: rows per resource (20 where not named); `rows` is not used.
+       */
+      sample?: { rowCounts: Record<string, number>; teamPublicKeyPem: string };
+    }
+  /** Values of `resource`'s sealed fields that are sealed when served (neither null nor ''). */
+  | { type: 'sealed-values'; resource: string }
   /** Add `count` new rows (a later `updated_at`: an incremental sync must fetch them). */
   | { type: 'insert'; count: number }
   /**
@@ -38,9 +51,16 @@ async function handle(request: ServerRequest): Promise<unknown> {
   switch (request.type) {
     case 'start': {
       if (server) throw new Error('The fake server is already started.');
-      const dataset = createBenchDataset(request.rows, request.seed);
+      const { sample: team } = request;
+      const dataset = team
+        ? createSampleDataset({ seed: request.seed, rowCounts: team.rowCounts })
+        : createBenchDataset(request.rows, request.seed);
       startRows = request.rows;
-      server = await startFakeServer({ dataset, pageLatencyMs: request.pageLatencyMs });
+      server = await startFakeServer({
+        dataset,
+        pageLatencyMs: request.pageLatencyMs,
+        teamPublicKeyPem: team?.teamPublicKeyPem,
+      });
       const sample = dataset.pageAfter(BENCH_RESOURCE, 'updated_at_id', null, 1000).rows;
       const bytesPerRow = sample.length === 0 ? 0 : serializeJson(sample).length / sample.length;
       return {
@@ -58,6 +78,18 @@ async function handle(request: ServerRequest): Promise<unknown> {
       const step = Math.max(1, Math.floor(ids.length / Math.max(1, request.count)));
       const gone = ids.filter((_, index) => index % step === 0).slice(0, request.count);
       return dataset.remove(BENCH_RESOURCE, gone);
+    }
+    case 'sealed-values': {
+      const dataset = requireServer().dataset;
+      const fields =
+        dataset.fixture?.find((entry) => entry.resource === request.resource)?.sealedFields ?? [];
+      return dataset
+        .rows(request.resource)
+        .reduce(
+          (count, row) =>
+            count + fields.filter((field) => row[field] !== null && row[field] !== '').length,
+          0,
+        );
     }
     case 'requests': {
       const served = requireServer().requests.length;

@@ -254,7 +254,7 @@ const STAGE_ORDER: StageId[] = [
   'full-refresh-sqlite-tenth',
 ];
 
-function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
+export function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
   const widths = header.map((cell, index) =>
     Math.max(cell.length, ...rows.map((row) => row[index]!.length)),
   );

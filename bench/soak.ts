@@ -10,6 +10,7 @@
  * sends SIGUSR2 when /metrics says no run is in progress (and checks afterwards that none started
  * or ended meanwhile). Nothing in ocs-sync itself is needed or enabled for it.
  */
+import { runBenchMode } from './bench-mode.js';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -781,24 +782,16 @@ export function formatSoakReport(results: SoakResults): string {
 }
 
 /** `npm run bench -- soak …`: parses, runs, prints; the exit code (0 ran, 1 failed, 2 usage). */
-export async function soakMain(argv: string[], output: SoakOutput): Promise<number> {
-  let options: SoakOptions;
-  try {
-    options = parseSoakArgs(argv);
-  } catch (error) {
-    if (!(error instanceof SoakUsageError)) throw error;
-    output.progress(error.message);
-    return 2;
-  }
-  try {
-    const results = await runSoak(options, output);
-    output.soak?.(results);
-    output.out(options.json ? JSON.stringify(results, null, 2) : formatSoakReport(results));
-    return 0;
-  } catch (error) {
-    output.progress(
-      `The soak failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
-    );
-    return 1;
-  }
+export function soakMain(argv: string[], output: SoakOutput): Promise<number> {
+  return runBenchMode(
+    {
+      name: 'soak',
+      parse: parseSoakArgs,
+      usageError: SoakUsageError,
+      run: (options) => runSoak(options, output),
+      format: formatSoakReport,
+    },
+    argv,
+    { out: output.out, progress: output.progress, results: output.soak },
+  );
 }

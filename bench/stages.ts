@@ -3,6 +3,7 @@
  * reports is the stage's own. Times cover the measured work only: not process start, not opening
  * the warehouse, not generating the write-only rows.
  */
+import { createPrivateKey } from 'node:crypto';
 import pg from 'pg';
 import type { ColumnSpec, PageWriteResult, Warehouse } from '../src/interfaces.js';
 import { createLogger, type Logger } from '../src/log.js';
@@ -44,6 +45,12 @@ export type StageRequest =
       /** What the warehouse keeps besides the rows (default none): history, or the audit chain. */
       keep?: Keeping;
       fullRefresh?: boolean;
+      /** Resources walked at once (default 1). */
+      concurrency?: number;
+      /** Only these resources (default all). */
+      resources?: string[];
+      /** The team's private key (PEM): sealed values are opened (`plaintext`). */
+      privateKeyPem?: string;
     }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
@@ -87,6 +94,8 @@ export interface StageResult {
   rssProfileMb: number[];
   /** Rows a full refresh marked deleted. */
   deleted?: number;
+  /** Each resource a sync walked: its rows and how long its walk took. */
+  walks?: Array<{ resource: string; rows: number; seconds: number }>;
 }
 
 const MB = 1024 * 1024;
@@ -212,7 +221,7 @@ async function syncStage(
   return withWarehouseAndSource(
     request,
     logger,
-    request.pagesInFlight + 1,
+    request.pagesInFlight * (request.concurrency ?? 1) + 1,
     async (warehouse, source) => {
       const started = sampler.begin();
       const report = await runSync({
@@ -220,14 +229,20 @@ async function syncStage(
         warehouse,
         logger,
         pageSize: request.pageSize,
-        secrets: { policyFor: () => 'plaintext', keys: {} },
+        secrets: {
+          policyFor: () => 'plaintext',
+          keys: request.privateKeyPem
+            ? { privateKey: createPrivateKey(request.privateKeyPem) }
+            : {},
+        },
         onSchemaChange: 'evolve',
         history: (request.keep ?? 'none') !== 'none',
         deletes: 'mark',
         pagesInFlight: request.pagesInFlight,
-        concurrency: 1,
+        concurrency: request.concurrency ?? 1,
         lockWaitMs: 10_000,
         fullRefresh: request.fullRefresh,
+        resources: request.resources,
       });
       const seconds = (performance.now() - started) / 1000;
       sampler.end();
@@ -241,6 +256,11 @@ async function syncStage(
         pages: report.pages,
         seconds,
         requests: source.requestCount,
+        walks: report.resources.map((walk) => ({
+          resource: walk.resource,
+          rows: walk.rows,
+          seconds: walk.durationMs / 1000,
+        })),
         ...(request.fullRefresh
           ? { deleted: report.resources.reduce((sum, resource) => sum + resource.deleted, 0) }
           : {}),

@@ -16,6 +16,8 @@ import { describe, expect, it } from 'vitest';
 import { main, parseBenchArgs } from '../bench/bench.js';
 import { main as auditBench, parseAuditBenchArgs } from '../bench/audit.js';
 import { heapGrowth, summarizeSnapshotFile } from '../bench/heap-snapshot.js';
+import { parseConcurrencyArgs, type ConcurrencyResults } from '../bench/concurrency.js';
+import { parseSealedArgs, type SealedResults } from '../bench/sealed.js';
 import {
   memoryWindows,
   parseSoakArgs,
@@ -569,5 +571,70 @@ describe('soak', () => {
     });
     expect(code).toBe(2);
     expect(progress).toMatch(/--minutes must be a positive number/);
+  });
+});
+
+describe('sealed and concurrency modes (issue 23)', () => {
+  it('`sealed` opens every sealed value and prints both rates and both checks', async () => {
+    let results: SealedResults | undefined;
+    let out = '';
+    const code = await main(
+      [
+        'sealed',
+        '--rows',
+        '30',
+        '--plain-rows',
+        '30',
+        '--bits',
+        '1024',
+        '--latency',
+        '0',
+        '--page-size',
+        '10',
+      ],
+      {
+        out: (text) => (out += text),
+        progress: () => undefined,
+        sealed: (measured) => (results = measured),
+      },
+    );
+    expect(code, out).toBe(0);
+    expect(results!.sealedValues).toBeGreaterThan(0);
+    expect(results!.singleCoreRate).toBeGreaterThan(0);
+    expect(results!.plainBeside.rows).toBe(30);
+    expect(out).toContain('single-core private-key rate:');
+    expect(out).toContain('sealed values opened per second');
+    expect(out).toContain('pace of chats beside the sealed walk');
+  }, 180_000);
+
+  it('`concurrency` reports a rerun and a full refresh per setting and the largest walk alone', async () => {
+    let results: ConcurrencyResults | undefined;
+    let out = '';
+    const code = await main(
+      ['concurrency', '--rows', '60', '--settings', '1,2', '--latency', '0', '--page-size', '20'],
+      {
+        out: (text) => (out += text),
+        progress: () => undefined,
+        concurrency: (measured) => (results = measured),
+      },
+    );
+    expect(code, out).toBe(0);
+    expect(results!.bySetting.map((entry) => entry.concurrency)).toEqual([1, 2]);
+    for (const entry of results!.bySetting) {
+      // Every resource walked again: the same rows at every setting.
+      expect(entry.fullRefresh.rows).toBe(results!.bySetting[0]!.fullRefresh.rows);
+      expect(entry.rerun.rows).toBe(0);
+      expect(entry.fullRefresh.requestsPerMinute).toBeGreaterThan(0);
+    }
+    expect(results!.largestAlone).toMatchObject({ resource: 'chat_messages', rows: 60 });
+    expect(out).toContain('full refresh, concurrency 2');
+    expect(out).toContain('best full refresh / largest walked alone');
+  }, 240_000);
+
+  it('refuses bad flags with a usage message', async () => {
+    expect(() => parseConcurrencyArgs(['--settings', '1,9'])).toThrow(/from 1 to 8/);
+    expect(() => parseSealedArgs(['--rows', 'many'])).toThrow(/--rows must be a positive integer/);
+    expect(parseSealedArgs([])).toMatchObject({ rows: 20_000, bits: 3072, latencyMs: 200 });
+    expect(parseConcurrencyArgs([])).toMatchObject({ rows: 20_000, settings: [1, 2, 4] });
   });
 });

@@ -196,6 +196,29 @@ describe('RequestPacer with a fake clock', () => {
     expect(clock.sleeps).toHaveLength(1);
   });
 
+  it('with many requests in flight, a stale reading never lets more go than the budget', async () => {
+    const clock = new FakeClock();
+    const budget = new FixedWindowBudget(clock, 10, 10_000);
+    const pacer = new RequestPacer(0, clock);
+    // 8 callers at a time (concurrency × pages in flight); each answer lands after the next
+    // requests went, as over a real network. Reset rounded up: a window never ends early.
+    let answered = 0;
+    const caller = async () => {
+      for (let index = 0; index < 10; index += 1) {
+        const ticket = await pacer.beforeRequest();
+        const response = budget.request();
+        await new Promise((resolve) => setImmediate(resolve));
+        pacer.observe(readRateLimitHeaders(response.headers), ticket);
+        answered += 1;
+      }
+    };
+    await Promise.all(Array.from({ length: 8 }, caller));
+    expect(answered).toBe(80);
+    expect(budget.statuses.filter((status) => status === 429)).toEqual([]);
+    // 80 requests at 10 a window: at least 7 window ends passed.
+    expect(clock.now() - 1_000_000).toBeGreaterThanOrEqual(70_000);
+  });
+
   it.each(['ceil', 'floor'] as const)(
     'never spends more than the budget across several windows (Reset rounded with %s)',
     async (rounding) => {
@@ -260,52 +283,66 @@ describe('a sync against the fake server with a small API budget', () => {
 
   /**
    * The fake server's budget window and the HTTP source's pacer read the same fake clock, and the
-   * pacer's sleeps move it, so windows pass without any real waiting.
+   * pacer's sleeps move it, so windows pass without any real waiting. Every `concurrency` setting
+   * (1..8): the walks share the one source and its pacer, so the team's budget is one for all.
    */
-  it.each([1, 3])('never receives a 429 (%i pages in flight)', async (pagesInFlight) => {
-    const clock = new FakeClock(Date.parse('2026-02-01T00:00:00Z'));
-    const dataset = createSampleDataset({ rowsPerResource: 30, seed: 5 });
-    const server = await startFakeServer({
-      dataset,
-      rateLimit: { limit: 8, windowSeconds: 10 },
-      now: () => clock.now(),
-    });
-    cleanups.push(() => server.close());
-    const stored = await createTestWarehouse('sqlite');
-    cleanups.push(() => stored.dispose());
-    const warehouse = await openWarehouse({ url: stored.env.OCS_WAREHOUSE_URL! });
-    cleanups.push(() => warehouse.close());
-    const source = testSource(server.url, { clock });
-    cleanups.push(() => source.close());
-    const resources = ['users', 'chats', 'chat_messages'];
+  it.each([[1, 1], [3, 1], ...[2, 3, 4, 5, 6, 7, 8].map((concurrency) => [2, concurrency])])(
+    'never receives a 429 (%i pages in flight, concurrency %i)',
+    async (pagesInFlight, concurrency) => {
+      const clock = new FakeClock(Date.parse('2026-02-01T00:00:00Z'));
+      const dataset = createSampleDataset({ rowsPerResource: 30, seed: 5 });
+      const server = await startFakeServer({
+        dataset,
+        rateLimit: { limit: 8, windowSeconds: 10 },
+        now: () => clock.now(),
+      });
+      cleanups.push(() => server.close());
+      const stored = await createTestWarehouse('sqlite');
+      cleanups.push(() => stored.dispose());
+      const warehouse = await openWarehouse({ url: stored.env.OCS_WAREHOUSE_URL! });
+      cleanups.push(() => warehouse.close());
+      const source = testSource(server.url, { clock });
+      cleanups.push(() => source.close());
+      // Enough walks that every lane has one.
+      const resources = [
+        'users',
+        'chats',
+        'chat_messages',
+        'tags',
+        'sessions',
+        'participants',
+        'chatbots',
+        'collections',
+      ].slice(0, Math.max(3, concurrency));
 
-    const started = clock.now();
-    const report = await runSync({
-      source,
-      warehouse,
-      logger: silentLogger(),
-      pageSize: 4,
-      resources,
-      secrets: { keys: {}, policyFor: () => 'sealed' },
-      onSchemaChange: 'evolve',
-      history: false,
-      deletes: 'mark',
-      pagesInFlight,
-      concurrency: 1,
-      lockWaitMs: 0,
-    });
+      const started = clock.now();
+      const report = await runSync({
+        source,
+        warehouse,
+        logger: silentLogger(),
+        pageSize: 4,
+        resources,
+        secrets: { keys: {}, policyFor: () => 'sealed' },
+        onSchemaChange: 'evolve',
+        history: false,
+        deletes: 'mark',
+        pagesInFlight,
+        concurrency,
+        lockWaitMs: 0,
+      });
 
-    expect(report.status).toBe('ok');
-    const statuses = server.requests.map((request) => request.status);
-    expect(statuses.filter((status) => status === 429)).toEqual([]);
-    const throttled = server.requests.filter(
-      (request) => request.endpoint !== 'manifest' && request.endpoint !== 'schema',
-    );
-    // More requests than one window allows: pacing had to spread them over several windows.
-    expect(throttled.length).toBeGreaterThan(3 * 8);
-    const windowsNeeded = Math.ceil(throttled.length / 8) - 1;
-    expect(clock.now() - started).toBeGreaterThanOrEqual(windowsNeeded * 10_000);
-    expect(source.pacingPausedMs).toBeGreaterThan(0);
-    await expectWarehouseEqualsSource(stored, dataset, { resources });
-  });
+      expect(report.status).toBe('ok');
+      const statuses = server.requests.map((request) => request.status);
+      expect(statuses.filter((status) => status === 429)).toEqual([]);
+      const throttled = server.requests.filter(
+        (request) => request.endpoint !== 'manifest' && request.endpoint !== 'schema',
+      );
+      // More requests than one window allows: pacing had to spread them over several windows.
+      expect(throttled.length).toBeGreaterThan(3 * 8);
+      const windowsNeeded = Math.ceil(throttled.length / 8) - 1;
+      expect(clock.now() - started).toBeGreaterThanOrEqual(windowsNeeded * 10_000);
+      expect(source.pacingPausedMs).toBeGreaterThan(0);
+      await expectWarehouseEqualsSource(stored, dataset, { resources });
+    },
+  );
 });

@@ -28,8 +28,9 @@ import {
   parseArchivePublicKey,
 } from '../src/sealing/keys.js';
 import { openSealedValue, SealedOpenError } from '../src/sealing/open.js';
+import { createSealedValueOpener } from '../src/sealing/open-pool.js';
 import {
-  applySealingPolicy,
+  applySealingPolicy as applyPolicy,
   needsPrivateKey,
   SECRET_POLICIES,
   sealedColumnType,
@@ -45,19 +46,31 @@ const SECRET = { api_key: 'sk-live-very-secret-value', nested: { list: [1, 2, 't
 let teamPublic: KeyObject;
 let teamPrivate: KeyObject;
 let otherPrivate: KeyObject;
+let otherPublic: KeyObject;
 let workDir: string;
 
 beforeAll(() => {
   ({ publicKey: teamPublic, privateKey: teamPrivate } = generateKeyPairSync('rsa', {
     modulusLength: 2048,
   }));
-  ({ privateKey: otherPrivate } = generateKeyPairSync('rsa', { modulusLength: 2048 }));
+  ({ privateKey: otherPrivate, publicKey: otherPublic } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+  }));
   workDir = mkdtempSync(path.join(tmpdir(), 'ocs-sealing-'));
 });
 
 afterAll(() => {
   rmSync(workDir, { recursive: true, force: true });
 });
+
+async function rejection(run: () => Promise<unknown>): Promise<Error> {
+  try {
+    await run();
+  } catch (error) {
+    return error as Error;
+  }
+  throw new Error('expected a failure, but it succeeded');
+}
 
 function failure(run: () => unknown): Error {
   try {
@@ -327,7 +340,22 @@ function marked(...fields: string[]): SealedFields {
   return { marked: new Set(fields), all: new Set(fields) };
 }
 
-describe('applySealingPolicy', () => {
+/** The same policy checks on this thread and on a pool of two threads (open-pool.ts). */
+describe.each([
+  ['on this thread', 0],
+  ['on a pool of two threads', 2],
+])('applySealingPolicy, values opened %s', (_where, threads) => {
+  /** applySealingPolicy with an opener of its own keys, closed after. */
+  const applySealingPolicy = async (
+    ...[resource, rows, sealed, policy, keys]: Parameters<typeof applyPolicy>
+  ): Promise<Row[]> => {
+    const opener = createSealedValueOpener(keys, threads);
+    try {
+      return await applyPolicy(resource, rows, sealed, policy, keys, { opener });
+    } finally {
+      await opener.close();
+    }
+  };
   const archive = nacl.box.keyPair();
   let rows: Row[];
   let snapshot: string;
@@ -351,8 +379,8 @@ describe('applySealingPolicy', () => {
     keys = { privateKey: teamPrivate, archivePublicKey: archive.publicKey },
   ) => applySealingPolicy('llm_providers', rows, marked('config', 'extra'), policy, keys);
 
-  it('plaintext opens each sealed field; null stays null; absent stays absent', () => {
-    const out = run('plaintext');
+  it('plaintext opens each sealed field; null stays null; absent stays absent', async () => {
+    const out = await run('plaintext');
     expect(out).toEqual([
       { id: 1, name: 'openai', config: SECRET, extra: 'x' },
       { id: 2, name: 'empty', config: null, extra: 7 },
@@ -362,14 +390,20 @@ describe('applySealingPolicy', () => {
     expect(out[0]).not.toBe(rows[0]);
   });
 
-  it('sealed keeps the token as it came and needs no key', () => {
-    const out = applySealingPolicy('llm_providers', rows, marked('config', 'extra'), 'sealed', {});
+  it('sealed keeps the token as it came and needs no key', async () => {
+    const out = await applySealingPolicy(
+      'llm_providers',
+      rows,
+      marked('config', 'extra'),
+      'sealed',
+      {},
+    );
     expect(out).toEqual(rows);
     expect(out[0]).not.toBe(rows[0]);
   });
 
-  it('reseal stores archive texts that open to the original values', () => {
-    const out = run('reseal');
+  it('reseal stores archive texts that open to the original values', async () => {
+    const out = await run('reseal');
     expect(isArchived(out[0]?.config)).toBe(true);
     expect(openArchived(out[0]?.config as string, archive.secretKey)).toEqual(SECRET);
     expect(openArchived(out[1]?.extra as string, archive.secretKey)).toBe(7);
@@ -377,8 +411,14 @@ describe('applySealingPolicy', () => {
     expect(encodeJson(rows, 'compact')).toBe(snapshot);
   });
 
-  it('drop stores null and needs no key', () => {
-    const out = applySealingPolicy('llm_providers', rows, marked('config', 'extra'), 'drop', {});
+  it('drop stores null and needs no key', async () => {
+    const out = await applySealingPolicy(
+      'llm_providers',
+      rows,
+      marked('config', 'extra'),
+      'drop',
+      {},
+    );
     expect(out.map((row) => [row.config, row.extra])).toEqual([
       [null, null],
       [null, null],
@@ -387,26 +427,28 @@ describe('applySealingPolicy', () => {
     expect(out[0]?.name).toBe('openai');
   });
 
-  it('with no sealed fields, returns the rows untouched and needs no key', () => {
-    expect(applySealingPolicy('llm_providers', rows, NO_SEALED_FIELDS, 'plaintext', {})).toBe(rows);
+  it('with no sealed fields, returns the rows untouched and needs no key', async () => {
+    expect(await applySealingPolicy('llm_providers', rows, NO_SEALED_FIELDS, 'plaintext', {})).toBe(
+      rows,
+    );
   });
 
-  it('null and an empty string in a sealed field mean nothing was sealed: kept as they are', () => {
+  it('null and an empty string in a sealed field mean nothing was sealed: kept as they are', async () => {
     const empty: Row[] = [
       { id: 1, config: '' },
       { id: 2, config: null },
     ];
     const keys = { privateKey: teamPrivate, archivePublicKey: archive.publicKey };
     for (const policy of ['plaintext', 'sealed', 'reseal'] as const) {
-      expect(applySealingPolicy('x', empty, marked('config'), policy, keys)).toEqual(empty);
+      expect(await applySealingPolicy('x', empty, marked('config'), policy, keys)).toEqual(empty);
     }
-    expect(applySealingPolicy('x', empty, marked('config'), 'drop', {})).toEqual([
+    expect(await applySealingPolicy('x', empty, marked('config'), 'drop', {})).toEqual([
       { id: 1, config: null },
       { id: 2, config: null },
     ]);
   });
 
-  it('a field known sealed only from its values keeps a plain value as plain data', () => {
+  it('a field known sealed only from its values keeps a plain value as plain data', async () => {
     const mixed: Row[] = [
       { id: 1, config: sealValue(SECRET, teamPublic) },
       { id: 2, config: 'plain text' },
@@ -414,7 +456,7 @@ describe('applySealingPolicy', () => {
     ];
     const detected = { marked: new Set<string>(), all: new Set(['config']) };
     expect(
-      applySealingPolicy('x', mixed, detected, 'plaintext', { privateKey: teamPrivate }),
+      await applySealingPolicy('x', mixed, detected, 'plaintext', { privateKey: teamPrivate }),
     ).toEqual([
       { id: 1, config: SECRET },
       { id: 2, config: 'plain text' },
@@ -422,9 +464,9 @@ describe('applySealingPolicy', () => {
     ]);
   });
 
-  it('a value that does not open names resource, id and field, never the value', () => {
+  it('a value that does not open names resource, id and field, never the value', async () => {
     const bad: Row[] = [{ id: 12, config: sealValue(SECRET, teamPublic) }];
-    const error = failure(() =>
+    const error = await rejection(() =>
       applySealingPolicy('llm_providers', bad, marked('config'), 'plaintext', {
         privateKey: otherPrivate,
       }),
@@ -436,7 +478,7 @@ describe('applySealingPolicy', () => {
     expect(error).toMatchObject({ resource: 'llm_providers', rowId: '12', field: 'config' });
 
     const garbage: Row[] = [{ id: 13n, config: 'sk-live-plaintext-leak' }];
-    const notSealed = failure(() =>
+    const notSealed = await rejection(() =>
       applySealingPolicy('llm_providers', garbage, marked('config'), 'reseal', {
         privateKey: teamPrivate,
         archivePublicKey: archive.publicKey,
@@ -449,10 +491,10 @@ describe('applySealingPolicy', () => {
     expect(notSealed.message).not.toContain('sk-live');
   });
 
-  it('refuses a value that is not sealed in a marked field unless dropping it', () => {
+  it('refuses a value that is not sealed in a marked field unless dropping it', async () => {
     const leaked: Row[] = [{ id: 5, config: { api_key: 'sk-live-unsealed' } }];
     for (const policy of ['plaintext', 'sealed', 'reseal'] as const) {
-      const error = failure(() =>
+      const error = await rejection(() =>
         applySealingPolicy('llm_providers', leaked, marked('config'), policy, {
           privateKey: teamPrivate,
           archivePublicKey: archive.publicKey,
@@ -463,21 +505,73 @@ describe('applySealingPolicy', () => {
       expect(error.message).not.toContain('sk-live');
     }
     expect(
-      applySealingPolicy('llm_providers', leaked, marked('config'), 'drop', {})[0]?.config,
+      (await applySealingPolicy('llm_providers', leaked, marked('config'), 'drop', {}))[0]?.config,
     ).toBeNull();
   });
 
-  it('missing keys fail with KeyError before touching any row', () => {
-    expect(failure(() => run('plaintext', {} as never))).toBeInstanceOf(KeyError);
-    expect(failure(() => run('reseal', { privateKey: teamPrivate } as never))).toBeInstanceOf(
-      KeyError,
-    );
+  it('missing keys fail with KeyError before touching any row', async () => {
+    expect(await rejection(() => run('plaintext', {} as never))).toBeInstanceOf(KeyError);
     expect(
-      failure(() => run('reseal', { archivePublicKey: archive.publicKey } as never)).message,
+      await rejection(() => run('reseal', { privateKey: teamPrivate } as never)),
+    ).toBeInstanceOf(KeyError);
+    expect(
+      (await rejection(() => run('reseal', { archivePublicKey: archive.publicKey } as never)))
+        .message,
     ).toMatch(/private key/);
-    expect(() => run('bogus' as SecretPolicy)).toThrow(/unknown secrets policy/);
+    await expect(run('bogus' as SecretPolicy)).rejects.toThrow(/unknown secrets policy/);
   });
 
+  it('the first problem in row order fails the page, whichever thread met it', async () => {
+    // 40 values: cut into several chunks on a pool. Rows 25 and 33 were sealed to another key.
+    const many: Row[] = Array.from({ length: 40 }, (_, index) => ({
+      id: index + 1,
+      config: sealValue({ n: index }, index === 25 || index === 33 ? otherPublic : teamPublic),
+    }));
+    const keys = { privateKey: teamPrivate };
+    const error = await rejection(() =>
+      applySealingPolicy('llm_providers', many, marked('config'), 'plaintext', keys),
+    );
+    expect(error.message).toBe(
+      'Cannot open sealed field llm_providers.config of row id 26: key does not match (RSA-OAEP failed)',
+    );
+    // A plain value in a marked field before the first value that does not open: that one.
+    const refusedFirst = many.map((row, index) =>
+      index === 20 ? { ...row, config: 'plain' } : row,
+    );
+    expect(
+      (
+        await rejection(() =>
+          applySealingPolicy('llm_providers', refusedFirst, marked('config'), 'plaintext', keys),
+        )
+      ).message,
+    ).toMatch(/^Cannot open sealed field llm_providers\.config of row id 21: the server's schema/);
+    // ... and after it: the value that does not open.
+    const refusedLater = many.map((row, index) =>
+      index === 30 ? { ...row, config: 'plain' } : row,
+    );
+    expect(
+      (
+        await rejection(() =>
+          applySealingPolicy('llm_providers', refusedLater, marked('config'), 'plaintext', keys),
+        )
+      ).message,
+    ).toMatch(/of row id 26: key does not match/);
+    // Every value opened, in its place.
+    const good = many.filter((_, index) => index !== 25 && index !== 33);
+    const opened = await applySealingPolicy(
+      'llm_providers',
+      good,
+      marked('config'),
+      'plaintext',
+      keys,
+    );
+    expect(opened.map((row) => (row.config as { n: number }).n)).toEqual(
+      good.map((row) => Number(row.id) - 1),
+    );
+  });
+});
+
+describe('policy names', () => {
   it('policy helpers', () => {
     expect([...SECRET_POLICIES]).toEqual(['plaintext', 'sealed', 'reseal', 'drop']);
     expect(SECRET_POLICIES.filter(needsPrivateKey)).toEqual(['plaintext', 'reseal']);

@@ -13,6 +13,7 @@ export interface GlobalOptions {
   logLevel?: string;
   logFormat?: LogFormat;
   pageSize?: string;
+  concurrency?: string;
 }
 
 /** Everything a command needs from the outside world; tests pass their own. */
@@ -56,6 +57,7 @@ export class CommandContext {
     if (this.globals.baseUrl) flags.baseUrl = this.globals.baseUrl;
     if (this.globals.logLevel) flags.logLevel = this.globals.logLevel;
     if (this.globals.pageSize) flags.pageSize = this.globals.pageSize;
+    if (this.globals.concurrency) flags.concurrency = this.globals.concurrency;
     return flags;
   }
 

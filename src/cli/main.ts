@@ -32,6 +32,7 @@ export function buildProgram(
     .option('-w, --warehouse <url>', 'warehouse: a file path, sqlite:PATH, or postgres://…')
     .option('--base-url <url>', 'server base URL (OCS_BASE_URL)')
     .option('--page-size <rows>', 'rows per page, 1..1000 (OCS_PAGE_SIZE)')
+    .option('--concurrency <resources>', 'resources walked at once, 1..8 (OCS_CONCURRENCY)')
     .addOption(new Option('--log-level <level>', 'log level (OCS_LOG_LEVEL)').choices(LOG_LEVELS))
     .addOption(
       new Option(

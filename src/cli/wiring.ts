@@ -116,6 +116,7 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
   return {
     keys,
     policyFor: (resource) => secretPolicyFor(config, resource),
+    openThreads: config.secrets.openThreads,
   };
 }
 

@@ -538,6 +538,7 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
       default: config.secrets.default,
       resources: { ...config.secrets.resources },
       archivePublicKey: config.secrets.archivePublicKey === undefined ? 'not set' : 'set',
+      openThreads: config.secrets.openThreads ?? 'one per core, at most 8',
     },
     onSchemaChange: config.onSchemaChange,
     lock: { ...config.lock },

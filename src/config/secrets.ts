@@ -8,6 +8,7 @@ import { valueByName, recordByName } from '../names.js';
 import { SECRET_POLICIES, type SecretPolicy } from '../sealing/policy-names.js';
 import {
   checked,
+  integer,
   isString,
   nonEmptyText,
   z,
@@ -27,6 +28,8 @@ export interface SecretsConfig {
     resources: Record<string, SecretPolicy>;
     /** Base64 X25519 public key (32 bytes) that `reseal` seals to. */
     archivePublicKey: string | undefined;
+    /** Threads that open sealed values; 0 = the sync's thread; undefined = the cores, at most 8. */
+    openThreads: number | undefined;
   };
 }
 
@@ -37,6 +40,7 @@ export interface SecretsFileValues {
     default?: SecretPolicy;
     resources?: Record<string, SecretPolicy>;
     archive_public_key?: string;
+    open_threads?: number;
   };
 }
 
@@ -86,6 +90,12 @@ export const SECRETS_SETTINGS: readonly SettingInfo[] = [
     kind: 'text',
     allowed: 'the base64 encoding of a 32-byte X25519 public key',
   },
+  {
+    path: 'secrets.open_threads',
+    env: 'OCS_SECRETS_OPEN_THREADS',
+    kind: 'integer',
+    allowed: "an integer from 0 (open sealed values on the sync's own thread) to 64",
+  },
 ];
 
 /** Environment variables often cannot hold line breaks, so `\n` written out stands for one. */
@@ -129,6 +139,7 @@ export const secretsFields = {
     default: z.enum(SECRET_POLICIES),
     resources: z.record(z.string(), z.enum(SECRET_POLICIES)),
     archive_public_key: checked(isString, checkArchivePublicKey).optional(),
+    open_threads: integer(0, 64).optional(),
   }),
 };
 
@@ -141,6 +152,7 @@ export function secretsConfig(values: SectionValues<typeof secretsFields>): Secr
       default: values.secrets.default,
       resources: recordByName(Object.entries(values.secrets.resources)),
       archivePublicKey: values.secrets.archive_public_key?.trim(),
+      openThreads: values.secrets.open_threads,
     },
   };
 }

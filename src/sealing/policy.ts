@@ -8,10 +8,9 @@
 import type { KeyObject } from 'node:crypto';
 import { ConfigError, KeyError, SealedValueError } from '../errors.js';
 import type { ColumnType, Row, SealedFields } from '../interfaces.js';
-import { resealForArchive } from './archive.js';
 import { isSealedToken } from './detect.js';
-import { openSealedValue } from './open.js';
-import { SealedOpenError } from './sealed-open-error.js';
+import { InThreadOpener, type SealedValueOpener } from './open-pool.js';
+import type { OpeningPolicy } from './open-values.js';
 
 import { SECRET_POLICIES, type SecretPolicy } from './policy-names.js';
 export { SECRET_POLICIES, type SecretPolicy };
@@ -62,14 +61,19 @@ export function checkSealingKeys(policy: SecretPolicy, keys: SealingKeys): void 
  * and any other value is refused in
  * a field the server's schema marks sealed (storing it could put an unsealed secret in the
  * warehouse) and kept as plain data in a field known sealed only from earlier values.
+ *
+ * The values a policy opens (`plaintext`, `reseal`) are opened as one batch by `opener` (the
+ * pool of threads, or this thread when none is given); the first problem in row order, a value
+ * that does not open or a plain value in a marked field, fails the whole page.
  */
-export function applySealingPolicy(
+export async function applySealingPolicy(
   resource: string,
   rows: Row[],
   sealed: SealedFields,
   policy: SecretPolicy,
   keys: SealingKeys,
-): Row[] {
+  options: { opener?: SealedValueOpener; signal?: AbortSignal } = {},
+): Promise<Row[]> {
   if (!isSecretPolicy(policy)) {
     throw new ConfigError([
       `unknown secrets policy ${JSON.stringify(policy)}; use one of ${SECRET_POLICIES.join(', ')}`,
@@ -77,9 +81,14 @@ export function applySealingPolicy(
   }
   if (sealed.all.size === 0) return rows;
   checkSealingKeys(policy, keys);
-  const transform = valueTransform(policy, keys);
-  return rows.map((row) => {
+  const copies: Row[] = [];
+  /** Where each value to open sits, and the values, in row order. */
+  const places: Array<{ row: number; field: string }> = [];
+  const tokens: string[] = [];
+  let refused: SealedValueError | undefined;
+  scan: for (const row of rows) {
     const copy: Row = { ...row };
+    copies.push(copy);
     for (const field of sealed.all) {
       if (!Object.prototype.hasOwnProperty.call(row, field)) continue;
       const value = row[field];
@@ -89,43 +98,42 @@ export function applySealingPolicy(
       }
       if (value === null || value === '') continue;
       if (isSealedToken(value)) {
-        try {
-          copy[field] = transform(value);
-        } catch (error) {
-          if (error instanceof SealedOpenError)
-            throw new SealedValueError(resource, String(row.id), field, error.reason);
-          throw error;
-        }
+        // `sealed` keeps the token the copy already holds.
+        if (policy === 'sealed') continue;
+        places.push({ row: copies.length - 1, field });
+        tokens.push(value);
       } else if (sealed.marked.has(field)) {
-        throw new SealedValueError(
+        // Nothing after it matters: the page is not stored.
+        refused = new SealedValueError(
           resource,
           String(row.id),
           field,
           `the server's schema marks it sealed, but its value (a JSON ${jsonKind(value)}) is not a sealed value; the page was not stored`,
           "Report it to the server's operators; `secrets: {resources: {RESOURCE: drop}}` stores null for this resource's sealed fields meanwhile.",
         );
+        break scan;
       }
     }
-    return copy;
-  });
-}
-
-function valueTransform(policy: SecretPolicy, keys: SealingKeys): (sealed: string) => unknown {
-  switch (policy) {
-    case 'plaintext': {
-      const privateKey = keys.privateKey as KeyObject;
-      return (sealed) => openSealedValue(sealed, privateKey);
-    }
-    case 'reseal': {
-      const privateKey = keys.privateKey as KeyObject;
-      const archivePublicKey = keys.archivePublicKey as Uint8Array;
-      return (sealed) => resealForArchive(openSealedValue(sealed, privateKey), archivePublicKey);
-    }
-    case 'sealed':
-      return (sealed) => sealed;
-    case 'drop':
-      return () => null;
   }
+  if (tokens.length > 0) {
+    const opener = options.opener ?? new InThreadOpener(keys);
+    const opened = await opener.open(policy as OpeningPolicy, tokens, options.signal);
+    const [failure] = opened.failures;
+    if (failure !== undefined) {
+      const place = places[failure.index]!;
+      throw new SealedValueError(
+        resource,
+        String(rows[place.row]!.id),
+        place.field,
+        failure.reason,
+      );
+    }
+    places.forEach((place, index) => {
+      copies[place.row]![place.field] = opened.values[index];
+    });
+  }
+  if (refused) throw refused;
+  return copies;
 }
 
 function jsonKind(value: unknown): string {

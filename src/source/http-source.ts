@@ -268,7 +268,7 @@ export class HttpExportSource implements ExportSource {
       report: (status: number, outcome: RequestEvent['outcome']) => void;
     }) => Promise<T>,
   ): Promise<T> {
-    await this.pacer.beforeRequest(signal);
+    const ticket = await this.pacer.beforeRequest(signal);
     const started = performance.now();
     this.requestCount += 1;
     let status = 0;
@@ -292,7 +292,7 @@ export class HttpExportSource implements ExportSource {
       });
       status = response.statusCode;
       const headers = response.headers as Record<string, string | string[] | undefined>;
-      this.pacer.observe(readRateLimitHeaders(headers));
+      this.pacer.observe(readRateLimitHeaders(headers), ticket);
       return await read({ response, headers, report });
     } catch (error) {
       if (deadline.expired && !signal?.aborted) {
@@ -312,6 +312,7 @@ export class HttpExportSource implements ExportSource {
       throw transient ?? error;
     } finally {
       deadline.release();
+      this.pacer.settled(ticket);
     }
   }
 

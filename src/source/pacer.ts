@@ -74,11 +74,29 @@ export function pacingDelayMs(input: {
   return Math.max(0, earliest - now);
 }
 
-/** Stateful pacer shared by every request of one source. */
+/** A request the pacer let go: its number, for `observe` and `settled`. */
+export type RequestTicket = number;
+
+/**
+ * Stateful pacer shared by every request of one source: every walk of a run (`concurrency`)
+ * and every page in flight spend the one team budget. A reading tells what the server had left
+ * when it answered one request; requests let go since then, and requests still in flight from
+ * before it, are taken off what it says (they may not have been counted yet), so that many
+ * requests in flight never spend more than the budget on a stale reading. Once a reading's window
+ * has ended, the new window is assumed to hold `limit` requests; when that many are in flight and
+ * none has answered yet (so what is left, and when that window ends, is unknown), the next request
+ * waits for an answer.
+ */
 export class RequestPacer {
   private lastRequestAt: number | undefined;
-  private reading: (RateLimitReading & { at: number }) | undefined;
+  private reading: (RateLimitReading & { at: number; ticket: RequestTicket }) | undefined;
   private queue: Promise<void> = Promise.resolve();
+  /** Requests let go so far; the last one's ticket. */
+  private sent = 0;
+  /** Requests let go and not answered yet. */
+  private readonly inFlight = new Set<RequestTicket>();
+  /** Resolved (and replaced) at each answer: what a request waiting for one waits on. */
+  private answered = nextAnswer();
   /** Total time spent waiting, for metrics and tests. */
   pausedMs = 0;
 
@@ -87,31 +105,100 @@ export class RequestPacer {
     private readonly clock: Clock = systemClock,
   ) {}
 
-  /** Resolves when the next request may go; callers are served one at a time, in order. */
-  beforeRequest(signal?: AbortSignal): Promise<void> {
+  /**
+   * Resolves when the next request may go, with its ticket; callers are served one at a time, in
+   * order. Give the ticket to `observe` with the answer's headers and to `settled` when it ends.
+   */
+  beforeRequest(signal?: AbortSignal): Promise<RequestTicket> {
     const turn = this.queue.then(async () => {
-      const delay = pacingDelayMs({
-        now: this.clock.now(),
-        lastRequestAt: this.lastRequestAt,
-        reading: this.reading,
-        maxRequestsPerMinute: this.maxRequestsPerMinute,
-      });
-      if (delay > 0) {
+      for (;;) {
+        const now = this.clock.now();
+        const reading = this.estimatedReading(now);
+        if (reading === 'wait for an answer') {
+          await abortable(this.answered.promise, signal);
+          continue;
+        }
+        const delay = pacingDelayMs({
+          now,
+          lastRequestAt: this.lastRequestAt,
+          reading,
+          maxRequestsPerMinute: this.maxRequestsPerMinute,
+        });
+        if (delay <= 0) break;
         this.pausedMs += delay;
         await this.clock.sleep(delay, signal);
+        // Answers may have come in meanwhile: look again (time has moved, so this ends).
       }
       this.lastRequestAt = this.clock.now();
+      this.sent += 1;
+      this.inFlight.add(this.sent);
+      return this.sent;
     });
     // A failed wait (abort) must not block the callers behind it.
-    this.queue = turn.catch(() => undefined);
+    this.queue = turn.then(
+      () => undefined,
+      () => undefined,
+    );
     return turn;
   }
 
-  /** Record the server's rate-limit headers from a response. */
-  observe(reading: RateLimitReading): void {
+  /**
+   * Record the server's rate-limit headers from the answer to request `ticket` (default: the last
+   * one let go). A reading older than the one kept (an earlier request answering late) is dropped.
+   */
+  observe(reading: RateLimitReading, ticket: RequestTicket = this.sent): void {
+    this.settled(ticket);
     if (reading.remaining === undefined && reading.resetSeconds === undefined) return;
-    this.reading = { ...reading, at: this.clock.now() };
+    if (this.reading !== undefined && ticket < this.reading.ticket) return;
+    this.reading = { ...reading, at: this.clock.now(), ticket };
   }
+
+  /** Request `ticket` ended (answered, failed or given up): it no longer counts as in flight. */
+  settled(ticket: RequestTicket): void {
+    if (!this.inFlight.delete(ticket)) return;
+    this.answered.resolve();
+    this.answered = nextAnswer();
+  }
+
+  /**
+   * The last reading with what it cannot know taken off: the requests let go after it, and those
+   * from before it still in flight. Past the reading's window: none (a new window), unless `limit`
+   * requests are in flight.
+   */
+  private estimatedReading(
+    now: number,
+  ): (RateLimitReading & { at: number }) | undefined | 'wait for an answer' {
+    const reading = this.reading;
+    if (reading?.remaining === undefined || reading.resetSeconds === undefined) return reading;
+    const windowEndsAt = reading.at + reading.resetSeconds * 1000 + RESET_MARGIN_MS;
+    let uncounted = this.sent - reading.ticket;
+    for (const ticket of this.inFlight) if (ticket < reading.ticket) uncounted += 1;
+    if (now < windowEndsAt) return { ...reading, remaining: reading.remaining - uncounted };
+    // A request answered in the new window brings a reading of its own: until one does, every
+    // request in flight may count against it.
+    if (reading.limit === undefined || this.inFlight.size < reading.limit) return undefined;
+    return 'wait for an answer';
+  }
+}
+
+function nextAnswer(): { promise: Promise<void>; resolve(): void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((settle) => (resolve = settle));
+  return { promise, resolve };
+}
+
+/** `promise`, or the signal's reason once it is aborted. */
+function abortable(promise: Promise<void>, signal: AbortSignal | undefined): Promise<void> {
+  if (!signal) return promise;
+  signal.throwIfAborted();
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(() => {
+      signal.removeEventListener('abort', onAbort);
+      resolve();
+    }, reject);
+  });
 }
 
 export function readRateLimitHeaders(

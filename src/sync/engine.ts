@@ -44,6 +44,7 @@ import {
   type SealingKeys,
   type SecretPolicy,
 } from '../sealing/policy.js';
+import { createSealedValueOpener, type SealedValueOpener } from '../sealing/open-pool.js';
 import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
 import {
   detectSealedFields,
@@ -64,6 +65,13 @@ import {
 } from './plan.js';
 import { CursorTrail } from './cursor-trail.js';
 import { readAhead } from './read-ahead.js';
+import {
+  expectedWalkMs,
+  orderWalks,
+  parseWalkDurations,
+  recordWalkDurations,
+  type WalkDurations,
+} from './walk-order.js';
 import {
   EXCLUDED_BY_CHOICE,
   UNKNOWN_CHOICE_KEY,
@@ -93,11 +101,16 @@ import {
   MARKED_SEALED_FIELDS_STATE_KEY,
   SCHEMA_CHECKSUM_STATE_KEY,
   SEALED_FIELDS_STATE_KEY,
+  WALK_DURATIONS_STATE_KEY,
 } from '../warehouse/state-keys.js';
 
 export interface SecretsSettings {
   policyFor(resource: string): SecretPolicy;
   keys: SealingKeys;
+  /** Threads that open sealed values (`secrets.open_threads`); 0: this thread; default: the cores, at most 8. */
+  openThreads?: number;
+  /** Opens sealed values instead of a pool of the run's own (tests); the caller closes it. */
+  opener?: SealedValueOpener;
 }
 
 /** Hooks for progress display and metrics; all optional. */
@@ -218,8 +231,18 @@ class SyncRun {
   private gaveUp: string | undefined;
   /** Rows and pages committed in this run, walks cut short by a choice change included. */
   private readonly totals = { rows: 0, pages: 0 };
+  /** Opens sealed values; its threads start with the first value and stop when the walks end. */
+  private readonly opener: SealedValueOpener;
+  /** How long each resource's last walks took, to start the longest first (walk-order.ts). */
+  private walkDurations: WalkDurations = { fromStart: {}, resumed: {} };
+  /** Resources this run walked from their first page. */
+  private readonly walkedFromStart = new Set<string>();
 
-  constructor(private readonly options: SyncOptions) {}
+  constructor(private readonly options: SyncOptions) {
+    this.opener =
+      options.secrets.opener ??
+      createSealedValueOpener(options.secrets.keys, options.secrets.openThreads);
+  }
 
   async run(): Promise<SyncReport> {
     const { source, warehouse, logger } = this.options;
@@ -281,7 +304,14 @@ class SyncRun {
       const team = await this.syncTeam();
       await this.readScope(team, manifest.entries);
       this.planSealedResources(selected, team);
-      reports.push(...(await this.walkResources(selected, manifest.entries)));
+      this.walkDurations = parseWalkDurations(await warehouse.getState(WALK_DURATIONS_STATE_KEY));
+      try {
+        reports.push(...(await this.walkResources(selected, manifest.entries)));
+      } finally {
+        // Nothing opens a value after the walks: no thread (nor key) outlives them.
+        if (this.options.secrets.opener === undefined) await this.opener.close();
+      }
+      await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
       files = await this.syncFiles(reports);
       const partial =
@@ -388,18 +418,30 @@ class SyncRun {
     entries: ManifestEntry[],
     manifestEntries: readonly ManifestEntry[],
   ): Promise<ResourceReport[]> {
-    const { logger } = this.options;
+    const { logger, concurrency } = this.options;
+    const ordered = orderWalks(
+      entries,
+      (entry) =>
+        expectedWalkMs(this.walkDurations, entry.resource, this.isFullRefresh(entry.resource)),
+      concurrency,
+    );
+    if (concurrency > 1) {
+      logger.debug(
+        { resources: ordered.map((entry) => entry.resource) },
+        'Walks start longest first, as long as their last walks took',
+      );
+    }
     for (let changes = 0; ; changes += 1) {
       const reports: ResourceReport[] = [];
       // Linked to the run's signal and released when the pass ends: nothing per pass stays on it.
       this.pass = linkedAbortController(this.options.signal);
       this.selectionChange = undefined;
       try {
-        await this.forEachEntry(entries, async (entry, index) => {
+        await this.forEachEntry(ordered, async (entry, index) => {
           this.options.events?.onResourceStart?.({
             resource: entry.resource,
             index,
-            total: entries.length,
+            total: ordered.length,
           });
           const report = await this.syncResource(entry);
           reports.push(report);
@@ -430,6 +472,23 @@ class SyncRun {
         this.pass.release();
       }
     }
+  }
+
+  /** Keeps how long each walk that ended `ok` took, for the order of the next run's walks. */
+  private async keepWalkDurations(reports: readonly ResourceReport[]): Promise<void> {
+    const walks = reports
+      .filter((report) => report.status === 'ok')
+      .map((report) => ({
+        resource: report.resource,
+        durationMs: report.durationMs,
+        fromStart: this.walkedFromStart.has(report.resource),
+      }));
+    if (walks.length === 0) return;
+    this.walkDurations = recordWalkDurations(this.walkDurations, walks);
+    await this.options.warehouse.setState(
+      WALK_DURATIONS_STATE_KEY,
+      JSON.stringify(this.walkDurations),
+    );
   }
 
   /**
@@ -853,6 +912,7 @@ class SyncRun {
       );
       cursor = null;
     }
+    if (cursor === null) this.walkedFromStart.add(resource);
     // A walk from the start under a choice tells which rows the choice no longer serves.
     const missing =
       plan.missing === 'none' && cursor === null && servesPartOfTeam(this.scope)
@@ -902,7 +962,18 @@ class SyncRun {
           await this.learnSealedFields(entry, found, policy);
         }
         if (sealed.all.size > 0) {
-          rows = applySealingPolicy(resource, rows, sealed, policy, this.options.secrets.keys);
+          // Opened on the pool's threads: other walks go on meanwhile.
+          rows = await applySealingPolicy(
+            resource,
+            rows,
+            sealed,
+            policy,
+            this.options.secrets.keys,
+            {
+              opener: this.opener,
+              signal: this.pass.signal,
+            },
+          );
           const sealedPlan = planSealedColumns(
             resource,
             columns,

@@ -19,3 +19,9 @@ export const MANIFEST_ORDER_STATE_KEY = 'manifest_order';
 export const AUDIT_STATE_KEY = 'audit';
 /** The last `audit verify` result (VerificationRecord), for `status`. */
 export const AUDIT_VERIFICATION_STATE_KEY = 'audit_last_verify';
+/**
+ * How long each resource's last complete walk took, from the start and from its cursor
+ * (`{fromStart, resumed}`, milliseconds by resource), so that with `concurrency` above 1 the
+ * longest walks start first (src/sync/walk-order.ts).
+ */
+export const WALK_DURATIONS_STATE_KEY = 'walk_durations';
