@@ -269,7 +269,7 @@ export function table(header: string[], rows: string[][], rightAligned: boolean[
 
 /**
  * The design the sync runs, and why: the table says what it measures. The alternatives are
- * measured by bench/overlap.ts (README, "Performance").
+ * measured by bench/overlap.ts (docs/performance.md).
  */
 export const SYNC_DESIGN =
   'Design: write-behind. One thread fetches ahead (pages in flight), parses, checks and encodes each page ' +

@@ -1,5 +1,5 @@
 /**
- * The canonical form, as the README's "Audit archive" section states it: re-implemented here from
+ * The canonical form, as docs/audit.md ("The canonical form") states it: re-implemented here from
  * that text alone (not from src/), and held to what the warehouse stores on every dialect, for
  * values that each dialect renders its own way (an offset date-time, NUL and a lone surrogate,
  * doubles past 2^53, nested JSON). The same data gives the same digests on SQLite and PostgreSQL.
@@ -31,10 +31,10 @@ import {
 
 const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
-// ---------------------------------------------------------------- the README's rules, by hand
+// ---------------------------------------------------------------- the spec's rules, by hand
 
-/** A string: U+0000 left out, lone surrogates as U+FFFD, then escaped as the README says. */
-function readmeString(text: string): string {
+/** A string: U+0000 left out, lone surrogates as U+FFFD, then escaped as the spec says. */
+function specString(text: string): string {
   let cleaned = '';
   for (let index = 0; index < text.length; index += 1) {
     const code = text.charCodeAt(index);
@@ -62,7 +62,7 @@ function readmeString(text: string): string {
 }
 
 /** A number: an integer as its digits (a double past 2^53 as its shortest decimal's integer). */
-function readmeNumber(value: number | bigint): string {
+function specNumber(value: number | bigint): string {
   if (typeof value === 'bigint') return value.toString();
   if (!Number.isInteger(value)) return String(value);
   if (Object.is(value, -0)) return '0';
@@ -73,18 +73,18 @@ function readmeNumber(value: number | bigint): string {
   return (value < 0 ? '-' : '') + magnitude.replace(/^0+(?=\d)/, '');
 }
 
-function readmeValue(value: unknown): string {
+function specValue(value: unknown): string {
   if (value === null) return 'null';
   if (typeof value === 'boolean') return value ? 'true' : 'false';
-  if (typeof value === 'number' || typeof value === 'bigint') return readmeNumber(value);
-  if (typeof value === 'string') return readmeString(value);
-  if (Array.isArray(value)) return `[${value.map(readmeValue).join(',')}]`;
+  if (typeof value === 'number' || typeof value === 'bigint') return specNumber(value);
+  if (typeof value === 'string') return specString(value);
+  if (Array.isArray(value)) return `[${value.map(specValue).join(',')}]`;
   const entries = Object.entries(value as Record<string, unknown>).map(
-    ([key, item]) => [readmeString(key), item] as const,
+    ([key, item]) => [specString(key), item] as const,
   );
   // Keys sorted by UTF-16 code units (compared as the JSON text of each key, after cleaning).
   entries.sort(([left], [right]) => (left < right ? -1 : left > right ? 1 : 0));
-  return `{${entries.map(([key, item]) => `${key}:${readmeValue(item)}`).join(',')}}`;
+  return `{${entries.map(([key, item]) => `${key}:${specValue(item)}`).join(',')}}`;
 }
 
 /** A date-time in the server's own form: UTC, `Z`, six fraction digits only when not zero. */
@@ -106,7 +106,7 @@ function serverForm(text: string): string {
  * A row's canonical text: its non-null data fields, keys sorted, date-times in server form; and
  * `_ocs_served_under`, the choice's key, when it was served under a chatbot choice.
  */
-function readmeRow(
+function specRow(
   served: Record<string, unknown>,
   types: Map<string, string>,
   servedUnder?: string,
@@ -120,13 +120,13 @@ function readmeRow(
       const value = row[name];
       const shown =
         types.get(name) === 'datetime' && typeof value === 'string' ? serverForm(value) : value;
-      return `${readmeString(name)}:${readmeValue(shown)}`;
+      return `${specString(name)}:${specValue(shown)}`;
     })
     .join(',')}}`;
 }
 
 describe('the canonical form', () => {
-  it('writes numbers, text, date-times and nesting as the README says', () => {
+  it('writes numbers, text, date-times and nesting as docs/audit.md says', () => {
     const cases: unknown[] = [
       1e21,
       -(2 ** 60),
@@ -138,9 +138,9 @@ describe('the canonical form', () => {
       'a\u0000b\uD800c"\\\n\t\u0001é😀',
       { b: [1, null, { d: true, c: 'x' }], a: {}, '\u0000k': 1, é: 2, z: 3 },
     ];
-    for (const value of cases) expect(canonicalJson(storable(value))).toBe(readmeValue(value));
+    for (const value of cases) expect(canonicalJson(storable(value))).toBe(specValue(value));
     expect(integralNumberText(2 ** 60)).toBe('1152921504606847000');
-    expect(readmeNumber(1e21)).toBe('1000000000000000000000');
+    expect(specNumber(1e21)).toBe('1000000000000000000000');
     const columns = [
       { name: 'at', type: 'datetime' as const },
       { name: 'text', type: 'text' as const },
@@ -148,14 +148,14 @@ describe('the canonical form', () => {
     ];
     const row = { id: 1, at: '2026-01-01T12:00:00.5+02:00', text: 'x\u0000y', later: null };
     const types = new Map(columns.map((column) => [column.name, column.type]));
-    expect(rowCanonicalizer(columns)(row)).toBe(readmeRow(row, types));
-    expect(readmeRow(row, types)).toBe('{"at":"2026-01-01T10:00:00.500000Z","text":"xy"}');
+    expect(rowCanonicalizer(columns)(row)).toBe(specRow(row, types));
+    expect(specRow(row, types)).toBe('{"at":"2026-01-01T10:00:00.500000Z","text":"xy"}');
   });
 });
 
 /** The same NUL and lone-surrogate cleaning the rows get (canonicalJson alone does not clean). */
 function storable(value: unknown): unknown {
-  if (typeof value === 'string') return readmeString(value) && cleanText(value);
+  if (typeof value === 'string') return specString(value) && cleanText(value);
   if (Array.isArray(value)) return value.map(storable);
   if (value !== null && typeof value === 'object' && typeof value !== 'bigint') {
     return Object.fromEntries(
@@ -166,7 +166,7 @@ function storable(value: unknown): unknown {
 }
 
 function cleanText(text: string): string {
-  return JSON.parse(readmeString(text)) as string;
+  return JSON.parse(specString(text)) as string;
 }
 
 // ---------------------------------------------------------------- held to what is stored
@@ -215,7 +215,7 @@ function columnTypes(bed: AuditBed, resource: string): Map<string, string> {
   );
 }
 
-describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
+describe.each(testDialects)('digests held to docs/audit.md (%s)', (dialect) => {
   let bed: AuditBed;
 
   beforeAll(async () => {
@@ -242,7 +242,7 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
       expect(page.results.length).toBeGreaterThan(0);
       for (const row of page.results) {
         expect(stored.get(String(row.id)), `${resource} ${String(row.id)}`).toBe(
-          sha256(readmeRow(row, types)),
+          sha256(specRow(row, types)),
         );
       }
     }
@@ -251,7 +251,7 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
     expect(result.code).toBe(0);
   });
 
-  it("every entry's hash is the SHA-256 of its lines as the README says", () => {
+  it("every entry's hash is the SHA-256 of its lines as docs/audit.md says", () => {
     const rows = tamper(
       bed.warehouse,
       'SELECT seq, run_id, table_name, row_id, operation, at, digest, prev_hash, hash FROM _ocs_audit ORDER BY seq;',
@@ -271,7 +271,7 @@ describe.each(testDialects)('digests held to the README (%s)', (dialect) => {
 });
 
 describe.each(testDialects)(
-  'digests and kinds under a chatbot choice, held to the README (%s)',
+  'digests and kinds under a chatbot choice, held to docs/audit.md (%s)',
   (dialect) => {
     let bed: AuditBed;
     const SCOPED = ['chatbots', 'participants', 'sessions', 'chats'];
@@ -323,11 +323,11 @@ describe.each(testDialects)(
           const stored = open.get(String(row.id));
           expect(stored?.servedUnder, `${resource} ${String(row.id)}`).toBe(key);
           expect(stored?.hash, `${resource} ${String(row.id)}`).toBe(
-            sha256(readmeRow(row, types, key)),
+            sha256(specRow(row, types, key)),
           );
         }
       }
-      // The README's table: create and change open `served` versions, the others their own kind.
+      // The spec's table: create and change open `served` versions, the others their own kind.
       const kindOf: Record<string, string> = {
         create: 'served',
         change: 'served',

@@ -15,9 +15,9 @@ import type { SignedCheckpoint } from '../src/interfaces.js';
 import { checkpointText, entryHash } from '../src/warehouse/audit-chain.js';
 import { canonicalJson, rowContentHasher } from '../src/warehouse/canonical.js';
 import { openWarehouse } from '../src/warehouse/open.js';
-import { projectRoot } from '../src/warehouse/migrations.js';
 import {
   createTestWarehouse,
+  docsSqlBlocks,
   runCli,
   syncEnv,
   temporaryDirectory,
@@ -276,14 +276,9 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect(verified.stdout).toContain('ch\\u001bats');
   });
 
-  it("runs the README's audit queries with the database's shell", async () => {
+  it("runs the docs' audit queries with the database's shell", async () => {
     await sync();
-    const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
-    const block = readme.slice(
-      readme.indexOf('<!-- audit-queries:start -->'),
-      readme.indexOf('<!-- audit-queries:end -->'),
-    );
-    const queries = [...block.matchAll(/```sql\n([\s\S]*?)```/g)].map((match) => match[1]!);
+    const queries = docsSqlBlocks('audit-queries');
     expect(queries).toHaveLength(2);
     for (const query of queries) {
       expect(tamper(warehouse, query).trim().split('\n').length, query).toBeGreaterThan(0);

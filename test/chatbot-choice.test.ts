@@ -28,7 +28,7 @@ import {
   ADMIN_KEY,
   closeCliTestBed,
   openCliTestBed,
-  readmeSqlBlocks,
+  docsSqlBlocks,
   runCli,
   sourceRowsAsStored,
   syncEnv,
@@ -936,11 +936,11 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
   });
 });
 
-// ------------------------------------------------------------------------------ the README
+// -------------------------------------------------------------------------------- the docs
 
-describe.each(testDialects)("the README's chatbot-choice queries (%s)", (dialect) => {
+describe.each(testDialects)("the docs' chatbot-choice queries (%s)", (dialect) => {
   it('run as written and find what they say', async () => {
-    const queries = readmeSqlBlocks('chatbot-choice-queries');
+    const queries = docsSqlBlocks('chatbot-choice-queries');
     expect(queries.length).toBe(3);
     const bed = await openScopedBed(dialect);
     try {

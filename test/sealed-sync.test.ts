@@ -18,6 +18,7 @@ import { encodeJson } from '../src/sealing/json-text.js';
 import { openSealedValue } from '../src/sealing/open.js';
 import {
   createTestWarehouse,
+  docsSqlBlocks,
   expectWarehouseEqualsSource,
   runCli,
   sourceRowsAsStored,
@@ -570,13 +571,12 @@ describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (di
   );
 
   it.skipIf(dialect !== 'postgres')(
-    "the README's PostgreSQL grants keep tables with sealed fields from analysts, as written",
+    "the docs' PostgreSQL grants keep tables with sealed fields from analysts, as written",
     async () => {
       writeConfig('history: true\n');
       await start();
       expect((await sync()).code).toBe(0);
-      const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
-      const block = /<!-- secrets-grants -->\s*```sql\n([\s\S]*?)```/.exec(readme)?.[1];
+      const [block] = docsSqlBlocks('secrets-grants');
       expect(block).toBeDefined();
       const schema = warehouse.env.OCS_WAREHOUSE_SCHEMA!;
       const role = `analysts_${schema}`;

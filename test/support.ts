@@ -1,7 +1,7 @@
 /** Shared test plumbing: a fake server, a fresh warehouse, the CLI with captured output. */
 import Database from 'better-sqlite3';
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
@@ -410,13 +410,32 @@ export async function closeCliTestBed(
   bed.directory.remove();
 }
 
-/** The ```sql blocks of the README between `<!-- NAME:start -->` and `<!-- NAME:end -->`. */
-export function readmeSqlBlocks(name: string): string[] {
-  const readme = readFileSync(join(projectRoot(), 'README.md'), 'utf8');
-  const start = readme.indexOf(`<!-- ${name}:start -->`);
-  const end = readme.indexOf(`<!-- ${name}:end -->`);
-  expect(start).toBeGreaterThan(0);
-  return [...readme.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
+/** The README and every page under docs/, by path from the project root. */
+export function documentationPages(): Array<{ path: string; text: string }> {
+  const root = projectRoot();
+  const pages = readdirSync(join(root, 'docs'))
+    .filter((name) => name.endsWith('.md'))
+    .sort()
+    .map((name) => `docs/${name}`);
+  return ['README.md', ...pages].map((path) => ({
+    path,
+    text: readFileSync(join(root, path), 'utf8'),
+  }));
+}
+
+/**
+ * The ```sql blocks between `<!-- NAME:start -->` and `<!-- NAME:end -->`, on whichever page of
+ * the README or docs/ holds them.
+ */
+export function docsSqlBlocks(name: string): string[] {
+  // A marker on a line of its own: a page may name one in its text.
+  const page = documentationPages().find(({ text }) => text.includes(`\n<!-- ${name}:start -->\n`));
+  expect(page, `no page has <!-- ${name}:start -->`).toBeDefined();
+  const { text } = page!;
+  const start = text.indexOf(`\n<!-- ${name}:start -->\n`);
+  const end = text.indexOf(`\n<!-- ${name}:end -->\n`);
+  expect(end).toBeGreaterThan(start);
+  return [...text.slice(start, end).matchAll(/```sql\n([\s\S]*?)```/g)].map((match) =>
     match[1]!.trim(),
   );
 }

@@ -133,7 +133,7 @@ export async function runServeCommand(
     const { out } = context.output;
     out(`Serving ${warehouse.description}${asOf ? ` as of ${asOf}` : ''} at ${server.url}`);
     out(`Schema checksum ${prepared.schemaChecksum}; ${prepared.plan.resources.size} resources.`);
-    out('On the target server (see README, "Restore a team"):');
+    out('On the target server (see docs/restore.md):');
     out(
       `  python manage.py sync_team --source-url ${server.url} --api-key "$OCS_SERVE_API_KEY" ` +
         '--team-slug SLUG --private-key-path RESTORE_PRIVATE_KEY.pem',

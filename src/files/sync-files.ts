@@ -18,6 +18,7 @@ import type {
   ProgressListener,
 } from '../interfaces.js';
 import type { Logger } from '../log.js';
+import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import type { BlobStore } from './blob-store.js';
 import { fetchFile, type FileContentSource } from './fetcher.js';
 import { nextAttemptAt, planFetches, type PlannedFetch } from './plan.js';
@@ -71,6 +72,18 @@ export function createFilesStep(options: FilesStepOptions): FilesStep {
 }
 
 const DOWNLOADING = 'downloading file contents';
+
+/** Per file, at debug; one line for all of them at the end of the step (repeated-events.ts). */
+const FILE_NOT_FOUND: RepeatedKind = {
+  level: 'warn',
+  message: 'File content not found on the server (404)',
+  summary: (count) => `File content not found on the server (404) for ${count} files`,
+};
+const FILE_NOT_FETCHED: RepeatedKind = {
+  level: 'error',
+  message: 'Could not fetch file content',
+  summary: (count) => `Could not fetch the content of ${count} files`,
+};
 
 export async function syncFiles(
   options: FilesStepOptions,
@@ -148,7 +161,10 @@ export async function syncFiles(
           nextAttemptAt: nextAttemptAt('missing', attempts, now()),
         };
         report.missing += 1;
-        logger.warn({ fileId: planned.fileId }, 'File content not found on the server (404)');
+        repeatedEvents(logger).add(FILE_NOT_FOUND, {
+          id: planned.fileId,
+          fields: { fileId: planned.fileId },
+        });
       }
     } catch (error) {
       if (signal?.aborted) throw interrupted();
@@ -167,7 +183,10 @@ export async function syncFiles(
       if (report.failures.length < FAILURES_SHOWN) {
         report.failures.push({ fileId: planned.fileId, error: message });
       }
-      logger.error({ fileId: planned.fileId, error: message }, 'Could not fetch file content');
+      repeatedEvents(logger).add(FILE_NOT_FETCHED, {
+        id: planned.fileId,
+        fields: { fileId: planned.fileId, error: message },
+      });
       fileDone();
       // A refused or oversized file is that file's problem; anything else (server gone, disk
       // full) would fail every file after it too.
@@ -196,6 +215,7 @@ export async function syncFiles(
     if (!(error instanceof StopFiles)) throw error;
     report.error = `The files step stopped early: ${error.message}`;
   }
+  repeatedEvents(logger).flush();
   report.totals = await ledger.totals();
   logger.info(
     {

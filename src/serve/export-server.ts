@@ -31,6 +31,7 @@ import {
 } from '../export-api/selection.js';
 import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
+import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { toJsonText } from '../warehouse/values.js';
 import { blobPath } from '../files/blob-store.js';
 import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
@@ -70,6 +71,14 @@ interface Reply {
 }
 
 const JSON_TYPE = 'application/json';
+
+/** Per file at debug; one line for the files of a few seconds (repeated-events.ts). */
+const BLOB_NOT_IN_FILES_DIR: RepeatedKind = {
+  level: 'warn',
+  message: 'serve: the file ledger names a blob that is not in files.dir; answering 404',
+  summary: (count) =>
+    `serve: the file ledger names ${count} blobs that are not in files.dir; answered 404`,
+};
 /** Every answer holds team data or says who may read it: no cache (a proxy's, a browser's) keeps it. */
 const NO_STORE = { 'cache-control': 'no-store' };
 const NOT_PROVIDED = 'Authentication credentials were not provided.';
@@ -139,7 +148,10 @@ export async function startExportServer(options: ExportServerOptions): Promise<E
     address: { host: bound.address, port: bound.port },
     close: () =>
       (closing ??= new Promise<void>((resolve) => {
-        server.close(() => resolve());
+        server.close(() => {
+          repeatedEvents(logger).flush();
+          resolve();
+        });
         server.closeIdleConnections();
         setTimeout(() => server.closeAllConnections(), 1_000).unref();
       })),
@@ -421,10 +433,10 @@ class ExportHandler {
       () => undefined,
     );
     if (size === undefined) {
-      this.options.logger.warn(
-        { fileId: fileId.toString(), sha256: stored.sha256 },
-        'serve: the file ledger names a blob that is not in files.dir; answering 404',
-      );
+      repeatedEvents(this.options.logger).add(BLOB_NOT_IN_FILES_DIR, {
+        id: fileId.toString(),
+        fields: { fileId: fileId.toString(), sha256: stored.sha256 },
+      });
       sendReply(request, response, notFound);
       return;
     }

@@ -10,6 +10,7 @@ import {
 import type { ExportSource, Manifest, ManifestEntry, Page, Row } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
+import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { RequestDeadline } from './deadline.js';
 import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { describeSeen, formatByteCount, readLimitedText } from './limited-body.js';
@@ -21,6 +22,13 @@ import {
   parseRetryAfterMs,
   retryDelayMs,
 } from './retry.js';
+
+/** Each retry at debug; one line per resource retried (repeated-events.ts). */
+const REQUEST_RETRIED: RepeatedKind = {
+  level: 'warn',
+  message: 'Request failed; retrying',
+  summary: (count, group) => `Request failed; retrying: ${count} retries of ${group ?? 'requests'}`,
+};
 
 export interface HttpSourceOptions {
   baseUrl: string;
@@ -177,6 +185,7 @@ export class HttpExportSource implements ExportSource {
   }
 
   async close(): Promise<void> {
+    repeatedEvents(this.options.logger).flush();
     await this.agent.close();
   }
 
@@ -227,15 +236,19 @@ export class HttpExportSource implements ExportSource {
           if (retriesLeft <= 0) return;
           this.retryCount += 1;
           const delay = retryDelayMs(attemptNumber, settings, error.retryAfterMs);
-          this.options.logger.warn(
-            {
-              path: stripQuery(path),
+          const resource = stripQuery(path);
+          repeatedEvents(this.options.logger).add(REQUEST_RETRIED, {
+            // What went wrong, summed per resource (all file contents as one).
+            id: error.message,
+            group: path.startsWith('files/') ? 'file contents' : resource,
+            message: `${REQUEST_RETRIED.message} (${resource})`,
+            fields: {
+              path: resource,
               attempt: attemptNumber,
               reason: error.message,
               retryInMs: delay,
             },
-            'Request failed; retrying',
-          );
+          });
           await this.clock.sleep(delay, signal);
         },
       });

@@ -36,6 +36,7 @@ import type {
   Warehouse,
 } from '../interfaces.js';
 import type { Logger } from '../log.js';
+import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import {
   applySealingPolicy,
   needsArchivePublicKey,
@@ -197,12 +198,32 @@ const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
 export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
 const TEAM_TABLE = 'team';
 
+/** Schema changes of one kind in a run: each at debug, one line for all (repeated-events.ts). */
+const SCHEMA_CHANGE_KINDS: Record<Exclude<SchemaChange['kind'], 'drop_column'>, RepeatedKind> = {
+  create_table: {
+    level: 'info',
+    message: 'Schema: new table',
+    summary: (n) => `Schema: ${n} new tables`,
+  },
+  add_column: {
+    level: 'info',
+    message: 'Schema: new column',
+    summary: (n) => `Schema: ${n} new columns`,
+  },
+  widen_column: {
+    level: 'info',
+    message: 'Schema: column widens',
+    summary: (n) => `Schema: ${n} columns widen`,
+  },
+};
+
 /** One sync pass. Takes the writer lock for its whole duration. */
 export async function runSync(options: SyncOptions): Promise<SyncReport> {
   const lock = await options.warehouse.acquireLock(options.lockWaitMs);
   try {
     return await new SyncRun(options).run();
   } finally {
+    repeatedEvents(options.logger).flush();
     await lock.release();
   }
 }
@@ -311,6 +332,7 @@ class SyncRun {
         // Nothing opens a value after the walks: no thread (nor key) outlives them.
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
+      repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
       files = await this.syncFiles(reports);
@@ -1159,11 +1181,16 @@ class SyncRun {
     for (const change of changes) {
       this.schemaChanges.push(change);
       this.options.events?.onSchemaChange?.(change);
-      const level = change.reason === 'value' ? 'warn' : 'info';
-      this.options.logger[level](
-        { table: change.table, change: change.kind },
-        `Schema: ${describeSchemaChange(change)}`,
-      );
+      const event = {
+        id: change.column === undefined ? change.table : `${change.table}.${change.column}`,
+        message: `Schema: ${describeSchemaChange(change)}`,
+        fields: { table: change.table, change: change.kind },
+      };
+      // A value that did not fit is a warning of its own, and a dropped column (exclude_fields)
+      // is rare and deliberate; new tables and columns are summed per kind.
+      if (change.reason === 'value') this.options.logger.warn(event.fields, event.message);
+      else if (change.kind === 'drop_column') this.options.logger.info(event.fields, event.message);
+      else repeatedEvents(this.options.logger).add(SCHEMA_CHANGE_KINDS[change.kind], event);
     }
     return columns;
   }

@@ -3,8 +3,8 @@
  * `_content_hash` and, with audit on, the digest its chain entry commits to. It is defined from
  * the values as the server sent them (after the secrets policy), never from a dialect's rendering,
  * so the same data gives the same text on SQLite and PostgreSQL, and it is what `audit verify`
- * recomputes from the stored values read back. The README ("Audit archive") states it byte for
- * byte; the rules that make a stored value read back to the same text are:
+ * recomputes from the stored values read back. docs/audit.md ("The canonical form") states it
+ * byte for byte; the rules that make a stored value read back to the same text are:
  *
  * - a number that is an integer is written as the digits of that integer (a double past 2^53 as
  *   the integer its shortest round-trip decimal names, which is what `numeric`, `jsonb` and JSON
