@@ -273,15 +273,23 @@ describe('hot path', () => {
       events.push(`sent ${(message as { request: { path: string } }).request.path}`);
     subscribe('undici:client:sendHeaders', onSent);
     try {
-      let next = 0;
-      const pages = readAhead(async (signal) => {
-        const page = next++;
-        // Pacing and retry wrappers: a few awaits before the request is dispatched.
-        for (let hop = 0; hop < 5; hop += 1) await Promise.resolve();
-        const response = await request(`${url}?page=${page}`, { dispatcher: agent, signal });
-        const body = (await response.body.json()) as { page: number };
-        return { value: body.page, last: page === 3 };
-      }, 2);
+      const pages = readAhead<number, number>(
+        {
+          start: '0',
+          fetch: async (cursor, signal) => {
+            // Pacing and retry wrappers: a few awaits before the request is dispatched.
+            for (let hop = 0; hop < 5; hop += 1) await Promise.resolve();
+            const response = await request(`${url}?page=${cursor}`, { dispatcher: agent, signal });
+            const body = (await response.body.json()) as { page: number };
+            return body.page;
+          },
+          settle: (_cursor, page) => ({
+            value: page,
+            next: page === 3 ? undefined : String(page + 1),
+          }),
+        },
+        2,
+      );
       // The consumer's work is synchronous (as SQLite page writes are): unless the event loop
       // turns first, it runs before the producer's awaits reach the dispatch, and before undici
       // writes a request on a reused socket (from a setImmediate), holding the request back.
