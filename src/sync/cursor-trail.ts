@@ -61,7 +61,7 @@ export function checkPageHead(resource: string, pageNumber: number, page: Page):
   const { head } = page;
   if (head === undefined || (head.cursor === page.cursor && head.hasMore === page.hasMore)) return;
   const describe = (cursor: string | null, hasMore: boolean) =>
-    `cursor ${cursor === null ? 'null' : printable(cursor, { max: 60 })} and has_more ${hasMore}`;
+    `cursor ${cursor === null ? 'null' : printable(cursor, { max: 120 })} and has_more ${hasMore}`;
   throw new ProtocolError(
     `GET ${resource}/ page ${pageNumber} began with ${describe(head.cursor, head.hasMore)} but its ` +
       `full body says ${describe(page.cursor, page.hasMore)}; stopping this resource. Page ` +
