@@ -401,16 +401,22 @@ export class HttpExportSource implements ExportSource {
         let head: PageHead | undefined;
         try {
           const declared = Number(firstHeader(headers['content-length']));
+          const headReader = onHead === undefined ? undefined : new PageHeadReader();
           text = await readLimitedText(
-            onHead === undefined
-              ? response.body
-              : watchHead(response.body, (found) => {
-                  head = found;
-                  onHead(found);
-                }),
+            response.body,
             limit,
             (seen) => pageTooLarge(path, limit, seen),
             Number.isSafeInteger(declared) ? declared : undefined,
+            headReader &&
+              ((chunk) => {
+                const answer = headReader.push(chunk);
+                if (answer === undefined) return true;
+                if (answer !== 'not-a-head') {
+                  head = answer;
+                  onHead!(answer);
+                }
+                return false;
+              }),
           );
         } catch (error) {
           if (error instanceof ResponseTooLargeError) {
@@ -494,25 +500,6 @@ export class HttpExportSource implements ExportSource {
       }
     }
     return headers;
-  }
-}
-
-/** The chunks of `body` as they come, `found` told the page head once its first bytes hold one. */
-async function* watchHead(
-  body: AsyncIterable<Uint8Array>,
-  found: (head: PageHead) => void,
-): AsyncGenerator<Uint8Array> {
-  const reader = new PageHeadReader();
-  let watching = true;
-  for await (const chunk of body) {
-    if (watching) {
-      const answer = reader.push(chunk);
-      if (answer !== undefined) {
-        watching = false;
-        if (answer !== 'not-a-head') found(answer);
-      }
-    }
-    yield chunk;
   }
 }
 
