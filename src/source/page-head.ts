@@ -13,9 +13,10 @@ import type { PageHead } from '../interfaces.js';
 
 /**
  * The most of a body read for its head. A real head is under 200 bytes; a longer one (a huge
- * cursor from a hostile server) is left to the full parse rather than scanned again and again.
+ * cursor from a hostile server) is left to the full parse. Each chunk rescans what came so far,
+ * so a server trickling a byte at a time costs at most HEAD_BYTES² / 2 bytes of scanning a page.
  */
-export const HEAD_BYTES = 16 * 1024;
+export const HEAD_BYTES = 4 * 1024;
 
 type Scan = { head: PageHead } | 'not-a-head' | 'need-more';
 
