@@ -17,7 +17,6 @@ import { HttpExportSource, parsePage } from '../src/source/http-source.js';
 import { HEAD_BYTES, PageHeadReader, scanHead } from '../src/source/page-head.js';
 import { checkPageHead } from '../src/sync/cursor-trail.js';
 import { readAhead, type PageWalk } from '../src/sync/read-ahead.js';
-import { parseJsonExact } from '../src/source/json.js';
 import {
   CAPTURE_LIMIT,
   REPLAY_KEY,
@@ -116,7 +115,7 @@ describe('the head of a page body', () => {
 
   it('is checked against the full parse: a page that contradicts its head stops the walk, naming resource and page', () => {
     const page = (text: string): Page => {
-      const parsed = parsePage(parseJsonExact(text), RESOURCE, PAGE_SIZE);
+      const parsed = parsePage(JSON.parse(text), RESOURCE, PAGE_SIZE);
       const head = scanHead(text);
       return typeof head === 'object' ? { ...parsed, head: head.head } : parsed;
     };
@@ -174,15 +173,17 @@ function manualWalk(last: number) {
   return { walk, asked, requestNumber };
 }
 
+/** Every value the walk yields, once it ends. */
+async function collect(pages: AsyncIterable<string>): Promise<string[]> {
+  const values: string[] = [];
+  for await (const value of pages) values.push(value);
+  return values;
+}
+
 describe('reading ahead with the early cursor', () => {
   it('sends the next request when the head announces it, and uses its answer when the page agrees', async () => {
     const { walk, asked, requestNumber } = manualWalk(2);
-    const pages = readAhead(walk, 2);
-    const collected = (async () => {
-      const values: string[] = [];
-      for await (const value of pages) values.push(value);
-      return values;
-    })();
+    const collected = collect(readAhead(walk, 2));
     const first = await requestNumber(1);
     expect(first.cursor).toBeNull();
     first.announce('1');
@@ -201,12 +202,7 @@ describe('reading ahead with the early cursor', () => {
 
   it('cancels what was sent from a head the page then contradicts, and asks again with the settled cursor', async () => {
     const { walk, asked, requestNumber } = manualWalk(1);
-    const pages = readAhead(walk, 2);
-    const collected = (async () => {
-      const values: string[] = [];
-      for await (const value of pages) values.push(value);
-      return values;
-    })();
+    const collected = collect(readAhead(walk, 2));
     const first = await requestNumber(1);
     first.announce('wrong');
     const speculative = await requestNumber(2);
@@ -224,12 +220,7 @@ describe('reading ahead with the early cursor', () => {
 
   it('a retried answer that announces another cursor replaces the request sent from the first', async () => {
     const { walk, requestNumber } = manualWalk(1);
-    const pages = readAhead(walk, 2);
-    const collected = (async () => {
-      const values: string[] = [];
-      for await (const value of pages) values.push(value);
-      return values;
-    })();
+    const collected = collect(readAhead(walk, 2));
     const first = await requestNumber(1);
     first.announce('x');
     const fromFirstTry = await requestNumber(2);
@@ -425,7 +416,7 @@ describe.skipIf(!hasCapture)('the early cursor on the real server responses (rea
     let pages = 0;
     for (const [resource, walk] of capture.pages) {
       for (const page of walk.values()) {
-        const parsed = parsePage(parseJsonExact(page.body), resource, Number(CAPTURE_LIMIT));
+        const parsed = parsePage(JSON.parse(page.body), resource, Number(CAPTURE_LIMIT));
         const head = readHeadInChunks(page.body, 64).answer;
         expect(head, resource).toEqual({ cursor: parsed.cursor, hasMore: parsed.hasMore });
         pages += 1;
