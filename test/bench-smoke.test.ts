@@ -126,7 +126,7 @@ describe('benchmark smoke run', () => {
       ...(postgresUrl ? ['sync / write-only floor, PostgreSQL'] : []),
     ]) {
       expect(out).toMatch(
-        new RegExp(`^${check.replace(/[()/%]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
+        new RegExp(`^${check.replace(/[()/%+]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
       );
     }
     // Two interleaved rounds of the ratio's stages, each ratio shown; the table has the medians.
