@@ -124,7 +124,7 @@ export async function runAuditBenchmark(
   const dialects: Array<'sqlite' | 'postgres'> = options.postgresUrl
     ? ['sqlite', 'postgres']
     : ['sqlite'];
-  const stage = async (label: string, run: () => Promise<StageResult>) => {
+  const stage = async <T extends StageResult>(label: string, run: () => Promise<T>) => {
     progress(`${label} ...`);
     const result = await run();
     progress(

@@ -37,6 +37,7 @@ import {
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
 import { concurrencyMain, type ConcurrencyResults } from './concurrency.js';
 import { sealedMain, type SealedResults } from './sealed.js';
+import { describeGoalRound, goalChecks } from './goals.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
@@ -55,6 +56,10 @@ export interface BenchOptions {
   seed: number;
   /** Interleaved rounds of the three stages the SQLite ratio compares; their medians count. */
   rounds: number;
+  /** Latency a page of the rounds' slow-page stages (fetch-and-parse loop, sync); 0 skips them. */
+  slowLatencyMs: number;
+  /** Write a V8 CPU profile of each full sync into SQLite (the rounds' syncs) into this folder. */
+  cpuProfileDir?: string;
   json: boolean;
   /** Rounds of the start-up stage (0: skip it). */
   startupRounds: number;
@@ -89,6 +94,9 @@ const USAGE = `Usage: npm run bench -- [options]
   --seed N             dataset seed (default ${DEFAULT_BENCH_SEED})
   --rounds N           rounds of fetch-only, write-only and sync into SQLite, interleaved so
                        that machine noise hits all three alike; the median of each counts (default 3)
+  --slow-latency MS    each round also runs the fetch-and-parse loop and the sync with this
+                       latency a page, for the slow-page goal (default 20; 0 skips them)
+  --cpu-prof DIR       write a CPU profile (node --cpu-prof) of each round's full sync into DIR
   --json               print the results as JSON
   --startup-rounds N   rounds of the start-up stage: node -e 0, ocs-sync --help and ocs-sync
                        status on a demo warehouse, back to back (default 15; 0 skips it)
@@ -129,6 +137,8 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         postgres: { type: 'string' },
         seed: { type: 'string' },
         rounds: { type: 'string' },
+        'slow-latency': { type: 'string' },
+        'cpu-prof': { type: 'string' },
         json: { type: 'boolean' },
         'startup-rounds': { type: 'string' },
         'startup-only': { type: 'boolean' },
@@ -156,6 +166,8 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     postgresUrl: postgresUrl === '' ? undefined : postgresUrl,
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
     rounds: positiveInteger(values.rounds, '--rounds', 3),
+    slowLatencyMs: positiveInteger(values['slow-latency'], '--slow-latency', 20, true),
+    ...(values['cpu-prof'] ? { cpuProfileDir: resolve(values['cpu-prof']) } : {}),
     json: values.json === true,
     startupRounds: positiveInteger(values['startup-rounds'], '--startup-rounds', 15, true),
     startupOnly: values['startup-only'] === true,
@@ -197,11 +209,20 @@ export function removeSqliteFiles(path: string): void {
   for (const suffix of ['', '-wal', '-shm']) rmSync(`${path}${suffix}`, { force: true });
 }
 
-/** One stage in a fresh child process. */
-export async function runStageProcess(request: StageRequest): Promise<StageResult> {
-  const child = startBenchChild('stage-process');
+/**
+ * One stage in a fresh child process; `processSeconds` is its wall time from start to result,
+ * start-up included, less the work the stage says is not its own.
+ */
+export async function runStageProcess(
+  request: StageRequest,
+  nodeOptions: string[] = [],
+): Promise<StageResult & { processSeconds: number }> {
+  const started = performance.now();
+  const child = startBenchChild('stage-process', { nodeOptions });
   try {
-    return await ask<StageResult>(child, request);
+    const result = await ask<StageResult>(child, request);
+    const processSeconds = (performance.now() - started) / 1000 - result.excludedSeconds;
+    return { ...result, processSeconds };
   } finally {
     child.disconnect();
     await exited(child);
@@ -227,13 +248,21 @@ export async function runBenchmark(
   const removedRows = insertedRows;
   const removedTenthRows = Math.max(1, Math.round(tenthRows / 100));
 
+  const cpuList = cpus();
+  const cores = cpuList.length;
   let server = await startServer(options, options.rows);
+  const profiled =
+    options.cpuProfileDir === undefined
+      ? []
+      : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`];
   const runMeasured = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
     output.progress(`${STAGE_LABELS[id]} ...`);
     await server.request<number>({ type: 'requests' });
-    const result = await runStageProcess(request);
+    const serverCpuBefore = await server.request<number>({ type: 'cpu' });
+    const result = await runStageProcess(request, id === 'sync-sqlite' ? profiled : []);
     const serverRequests = await server.request<number>({ type: 'requests' });
-    const stage = { ...result, serverRequests };
+    const serverCpuSeconds = (await server.request<number>({ type: 'cpu' })) - serverCpuBefore;
+    const stage = { ...result, serverRequests, serverCpuSeconds };
     output.progress(
       `  ${stage.rows} rows in ${stage.seconds.toFixed(2)} s, ${serverRequests} requests, peak RSS ${stage.peakRssMb.toFixed(1)} MB`,
     );
@@ -256,7 +285,10 @@ export async function runBenchmark(
       'fetch-only': [],
       'write-only-sqlite': [],
       'sync-sqlite': [],
+      'fetch-only-slow': [],
+      'sync-sqlite-slow': [],
     };
+    const goalRounds: string[] = [];
     let main = sqliteTarget('sync-0');
     for (let round = 0; round < options.rounds; round++) {
       if (options.rounds > 1) output.progress(`round ${round + 1} of ${options.rounds}`);
@@ -286,9 +318,40 @@ export async function runBenchmark(
           pagesInFlight,
         }),
       );
+      if (options.slowLatencyMs > 0) {
+        await server.request({ type: 'latency', ms: options.slowLatencyMs });
+        rounds['fetch-only-slow'].push(
+          await runMeasured('fetch-only-slow', { kind: 'fetch-only', server: target, pageSize }),
+        );
+        const slowSync = sqliteTarget(`sync-slow-${round}`);
+        rounds['sync-sqlite-slow'].push(
+          await runMeasured('sync-sqlite-slow', {
+            kind: 'sync',
+            server: target,
+            warehouse: slowSync,
+            pageSize,
+            pagesInFlight,
+          }),
+        );
+        removeSqliteFiles(slowSync.url);
+        await server.request({ type: 'latency', ms: options.latencyMs });
+      }
+      const goals = describeGoalRound(
+        {
+          fetch: rounds['fetch-only'][round]!,
+          write: rounds['write-only-sqlite'][round]!,
+          sync: rounds['sync-sqlite'][round]!,
+          slowFetch: rounds['fetch-only-slow'][round],
+          slowSync: rounds['sync-sqlite-slow'][round],
+        },
+        cores,
+        options.slowLatencyMs,
+      );
+      goalRounds.push(goals);
+      output.progress(`round ${round + 1} goals: ${goals}`);
     }
     for (const [id, measured] of Object.entries(rounds) as Array<[RatioStageId, MeasuredStage[]]>) {
-      stages[id] = medianStage(measured);
+      if (measured.length > 0) stages[id] = medianStage(measured);
     }
     const sqliteRatioByRound = rounds['sync-sqlite'].map((sync, round) =>
       floorRatio(sync, rounds['fetch-only'][round]!, rounds['write-only-sqlite'][round]!),
@@ -374,7 +437,6 @@ export async function runBenchmark(
       fullRefresh: true,
     });
 
-    const cpuList = cpus();
     const settings: BenchSettings = {
       rows: options.rows,
       pageSize,
@@ -387,10 +449,31 @@ export async function runBenchmark(
       removedTenthRows,
       postgres: options.postgresUrl !== undefined,
       rounds: options.rounds,
+      slowLatencyMs: options.slowLatencyMs,
       node: process.version,
       cpus: `${cpuList.length} CPU${cpuList.length === 1 ? '' : 's'} (${cpuList[0]?.model.trim() ?? 'unknown'})`,
     };
-    return { settings, stages, checks: computeChecks(settings, stages), sqliteRatioByRound };
+    const goals = goalChecks(
+      {
+        fetch: stages['fetch-only']!,
+        write: stages['write-only-sqlite']!,
+        sync: stages['sync-sqlite']!,
+        slowFetch: stages['fetch-only-slow'],
+        slowSync: stages['sync-sqlite-slow'],
+      },
+      cores,
+      options.slowLatencyMs,
+      stages['sync-postgres'] && stages['write-only-postgres']
+        ? { sync: stages['sync-postgres'], write: stages['write-only-postgres'] }
+        : undefined,
+    );
+    return {
+      settings,
+      stages,
+      checks: [...computeChecks(settings, stages), ...goals],
+      sqliteRatioByRound,
+      goalRounds,
+    };
   } finally {
     await server.close();
     rmSync(directory, { recursive: true, force: true });

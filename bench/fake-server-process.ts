@@ -35,6 +35,10 @@ export type ServerRequest =
   | { type: 'remove'; count: number }
   /** Requests served since the last `requests` call. */
   | { type: 'requests' }
+  /** The delay before every page from now on. */
+  | { type: 'latency'; ms: number }
+  /** CPU seconds (user + system) the server process has used so far. */
+  | { type: 'cpu' }
   | { type: 'close' };
 
 export interface ServerStarted {
@@ -95,6 +99,13 @@ async function handle(request: ServerRequest): Promise<unknown> {
       const served = requireServer().requests.length;
       requireServer().requests.length = 0;
       return served;
+    }
+    case 'latency':
+      requireServer().options.pageLatencyMs = request.ms;
+      return request.ms;
+    case 'cpu': {
+      const used = process.cpuUsage();
+      return (used.user + used.system) / 1e6;
     }
     case 'close':
       await server?.close();

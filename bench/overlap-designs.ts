@@ -16,7 +16,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { Agent, request } from 'undici';
-import type { ColumnSpec, Row } from '../src/interfaces.js';
+import type { ColumnSpec, Page, Row } from '../src/interfaces.js';
 import type { Logger } from '../src/log.js';
 import { encodeValue, type SqliteValue } from '../src/warehouse/sqlite/values.js';
 import { assertValueFits, checkedRowId } from '../src/warehouse/values.js';
@@ -185,12 +185,19 @@ export async function runDesign(
     // This thread: HTTP + parse + encode (the real source); the writer: bind + insert.
     const writer = new WriterThread(setup('rows'));
     // The next page is fetched while this one is parsed and encoded, as the sync does.
-    let fetchCursor: string | null = null;
-    const walk = readAhead(async () => {
-      const page = await context.source.page(BENCH_RESOURCE, fetchCursor, context.pageSize);
-      fetchCursor = cursorAfterPage(page, 'updated_at_id', fetchCursor);
-      return { value: { page, cursor: fetchCursor }, last: !hasNextPage(page, context.pageSize) };
-    }, context.depth);
+    const walk = readAhead<Page, { page: Page; cursor: string | null }>(
+      {
+        start: null,
+        fetch: (cursor, signal) =>
+          context.source.page(BENCH_RESOURCE, cursor, context.pageSize, signal),
+        settle: (from, page) => {
+          const cursor = cursorAfterPage(page, 'updated_at_id', from);
+          const last = !hasNextPage(page, context.pageSize) || cursor === null;
+          return { value: { page, cursor }, next: last ? undefined : cursor };
+        },
+      },
+      context.depth,
+    );
     for await (const { page, cursor } of walk) {
       await writer.send(
         { type: 'rows', rows: encodeRows(page.rows, context.columns), cursor },

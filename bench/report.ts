@@ -15,7 +15,9 @@ export type StageId =
   | 'full-refresh-sqlite'
   | 'full-refresh-postgres'
   | 'sync-sqlite-tenth'
-  | 'full-refresh-sqlite-tenth';
+  | 'full-refresh-sqlite-tenth'
+  | 'fetch-only-slow'
+  | 'sync-sqlite-slow';
 
 export const STAGE_LABELS: Record<StageId, string> = {
   'sync-sqlite': 'full sync -> SQLite',
@@ -30,6 +32,8 @@ export const STAGE_LABELS: Record<StageId, string> = {
   'full-refresh-postgres': 'full refresh -> PostgreSQL, 1% deleted',
   'sync-sqlite-tenth': 'full sync -> SQLite at N/10',
   'full-refresh-sqlite-tenth': 'full refresh -> SQLite at N/10',
+  'fetch-only-slow': 'fetch-and-parse loop, slow pages',
+  'sync-sqlite-slow': 'full sync -> SQLite, slow pages',
 };
 
 export interface BenchSettings {
@@ -47,16 +51,23 @@ export interface BenchSettings {
   postgres: boolean;
   /** Interleaved rounds of the stages in RatioStageId; the table shows each one's median. */
   rounds: number;
+  /** The slow pages' latency (0: not measured). */
+  slowLatencyMs: number;
   node: string;
   cpus: string;
 }
 
 /** The stages the SQLite ratio compares, measured once per round. */
-export type RatioStageId = 'fetch-only' | 'write-only-sqlite' | 'sync-sqlite';
+export type RatioStageId =
+  'fetch-only' | 'write-only-sqlite' | 'sync-sqlite' | 'fetch-only-slow' | 'sync-sqlite-slow';
 
 export interface MeasuredStage extends StageResult {
   /** Requests the fake server answered during the stage. */
   serverRequests: number;
+  /** Wall time of the stage's process, from its start (start-up included) to its result. */
+  processSeconds: number;
+  /** CPU seconds the fake server's process used during the stage. */
+  serverCpuSeconds?: number;
 }
 
 export interface Check {
@@ -76,6 +87,8 @@ export interface BenchResults {
   checks: Check[];
   /** The SQLite sync / floor ratio of each round on its own, to show how much the machine drifts. */
   sqliteRatioByRound: number[];
+  /** Each round's goals (goals.ts), one line a round. */
+  goalRounds: string[];
 }
 
 const TARGET_SYNC_OVER_FLOOR = 1.25;
@@ -252,6 +265,8 @@ const STAGE_ORDER: StageId[] = [
   'full-refresh-postgres',
   'sync-sqlite-tenth',
   'full-refresh-sqlite-tenth',
+  'fetch-only-slow',
+  'sync-sqlite-slow',
 ];
 
 export function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
@@ -285,7 +300,8 @@ export function formatReport(results: BenchResults): string {
   lines.push(
     `ocs-sync benchmark: ${formatInteger(settings.rows)} rows of one chat-message-like resource ` +
       `(~${Math.round(settings.bytesPerRow)} bytes a row as JSON), page size ${settings.pageSize}, ` +
-      `${settings.pagesInFlight} pages in flight, fake page latency ${settings.latencyMs} ms`,
+      `${settings.pagesInFlight} pages in flight, fake page latency ${settings.latencyMs} ms` +
+      (settings.slowLatencyMs > 0 ? ` (slow pages: ${settings.slowLatencyMs} ms)` : ''),
   );
   lines.push(
     `Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`,
@@ -332,6 +348,9 @@ export function formatReport(results: BenchResults): string {
         '(the table shows the median round of each stage)',
     );
   }
+  results.goalRounds.forEach((goals, round) => {
+    lines.push(`Goals in round ${round + 1}: ${goals}`);
+  });
   const profiles = (['sync-sqlite', 'full-refresh-sqlite'] as const).filter(
     (id) => stages[id]?.rssProfileMb.length === 4,
   );
@@ -365,6 +384,7 @@ export function resultsAsJson(results: BenchResults): string {
       ),
       checks: results.checks,
       sqliteRatioByRound: results.sqliteRatioByRound,
+      goalRounds: results.goalRounds,
     },
     null,
     2,

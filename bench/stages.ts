@@ -86,6 +86,13 @@ export interface StageResult {
   seconds: number;
   /** CPU time (user + system) of the stage's process during the measured work. */
   cpuSeconds: number;
+  /**
+   * CPU time of the whole stage process, start-up included (the issue's goals count it), minus
+   * work that is not the stage's (the write-only floor's row generation).
+   */
+  processCpuSeconds: number;
+  /** Wall time of that work, taken off the process's wall time by the parent. */
+  excludedSeconds: number;
   /** HTTP requests the stage sent (0 without network). */
   requests: number;
   /** The process's peak resident set, MB (1 MB = 2^20 bytes). */
@@ -101,8 +108,13 @@ export interface StageResult {
 const MB = 1024 * 1024;
 
 /** What a stage measures itself; cpuSeconds when only part of the work is measured. */
-type Measured = Omit<StageResult, 'peakRssMb' | 'rssProfileMb' | 'cpuSeconds'> & {
+type Measured = Omit<
+  StageResult,
+  'peakRssMb' | 'rssProfileMb' | 'cpuSeconds' | 'processCpuSeconds' | 'excludedSeconds'
+> & {
   cpuSeconds?: number;
+  /** Seconds of this process's work (wall and CPU alike) that are not the stage's. */
+  excludedSeconds?: number;
 };
 
 export async function runStage(request: StageRequest): Promise<StageResult> {
@@ -130,9 +142,13 @@ export async function runStage(request: StageRequest): Promise<StageResult> {
       break;
   }
   sampler.stop();
+  const total = process.cpuUsage();
+  const excludedSeconds = measured.excludedSeconds ?? 0;
   // resourceUsage().maxRSS is in kilobytes.
   return {
     ...measured,
+    excludedSeconds,
+    processCpuSeconds: (total.user + total.system) / 1e6 - excludedSeconds,
     cpuSeconds: measured.cpuSeconds ?? sampler.cpuSeconds(),
     peakRssMb: (process.resourceUsage().maxRSS * 1024) / MB,
     rssProfileMb: sampler.profile(),
@@ -373,6 +389,7 @@ async function writeOnlyStage(
       pages,
       seconds,
       cpuSeconds: (cpu.user + cpu.system) / 1e6 - generatingMs / 1000,
+      excludedSeconds: generatingMs / 1000,
       requests: 0,
     };
   } finally {

@@ -73,6 +73,18 @@ export interface Page {
   hasMore: boolean;
   /** True when the server answered with a bare JSON array instead of `{cursor, has_more, results}`. */
   bare: boolean;
+  /**
+   * `cursor` and `has_more` as the body's first bytes said them, when it started with them and
+   * the caller asked (`onHead`): the walk checks them against the full parse.
+   */
+  head?: PageHead;
+}
+
+/** `cursor` and `has_more` read from the first bytes of a page body, before the rest arrived. */
+export interface PageHead {
+  /** '' and null both mean none, as in Page.cursor. */
+  cursor: string | null;
+  hasMore: boolean;
 }
 
 /** One step of a stage of a run (glossary: Progress), e.g. "downloading file contents: 3 of 9 files". */
@@ -102,13 +114,19 @@ export interface ExportSource {
    * or YAML, no answer): the schema is optional, the rows are the fallback.
    */
   openApi(): Promise<unknown>;
-  /** `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol. */
+  /**
+   * `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol.
+   * `onHead`: told, as soon as an answer's first bytes hold them, the page's `cursor` and
+   * `has_more` (once per attempt whose body starts with them), so the next request can leave
+   * before this body has arrived; the page then carries that head for the caller to check.
+   */
   page(
     resource: string,
     cursor: string | null,
     limit: number,
     signal?: AbortSignal,
     selection?: string,
+    onHead?: (head: PageHead) => void,
   ): Promise<Page>;
   close(): Promise<void>;
   /** HTTP requests sent so far, retries included (for run records and the benchmark). */

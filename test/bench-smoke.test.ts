@@ -78,6 +78,8 @@ describe('benchmark smoke run', () => {
       STAGE_LABELS['sync-sqlite-tenth'],
       STAGE_LABELS['full-refresh-sqlite'],
       STAGE_LABELS['full-refresh-sqlite-tenth'],
+      STAGE_LABELS['fetch-only-slow'],
+      STAGE_LABELS['sync-sqlite-slow'],
       ...(postgresUrl
         ? [
             STAGE_LABELS['sync-postgres'],
@@ -119,15 +121,30 @@ describe('benchmark smoke run', () => {
       'requests of an unchanged rerun',
       'requests of the 1% incremental rerun',
       ...(postgresUrl ? ['sync / floor, PostgreSQL (time)'] : []),
+      // The throughput goals (goals.ts), start-up included.
+      'sync / fetch-and-parse loop at 20 ms a page',
+      'sync / limit at 0 ms, SQLite',
+      'client CPU / (fetch-only + write-only CPU)',
+      ...(postgresUrl ? ['sync / write-only floor, PostgreSQL'] : []),
     ]) {
       expect(out).toMatch(
-        new RegExp(`^${check.replace(/[()/%]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
+        new RegExp(`^${check.replace(/[()/%+]/g, '\\$&')} .* target .* (met|NOT MET) `, 'm'),
       );
     }
     // Two interleaved rounds of the ratio's stages, each ratio shown; the table has the medians.
     expect(progress.match(/^round \d of 2$/gm)).toEqual(['round 1 of 2', 'round 2 of 2']);
     expect(progress.match(/^full sync -> SQLite \.\.\.$/gm)).toHaveLength(2);
     expect(out).toMatch(/^SQLite sync \/ floor in each of the 2 rounds: \d+\.\d\d \/ \d+\.\d\d /m);
+    // Every round's goals, printed as it ends and in the report: the limit's parts and CPU seconds.
+    const goalRound =
+      /20 ms a page \d+\.\d\d \(goal <= 0\.85; .*\); 0 ms sync \/ limit \d+\.\d\d \(goal <= 1\.1; sync .* \/ max\(fetch-only .*, write-only .*, CPU floor .* = \(server .* \+ fetch .* \+ write .* CPU-s\) \/ \d+ cores\)\); client CPU \d+\.\d\d \(goal <= 1\.05; .*\)$/;
+    expect(progress.split('\n').filter((line) => /^round \d goals: /.test(line))).toHaveLength(2);
+    for (const round of [1, 2]) {
+      const line = out
+        .split('\n')
+        .find((candidate) => candidate.startsWith(`Goals in round ${round}: `));
+      expect(line, `round ${round}`).toMatch(goalRound);
+    }
     // Reruns cost what they should, whatever the timing.
     expect(out).toMatch(/^requests of an unchanged rerun +3 +target <= 3 +met /m);
     expect(out).toMatch(/^requests of the 1% incremental rerun +3 +target <= 4 +met /m);
@@ -151,6 +168,8 @@ describe('benchmark smoke run', () => {
       sqliteRatioByRound: number[];
     };
     expect(results.sqliteRatioByRound).toHaveLength(2);
+    expect(results.stages['sync-sqlite-slow']?.rows).toBe(2000);
+    expect(results.stages['fetch-only-slow']?.rows).toBe(2000);
     expect(results.settings).toMatchObject({
       rows: 2000,
       insertedRows: 20,
@@ -179,6 +198,9 @@ describe('benchmark smoke run', () => {
       rows: 10,
       pages: 1,
       cpuSeconds: 0,
+      processSeconds: seconds,
+      processCpuSeconds: 0,
+      excludedSeconds: 0,
       requests: 0,
       peakRssMb: 1,
       rssProfileMb: [],
@@ -275,15 +297,23 @@ describe('hot path', () => {
       events.push(`sent ${(message as { request: { path: string } }).request.path}`);
     subscribe('undici:client:sendHeaders', onSent);
     try {
-      let next = 0;
-      const pages = readAhead(async (signal) => {
-        const page = next++;
-        // Pacing and retry wrappers: a few awaits before the request is dispatched.
-        for (let hop = 0; hop < 5; hop += 1) await Promise.resolve();
-        const response = await request(`${url}?page=${page}`, { dispatcher: agent, signal });
-        const body = (await response.body.json()) as { page: number };
-        return { value: body.page, last: page === 3 };
-      }, 2);
+      const pages = readAhead<number, number>(
+        {
+          start: '0',
+          fetch: async (cursor, signal) => {
+            // Pacing and retry wrappers: a few awaits before the request is dispatched.
+            for (let hop = 0; hop < 5; hop += 1) await Promise.resolve();
+            const response = await request(`${url}?page=${cursor}`, { dispatcher: agent, signal });
+            const body = (await response.body.json()) as { page: number };
+            return body.page;
+          },
+          settle: (_cursor, page) => ({
+            value: page,
+            next: page === 3 ? undefined : String(page + 1),
+          }),
+        },
+        2,
+      );
       // The consumer's work is synchronous (as SQLite page writes are): unless the event loop
       // turns first, it runs before the producer's awaits reach the dispatch, and before undici
       // writes a request on a reused socket (from a setImmediate), holding the request back.

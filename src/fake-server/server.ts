@@ -133,6 +133,21 @@ export interface FakeServerOptions {
   pageLatencyMs?: number;
   /** Answer pages as a bare JSON array of rows (the interface document's loose form). */
   bareArrayPages?: boolean;
+  /**
+   * Test only. `results-first` writes `results` before `cursor` and `has_more`, as another server
+   * version or a proxy that re-encodes JSON might (the real server writes them first).
+   */
+  pageKeyOrder?: 'server' | 'results-first';
+  /**
+   * Test only. A page head that lies: the body starts with these `cursor`/`has_more` values and
+   * ends with the true ones, the keys sent twice (JSON parsers keep the last).
+   */
+  pageHeadLie?: (info: PageServedInfo) => { cursor?: string | null; hasMore?: boolean } | undefined;
+  /**
+   * Test only. Each page's body is sent up to the start of its rows (`"results":[`), then this is
+   * awaited before the rest is sent (tests hold a body's tail until the next request arrives).
+   */
+  beforePageTail?: (info: PageServedInfo) => Promise<void>;
   /** Served instead of the computed schema checksum. */
   manifestChecksum?: string;
   /** Faults at a seeded random rate (for the demo). */
@@ -217,6 +232,8 @@ interface Reply {
   status: number;
   headers: OutgoingHttpHeaders;
   body: string;
+  /** Send the body's first `at` characters, await `tail`, then the rest (beforePageTail). */
+  split?: { at: number; tail: () => Promise<void> };
 }
 
 interface QueuedFault {
@@ -626,13 +643,14 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     }
     const pageIndex = cursor === null ? 0 : (pageCounters.get(resource) ?? 0) + 1;
     pageCounters.set(resource, pageIndex);
-    await options.onPageServed?.({
+    const info: PageServedInfo = {
       resource,
       pageIndex,
       rows: page.rows,
       cursor: page.cursor,
       hasMore: page.hasMore,
-    });
+    };
+    await options.onPageServed?.(info);
     const floats = served.floatFields.get(resource);
     const transform = options.transformRow;
     const results = page.rows.map((row) => {
@@ -645,9 +663,19 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       return output;
     });
     const resultsJson = serializeJson(results);
-    const body = options.bareArrayPages
-      ? resultsJson
-      : `{"cursor":${JSON.stringify(page.cursor)},"has_more":${page.hasMore},"results":${resultsJson}}`;
+    const keys = (cursorValue: string | null, hasMore: boolean) =>
+      `"cursor":${JSON.stringify(cursorValue)},"has_more":${hasMore}`;
+    const truth = keys(page.cursor, page.hasMore);
+    const lie = options.pageHeadLie?.(info);
+    let body: string;
+    if (options.bareArrayPages) body = resultsJson;
+    else if (options.pageKeyOrder === 'results-first') body = `{"results":${resultsJson},${truth}}`;
+    else if (lie) {
+      const head = keys(lie.cursor ?? page.cursor, lie.hasMore ?? page.hasMore);
+      body = `{${head},"results":${resultsJson},${truth}}`;
+    } else body = `{${truth},"results":${resultsJson}}`;
+    const holdTail = options.beforePageTail;
+    const rowsStart = body.indexOf('"results":[');
     return {
       status: 200,
       headers: {
@@ -657,6 +685,9 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
         ...extraHeaders,
       },
       body,
+      ...(holdTail && !options.bareArrayPages
+        ? { split: { at: rowsStart + '"results":['.length, tail: () => holdTail(info) } }
+        : {}),
     };
   };
 
@@ -725,6 +756,14 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       return;
     }
     response.writeHead(reply.status, { ...reply.headers, 'content-length': String(body.length) });
+    if (reply.split && request.method !== 'HEAD') {
+      const at = Buffer.byteLength(reply.body.slice(0, reply.split.at), 'utf8');
+      response.write(body.subarray(0, at));
+      void reply.split.tail().then(() => {
+        if (!response.destroyed) response.end(body.subarray(at));
+      });
+      return;
+    }
     response.end(request.method === 'HEAD' ? undefined : body);
   };
 

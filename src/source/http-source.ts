@@ -7,13 +7,14 @@ import {
   ResponseTooLargeError,
   ServerUnavailableError,
 } from '../errors.js';
-import type { ExportSource, Manifest, ManifestEntry, Page, Row } from '../interfaces.js';
+import type { ExportSource, Manifest, ManifestEntry, Page, PageHead, Row } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
 import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { RequestDeadline } from './deadline.js';
 import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { describeSeen, formatByteCount, readLimitedText } from './limited-body.js';
+import { PageHeadReader } from './page-head.js';
 import { RequestPacer, readRateLimitHeaders, systemClock, type Clock } from './pacer.js';
 import {
   TransientFailure,
@@ -85,6 +86,8 @@ interface JsonResponse {
   /** Parsed JSON; undefined for a `document` request whose body is not JSON. */
   body: unknown;
   text: string;
+  /** The page's `cursor` and `has_more` as its first bytes said them (asked with `onHead`). */
+  head?: PageHead;
 }
 
 interface GetOptions {
@@ -92,6 +95,8 @@ interface GetOptions {
   signal?: AbortSignal;
   /** A 200 whose body is not JSON is an answer (the schema may be YAML), not a fault to retry. */
   document?: boolean;
+  /** Told the head of each attempt's body as soon as it has arrived (page-head.ts). */
+  onHead?: (head: PageHead) => void;
 }
 
 /** The real export API client: one keep-alive pool, retries, pacing. */
@@ -176,12 +181,17 @@ export class HttpExportSource implements ExportSource {
     limit: number,
     signal?: AbortSignal,
     selection?: string,
+    onHead?: (head: PageHead) => void,
   ): Promise<Page> {
     const query = new URLSearchParams({ limit: String(limit) });
     if (cursor !== null) query.set('cursor', cursor);
     if (selection !== undefined) query.set('selection', selection);
-    const { body } = await this.getJson(`${resource}/?${query.toString()}`, { signal });
-    return parsePage(body, resource, limit);
+    const { body, head } = await this.getJson(`${resource}/?${query.toString()}`, {
+      signal,
+      onHead,
+    });
+    const page = parsePage(body, resource, limit);
+    return head === undefined ? page : { ...page, head };
   }
 
   async close(): Promise<void> {
@@ -192,9 +202,9 @@ export class HttpExportSource implements ExportSource {
   /** GET one path under /api/export/ with retries; non-retryable statuses become typed errors. */
   private getJson(
     path: string,
-    { auth = true, signal, document = false }: GetOptions = {},
+    { auth = true, signal, document = false, onHead }: GetOptions = {},
   ): Promise<JsonResponse> {
-    return this.withRetries(path, () => this.attempt(path, auth, document, signal), signal);
+    return this.withRetries(path, () => this.attempt(path, auth, document, signal, onHead), signal);
   }
 
   /**
@@ -384,6 +394,7 @@ export class HttpExportSource implements ExportSource {
     auth: boolean,
     document: boolean,
     signal?: AbortSignal,
+    onHead?: (head: PageHead) => void,
   ): Promise<JsonResponse> {
     const timeout = { ms: this.options.requestTimeoutMs, setting: REQUEST_TIMEOUT_SETTING };
     return this.send(
@@ -401,13 +412,25 @@ export class HttpExportSource implements ExportSource {
         }
         const limit = this.options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES;
         let text: string;
+        let head: PageHead | undefined;
         try {
           const declared = Number(firstHeader(headers['content-length']));
+          const headReader = onHead === undefined ? undefined : new PageHeadReader();
           text = await readLimitedText(
             response.body,
             limit,
             (seen) => pageTooLarge(path, limit, seen),
             Number.isSafeInteger(declared) ? declared : undefined,
+            headReader &&
+              ((chunk) => {
+                const answer = headReader.push(chunk);
+                if (answer === undefined) return true;
+                if (answer !== 'not-a-head') {
+                  head = answer;
+                  onHead!(answer);
+                }
+                return false;
+              }),
           );
         } catch (error) {
           if (error instanceof ResponseTooLargeError) {
@@ -447,7 +470,7 @@ export class HttpExportSource implements ExportSource {
           );
         }
         report(statusCode, 'ok');
-        return { status: statusCode, body, text };
+        return { status: statusCode, body, text, ...(head === undefined ? {} : { head }) };
       },
     );
   }

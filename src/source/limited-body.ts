@@ -31,16 +31,22 @@ export async function* limitedChunks(
   }
 }
 
-/** The whole body as UTF-8 text (a leading BOM dropped), at most `limit` bytes of it. */
+/**
+ * The whole body as UTF-8 text (a leading BOM dropped), at most `limit` bytes of it. `watch` sees
+ * each chunk as it arrives (synchronously: no extra await a chunk) until it returns false.
+ */
 export async function readLimitedText(
   body: AsyncIterable<Uint8Array>,
   limit: number,
   tooLarge: TooLarge,
   declaredLength?: number,
+  watch?: (chunk: Uint8Array) => boolean,
 ): Promise<string> {
   const chunks: Uint8Array[] = [];
   let size = 0;
+  let watching = watch;
   for await (const chunk of limitedChunks(body, limit, tooLarge, declaredLength)) {
+    if (watching && !watching(chunk)) watching = undefined;
     chunks.push(chunk);
     size += chunk.length;
   }

@@ -9,6 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ProtocolError } from '../errors.js';
+import type { Page } from '../interfaces.js';
 import { printable } from '../printable.js';
 
 export class CursorTrail {
@@ -48,4 +49,25 @@ export class CursorTrail {
 
 function hashOf(cursor: string): string {
   return createHash('sha256').update(cursor).digest('base64').slice(0, 12);
+}
+
+/**
+ * The early cursor's guard: the next request left with the cursor a page's first bytes named
+ * (src/source/page-head.ts), so the full parse must find the same `cursor` and `has_more`. A body
+ * that says one thing first and another later (a key sent twice) stops the walk before this page
+ * is stored: which of its two answers to trust is not ours to guess.
+ */
+export function checkPageHead(resource: string, pageNumber: number, page: Page): void {
+  const { head } = page;
+  if (head === undefined || (head.cursor === page.cursor && head.hasMore === page.hasMore)) return;
+  const describe = (cursor: string | null, hasMore: boolean) =>
+    `cursor ${cursor === null ? 'null' : printable(cursor, { max: 120 })} and has_more ${hasMore}`;
+  throw new ProtocolError(
+    `GET ${resource}/ page ${pageNumber} began with ${describe(head.cursor, head.hasMore)} but its ` +
+      `full body says ${describe(page.cursor, page.hasMore)}; stopping this resource. Page ` +
+      `${pageNumber} was not stored; the pages before it are kept.`,
+    {
+      hint: 'The server (or a proxy) sent a page that contradicts itself; the next run resumes from the last stored page.',
+    },
+  );
 }

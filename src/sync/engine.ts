@@ -64,7 +64,7 @@ import {
   selectEntries,
   withoutFields,
 } from './plan.js';
-import { CursorTrail } from './cursor-trail.js';
+import { CursorTrail, checkPageHead } from './cursor-trail.js';
 import { readAhead } from './read-ahead.js';
 import {
   expectedWalkMs,
@@ -942,17 +942,24 @@ class SyncRun {
         : plan.missing;
     const history = this.historyFor(resource);
 
-    let fetchCursor = cursor;
     const trail = new CursorTrail(resource, cursor);
-    const pages = readAhead<{ page: Page; after: string | null }>(
-      async (signal) => {
-        const page = await source.page(resource, fetchCursor, pageSize, signal, selection);
-        const after = cursorAfterPage(page, entry.cursor, fetchCursor);
-        const last = !hasNextPage(page, pageSize);
-        // Any cursor followed before in this walk, not only the last one, would loop forever.
-        if (!last && after !== null) trail.follow(after);
-        fetchCursor = after;
-        return { value: { page, after }, last };
+    let pageNumber = 0;
+    const pages = readAhead<Page, { page: Page; after: string | null }>(
+      {
+        start: cursor,
+        fetch: (from, signal, announce) =>
+          source.page(resource, from, pageSize, signal, selection, (head) =>
+            announce(head.hasMore && head.cursor !== null ? head.cursor : undefined),
+          ),
+        settle: (from, page) => {
+          pageNumber += 1;
+          checkPageHead(resource, pageNumber, page);
+          const after = cursorAfterPage(page, entry.cursor, from);
+          const last = !hasNextPage(page, pageSize) || after === null;
+          // Any cursor followed before in this walk, not only the last one, would loop forever.
+          if (!last) trail.follow(after);
+          return { value: { page, after }, next: last ? undefined : after };
+        },
       },
       this.options.pagesInFlight,
       // The pass's signal follows the run's: one listener per walk, released when it ends.

@@ -137,8 +137,16 @@ export function originalValuesOf(
   rows: readonly Row[],
 ): OriginalValue[] {
   const found: OriginalValue[] = [];
+  // Once a page, not once a value: only these types ever give a value back differently.
+  const changing = columns.filter(
+    (column) =>
+      column.type === 'datetime' ||
+      column.type === 'text' ||
+      (column.type === 'json' && dialect === 'postgres'),
+  );
+  if (changing.length === 0) return found;
   for (const row of rows) {
-    for (const column of columns) {
+    for (const column of changing) {
       const value = row[column.name];
       if (!valueChangesInColumn(dialect, column.type, value)) continue;
       found.push({
