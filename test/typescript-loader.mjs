@@ -6,6 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { threadId } from 'node:worker_threads';
 import { URL, fileURLToPath } from 'node:url';
 
 const cacheDirectory = fileURLToPath(
@@ -39,7 +40,8 @@ export async function load(url, context, nextLoad) {
       sourcemap: 'inline',
     });
     await mkdir(cacheDirectory, { recursive: true });
-    const partial = `${cached}.${process.pid}.partial`;
+    // Threads of one process share its pid: two starting at once must not share a partial file.
+    const partial = `${cached}.${process.pid}.${threadId}.partial`;
     await writeFile(partial, stripped.code);
     await rename(partial, cached);
     return stripped.code;
