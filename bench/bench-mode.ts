@@ -3,6 +3,37 @@
  * usage error prints the usage and exits 2), run, hand the results to the caller, print them as
  * a report or as JSON (exit 0), or say why it failed (exit 1).
  */
+import { parseArgs } from 'node:util';
+
+/**
+ * A mode's flags: each of `names` takes a value, plus `--json` and `--help`. A flag that is not
+ * one of them, or `--help`, throws `usageError` with the usage.
+ */
+export function parseModeFlags<Name extends string>(
+  argv: string[],
+  names: readonly Name[],
+  usage: string,
+  usageError: (message: string) => Error,
+): { [Key in Name]?: string } & { json: boolean } {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args: argv,
+      options: {
+        ...Object.fromEntries(names.map((name) => [name, { type: 'string' as const }])),
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      strict: true,
+      allowPositionals: false,
+    }));
+  } catch (error) {
+    throw usageError(`${(error as Error).message}\n${usage}`);
+  }
+  if (values.help === true) throw usageError(usage);
+  return { ...(values as { [Key in Name]?: string }), json: values.json === true };
+}
+
 export interface BenchMode<Options extends { json: boolean }, Results> {
   /** For the failure line: "The NAME benchmark failed". */
   name: string;

@@ -14,7 +14,6 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import {
   BenchUsageError,
   positiveInteger,
@@ -23,7 +22,7 @@ import {
   type BenchOutput,
 } from './bench.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
-import { runBenchMode } from './bench-mode.js';
+import { parseModeFlags, runBenchMode } from './bench-mode.js';
 import { formatInteger, table } from './report.js';
 import type { StageRequest, StageResult } from './stages.js';
 
@@ -67,27 +66,12 @@ const USAGE = `Usage: npm run bench -- concurrency [options]
   --json               print the results as JSON`;
 
 export function parseConcurrencyArgs(argv: string[]): ConcurrencyOptions {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        rows: { type: 'string' },
-        latency: { type: 'string' },
-        settings: { type: 'string' },
-        'page-size': { type: 'string' },
-        'pages-in-flight': { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    throw new BenchUsageError(`${(error as Error).message}\n${USAGE}`);
-  }
-  if (values.help) throw new BenchUsageError(USAGE);
+  const values = parseModeFlags(
+    argv,
+    ['rows', 'latency', 'settings', 'page-size', 'pages-in-flight', 'seed'],
+    USAGE,
+    (message) => new BenchUsageError(message),
+  );
   const settings = (values.settings ?? '1,2,4')
     .split(',')
     .map((text) => positiveInteger(text.trim(), '--settings', 1));
@@ -101,7 +85,7 @@ export function parseConcurrencyArgs(argv: string[]): ConcurrencyOptions {
     pageSize: Math.min(1000, positiveInteger(values['page-size'], '--page-size', 1000)),
     pagesInFlight: positiveInteger(values['pages-in-flight'], '--pages-in-flight', 2),
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
-    json: values.json === true,
+    json: values.json,
   };
 }
 

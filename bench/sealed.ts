@@ -21,7 +21,6 @@ import {
 import { mkdtempSync, rmSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import { RSA_OAEP_HASH } from '../src/sealing/seal.js';
 import {
   BenchUsageError,
@@ -31,7 +30,7 @@ import {
   type BenchOutput,
 } from './bench.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
-import { runBenchMode } from './bench-mode.js';
+import { parseModeFlags, runBenchMode } from './bench-mode.js';
 import { formatInteger, table } from './report.js';
 import type { StageResult } from './stages.js';
 
@@ -73,28 +72,12 @@ const USAGE = `Usage: npm run bench -- sealed [options]
   --json               print the results as JSON`;
 
 export function parseSealedArgs(argv: string[]): SealedOptions {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        rows: { type: 'string' },
-        'plain-rows': { type: 'string' },
-        bits: { type: 'string' },
-        latency: { type: 'string' },
-        'page-size': { type: 'string' },
-        'pages-in-flight': { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    throw new BenchUsageError(`${(error as Error).message}\n${USAGE}`);
-  }
-  if (values.help) throw new BenchUsageError(USAGE);
+  const values = parseModeFlags(
+    argv,
+    ['rows', 'plain-rows', 'bits', 'latency', 'page-size', 'pages-in-flight', 'seed'],
+    USAGE,
+    (message) => new BenchUsageError(message),
+  );
   return {
     rows: positiveInteger(values.rows, '--rows', 20_000),
     plainRows: positiveInteger(values['plain-rows'], '--plain-rows', 20_000),
@@ -103,7 +86,7 @@ export function parseSealedArgs(argv: string[]): SealedOptions {
     pageSize: Math.min(1000, positiveInteger(values['page-size'], '--page-size', 1000)),
     pagesInFlight: positiveInteger(values['pages-in-flight'], '--pages-in-flight', 2),
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
-    json: values.json === true,
+    json: values.json,
   };
 }
 

@@ -10,12 +10,11 @@
  * sends SIGUSR2 when /metrics says no run is in progress (and checks afterwards that none started
  * or ended meanwhile). Nothing in ocs-sync itself is needed or enabled for it.
  */
-import { runBenchMode } from './bench-mode.js';
+import { parseModeFlags, runBenchMode } from './bench-mode.js';
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
 import { ask, exited, startBenchChild } from './child-process.js';
 import {
   heapGrowth,
@@ -88,32 +87,24 @@ function numberOption(
 const divisorOf60 = (value: number) => Number.isInteger(value) && value > 0 && 60 % value === 0;
 
 export function parseSoakArgs(argv: string[]): SoakOptions {
-  let values;
-  try {
-    ({ values } = parseArgs({
-      args: argv,
-      options: {
-        minutes: { type: 'string' },
-        'schedule-seconds': { type: 'string' },
-        'full-refresh-minutes': { type: 'string' },
-        'window-minutes': { type: 'string' },
-        'warm-up-minutes': { type: 'string' },
-        rows: { type: 'string' },
-        'page-size': { type: 'string' },
-        'fault-rate': { type: 'string' },
-        'change-seconds': { type: 'string' },
-        postgres: { type: 'string' },
-        seed: { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      strict: true,
-      allowPositionals: false,
-    }));
-  } catch (error) {
-    throw new SoakUsageError(`${(error as Error).message}\n${SOAK_USAGE}`);
-  }
-  if (values.help) throw new SoakUsageError(SOAK_USAGE);
+  const values = parseModeFlags(
+    argv,
+    [
+      'minutes',
+      'schedule-seconds',
+      'full-refresh-minutes',
+      'window-minutes',
+      'warm-up-minutes',
+      'rows',
+      'page-size',
+      'fault-rate',
+      'change-seconds',
+      'postgres',
+      'seed',
+    ],
+    SOAK_USAGE,
+    (message) => new SoakUsageError(message),
+  );
   const positive = (value: number) => value > 0;
   const integer = (value: number) => Number.isSafeInteger(value) && value > 0;
   const minutes = numberOption(values.minutes, '--minutes', 60, positive, 'a positive number');
@@ -177,7 +168,7 @@ export function parseSoakArgs(argv: string[]): SoakOptions {
       (value) => Number.isSafeInteger(value),
       'an integer',
     ),
-    json: values.json === true,
+    json: values.json,
   };
   if (options.warmUpMinutes + options.windowMinutes > options.minutes) {
     throw new SoakUsageError(
