@@ -6,7 +6,7 @@
  * hold.
  */
 import type pg from 'pg';
-import type { AuditOperation } from '../../interfaces.js';
+import type { AuditOperation, ChainHead } from '../../interfaces.js';
 import {
   ENTRY_COLUMNS,
   headSelectSql,
@@ -25,32 +25,83 @@ export interface HistoryStatements {
   openHashes: { name: string; text: string };
   close: { name: string; text: string };
   insert: { name: string; text: string };
+  /** `insert` with the page's chain entries appended and the head moved (appendedSql). */
+  insertAudited: { name: string; text: string };
 }
 
 /** Rows closed per statement when each closed version is chained. */
 const CLOSE_BATCH = 5000;
 
 const LOCK_HEAD = named(headSelectSql('postgres'));
+
+/**
+ * Where an append's values come from: a SQL expression each (a parameter, typed). Entries differ
+ * only in their row id, operation, digest and hash; the rest is the batch's.
+ */
+export interface AppendParameters {
+  headSeq: string;
+  headHash: string;
+  runId: string;
+  table: string;
+  at: string;
+  rowIds: string;
+  operations: string;
+  digests: string;
+  hashes: string;
+  nextSeq: string;
+  nextHash: string;
+}
+
+/**
+ * Data-modifying CTEs that insert a batch's entries and move the head, for a WITH that other
+ * statements may share. Each entry's previous hash is the hash before it in the batch (the
+ * head's for the first): the same values linkBatch chained, without sending them twice.
+ */
+export function appendedSql(p: AppendParameters): string {
+  return (
+    `appended AS (INSERT INTO _ocs_audit (${ENTRY_COLUMNS})
+     SELECT ${p.headSeq} + e.n, ${p.runId}, ${p.table}, e.row_id, e.operation, ${p.at}, e.digest,
+       coalesce(lag(e.hash) OVER (ORDER BY e.n), ${p.headHash}), e.hash
+     FROM unnest(${p.rowIds}, ${p.operations}, ${p.digests}, ${p.hashes})
+       WITH ORDINALITY AS e(row_id, operation, digest, hash, n)),\n` +
+    `moved AS (UPDATE _ocs_audit_head SET seq = ${p.nextSeq}, hash = ${p.nextHash} WHERE one = 1)`
+  );
+}
+
 /** A batch's entries as arrays of what differs between them, and the head moved, in one statement. */
 const APPEND_BATCH = named(
-  `WITH appended AS (INSERT INTO _ocs_audit (${ENTRY_COLUMNS})
-     SELECT $1::bigint + u.n, $2::bigint, $3::text, u.row_id, u.operation, $4::text, u.digest,
-       u.prev_hash, u.hash
-     FROM unnest($5::bigint[], $6::text[], $7::text[], $8::text[], $9::text[])
-       WITH ORDINALITY AS u(row_id, operation, digest, prev_hash, hash, n))
-   UPDATE _ocs_audit_head SET seq = $10, hash = $11 WHERE one = 1`,
+  `WITH ${appendedSql({
+    headSeq: '$1::bigint',
+    runId: '$2::bigint',
+    table: '$3::text',
+    at: '$4::text',
+    rowIds: '$5::bigint[]',
+    operations: '$6::text[]',
+    digests: '$7::text[]',
+    hashes: '$8::text[]',
+    headHash: '$9::text',
+    nextSeq: '$10::bigint',
+    nextHash: '$11::text',
+  })} SELECT 1`,
 );
 
 /**
- * Appends a batch in the caller's transaction: the head row locked (it stays locked to the
- * commit, so tables committing at once take turns here and sequence numbers stay gap-free), the
- * entries linked after it, inserted and the head moved in one statement.
+ * Locks the head row (it stays locked to the commit, so tables committing at once take turns
+ * here and sequence numbers stay gap-free) and links a batch after it.
  */
-async function appendBatch(client: pg.ClientBase, batch: EntryBatch): Promise<void> {
-  if (batch.rowIds.length === 0) return;
+async function lockAndLink(
+  client: pg.ClientBase,
+  batch: EntryBatch,
+): Promise<{ head: ChainHead; linked: ReturnType<typeof linkBatch> }> {
   const locked = await client.query<{ seq: string; hash: string }>(LOCK_HEAD);
   const head = toHead(locked.rows[0]);
-  const linked = linkBatch(head, batch);
+  return { head, linked: linkBatch(head, batch) };
+}
+
+/** Appends a batch in the caller's transaction: locked and linked, then inserted in one statement. */
+async function appendBatch(client: pg.ClientBase, batch: EntryBatch): Promise<void> {
+  if (batch.rowIds.length === 0) return;
+  const { head, linked } = await lockAndLink(client, batch);
   await client.query({
     ...APPEND_BATCH,
     values: [
@@ -61,8 +112,8 @@ async function appendBatch(client: pg.ClientBase, batch: EntryBatch): Promise<vo
       batch.rowIds,
       batch.operations,
       batch.digests,
-      linked.prevHashes,
       linked.hashes,
+      head.hash,
       linked.head.seq,
       linked.head.hash,
     ],
@@ -113,31 +164,42 @@ export async function openVersions(
     await client.query({ ...statements.close, values: [now, closeIds] });
   }
   const indexes = plan.map((version) => version.index);
+  const rowIds = indexes.map((index) => keys[index]!);
+  const digests = indexes.map((index) => hashes[index]!);
+  const values = [
+    rowIds,
+    ...encoded.columns.map((column) => indexes.map((index) => column[index])),
+    plan.map((version, position) =>
+      lastPlanned.get(keys[version.index]!) === position ? null : now,
+    ),
+    digests,
+    plan.map((version) => version.kind),
+    now,
+    page.runId,
+    page.selection ?? null,
+  ];
+  if (!audit) {
+    await client.query({ ...statements.insert, values });
+    return plan.length;
+  }
+  // The versions and their entries in one statement: the entries reuse its row ids and digests.
+  const operations = plan.map(openingOperation);
+  const batch = { runId: page.runId, table: page.resource, at: now, rowIds, operations, digests };
+  const { head, linked } = await lockAndLink(client, batch);
   await client.query({
-    ...statements.insert,
+    ...statements.insertAudited,
     values: [
-      indexes.map((index) => keys[index]!),
-      ...encoded.columns.map((values) => indexes.map((index) => values[index])),
-      plan.map((version, position) =>
-        lastPlanned.get(keys[version.index]!) === position ? null : now,
-      ),
-      indexes.map((index) => hashes[index]!),
-      plan.map((version) => version.kind),
+      ...values,
+      head.seq,
+      head.hash,
+      page.resource,
       now,
-      page.runId,
-      page.selection ?? null,
+      operations,
+      linked.hashes,
+      linked.head.seq,
+      linked.head.hash,
     ],
   });
-  if (audit) {
-    await appendBatch(client, {
-      runId: page.runId,
-      table: page.resource,
-      at: now,
-      rowIds: indexes.map((index) => keys[index]!),
-      operations: plan.map(openingOperation),
-      digests: indexes.map((index) => hashes[index]!),
-    });
-  }
   return plan.length;
 }
 

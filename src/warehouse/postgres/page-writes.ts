@@ -21,7 +21,7 @@ import {
   createHistoryTableSql,
 } from '../table-definitions.js';
 import { rowContentHasher } from '../canonical.js';
-import { openVersions, type HistoryStatements } from './history.js';
+import { appendedSql, openVersions, type HistoryStatements } from './history.js';
 
 export interface PageStatements {
   columns: ColumnSpec[];
@@ -112,6 +112,14 @@ export class PostgresPageWriter {
     if (withHistory) {
       const history = await this.ensureHistoryTable(table, columns);
       const historyTable = connection.table(history);
+      const insertVersions =
+        `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', `"${VERSION_KIND_COLUMN}"`, '"_valid_from"', '"_run_id"', `"${SERVED_UNDER_COLUMN}"`].join(', ')}) ` +
+        `SELECT u.*, $${next + 3}::timestamptz, $${next + 4}::bigint, $${next + 5}::text FROM unnest(${[
+          ...arrays,
+          `$${next}::timestamptz[]`,
+          `$${next + 1}::text[]`,
+          `$${next + 2}::text[]`,
+        ].join(', ')}) AS u`;
       statements.history = {
         openHashes: named(
           `SELECT "id"::text AS id, "_content_hash" AS hash, "${VERSION_KIND_COLUMN}" AS kind ` +
@@ -121,14 +129,22 @@ export class PostgresPageWriter {
           `UPDATE ${historyTable} SET "_valid_to" = $1::timestamptz ` +
             `WHERE "_valid_to" IS NULL AND "id" = ANY($2::bigint[])`,
         ),
-        insert: named(
-          `INSERT INTO ${historyTable} (${['"id"', ...names, '"_valid_to"', '"_content_hash"', `"${VERSION_KIND_COLUMN}"`, '"_valid_from"', '"_run_id"', `"${SERVED_UNDER_COLUMN}"`].join(', ')}) ` +
-            `SELECT u.*, $${next + 3}::timestamptz, $${next + 4}::bigint, $${next + 5}::text FROM unnest(${[
-              ...arrays,
-              `$${next}::timestamptz[]`,
-              `$${next + 1}::text[]`,
-              `$${next + 2}::text[]`,
-            ].join(', ')}) AS u`,
+        insert: named(insertVersions),
+        // Parameters past the versions' (next + 5): the chain's, in openVersions' order.
+        insertAudited: named(
+          `WITH versions AS (${insertVersions}), ${appendedSql({
+            headSeq: `$${next + 6}::bigint`,
+            headHash: `$${next + 7}::text`,
+            runId: `$${next + 4}::bigint`,
+            table: `$${next + 8}::text`,
+            at: `$${next + 9}::text`,
+            rowIds: '$1::bigint[]',
+            operations: `$${next + 10}::text[]`,
+            digests: `$${next + 1}::text[]`,
+            hashes: `$${next + 11}::text[]`,
+            nextSeq: `$${next + 12}::bigint`,
+            nextHash: `$${next + 13}::text`,
+          })} SELECT 1`,
         ),
       };
     }
