@@ -719,6 +719,32 @@ for (const harness of dialects) {
         }
       });
 
+      it('keeps history of long pages in order: a repeated id closes its version within or across batches', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        // The same 41 rows as above, with history: SQLite inserts versions 16 at a time, and a
+        // repeated id must close the version still waiting in its batch, as row by row would.
+        const rows: Row[] = Array.from({ length: 37 }, (_, index) => ({
+          id: index + 1,
+          content: `first ${index + 1}`,
+        }));
+        rows.splice(8, 0, { id: 7, content: 'second 7' }, { id: 8, content: 'second 8' });
+        rows.splice(20, 0, { id: 3, content: 'second 3' });
+        rows.push({ id: 20, content: 'second 20' }, { id: 20, content: 'second 20' });
+        const result = await warehouse.writePage(page({ runId, rows, history: true }));
+        // The last row repeats the one before it: no version of its own.
+        expect(result.versionsWritten).toBe(41);
+        const versions = await db.query(
+          'SELECT id, content, _valid_to IS NULL AS open FROM messages__history ORDER BY _version_id',
+        );
+        expect(versions.map((v) => [Number(v.id), v.content, Number(v.open)])).toEqual(
+          rows.slice(0, 41).map((row) => {
+            const repeated = [3, 7, 8, 20].includes(Number(row.id));
+            const open = !repeated || String(row.content).startsWith('second');
+            return [Number(row.id), row.content, Number(open)];
+          }),
+        );
+      });
+
       it('upserts idempotently and keeps every value exact', async () => {
         const runId = await warehouse.startRun('incremental', 'checksum-1');
         const rows: Row[] = [

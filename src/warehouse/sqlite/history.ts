@@ -17,7 +17,11 @@ import { toJsonText } from '../values.js';
 export interface HistoryStatements {
   openHashes: Database.Statement;
   close: Database.Statement;
+  /** Inserts one version; the versions a batch leaves over. */
   insert: Database.Statement;
+  /** Inserts `versionsPerBatch` versions at once, in order. */
+  insertBatch: Database.Statement;
+  versionsPerBatch: number;
 }
 
 /** What opening versions needs of a page (page-writes.ts's EncodedPage). */
@@ -58,10 +62,33 @@ export class SqliteHistoryWriter {
       open.filter((row) => row.kind === 'scope_exit').map((row) => String(row.id)),
     );
     const plan = planHistoryVersions(keys, hashes, openHashes, exits);
+    // Versions are inserted several at a time (as rows are upserted, page-writes.ts). A close
+    // runs at once; when it must close a version still waiting in the batch (an id repeated
+    // within the page), the batch is inserted first, so the order is as row by row.
+    const { versionsPerBatch } = statements;
+    let batch: SqliteValue[] = [];
+    const batched = new Set<string>();
+    const insertBatched = () => {
+      const perVersion = batch.length / batched.size;
+      let start = 0;
+      if (batched.size === versionsPerBatch) {
+        statements.insertBatch.run(batch);
+        start = batch.length;
+      }
+      for (; start < batch.length; start += perVersion) {
+        statements.insert.run(batch.slice(start, start + perVersion));
+      }
+      batch = [];
+      batched.clear();
+    };
     for (const version of plan) {
       const values = page.rows[version.index]!;
-      if (version.closeOpen) statements.close.run(page.syncedAt, values[0]);
-      statements.insert.run(
+      const key = keys[version.index]!;
+      if (version.closeOpen) {
+        if (batched.has(key)) insertBatched();
+        statements.close.run(page.syncedAt, values[0]);
+      }
+      batch.push(
         ...values,
         page.syncedAt,
         hashes[version.index]!,
@@ -69,7 +96,10 @@ export class SqliteHistoryWriter {
         version.kind,
         page.selection ?? null,
       );
+      batched.add(key);
+      if (batched.size === versionsPerBatch) insertBatched();
     }
+    if (batched.size > 0) insertBatched();
     if (page.audit) {
       this.chain.append({
         runId: page.runId,

@@ -218,6 +218,16 @@ export class SqlitePageWriter {
     };
     if (withHistory) {
       const historyTable = this.ensureHistoryTable(table, columns);
+      const versionValues = `(${['?', ...placeholders, '?', '?', '?', '?', '?'].join(', ')})`;
+      const insertVersionsOf = (versions: number) =>
+        db.prepare(
+          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`, `"${SERVED_UNDER_COLUMN}"`].join(', ')})
+           VALUES ${Array.from({ length: versions }, () => versionValues).join(', ')}`,
+        );
+      const versionsPerBatch = Math.max(
+        1,
+        Math.min(ROWS_PER_UPSERT, Math.floor(MAX_PARAMETERS / (columns.length + 6))),
+      );
       statements.history = {
         openHashes: db
           .prepare(
@@ -229,10 +239,9 @@ export class SqlitePageWriter {
         close: db.prepare(
           `UPDATE ${q(historyTable)} SET "_valid_to" = ? WHERE "id" = ? AND "_valid_to" IS NULL`,
         ),
-        insert: db.prepare(
-          `INSERT INTO ${q(historyTable)} (${['"id"', ...names, '"_valid_from"', '"_content_hash"', '"_run_id"', `"${VERSION_KIND_COLUMN}"`, `"${SERVED_UNDER_COLUMN}"`].join(', ')})
-           VALUES (${['?', ...placeholders, '?', '?', '?', '?', '?'].join(', ')})`,
-        ),
+        insert: insertVersionsOf(1),
+        insertBatch: insertVersionsOf(versionsPerBatch),
+        versionsPerBatch,
       };
     }
     this.statements.set(cacheKey, statements);
