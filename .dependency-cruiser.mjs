@@ -5,7 +5,7 @@
  * Layers, lowest first. A folder of src/ may import its own files and folders of a lower layer,
  * never one of its own layer or above; type-only imports count too. `shared` is the files directly
  * in src/ (names, errors, printable, interfaces, time text, column types, JSON, listen addresses,
- * logging, private files): rules every layer uses, importing no folder.
+ * logging, private files, where the package is): rules every layer uses, importing no folder.
  */
 const LAYERS = [
   ['shared'],

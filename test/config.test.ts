@@ -7,7 +7,6 @@ import { z } from 'zod';
 import {
   describeConfigForLog,
   loadConfig,
-  packageVersion,
   parseConfigText,
   readConfigFile,
   resolveConfig,
@@ -18,6 +17,7 @@ import { secretPolicyFor } from '../src/config/secrets.js';
 import { historyFor, selectResources } from '../src/config/sync.js';
 import { parseWarehouseUrl, redactUrl } from '../src/warehouse/url.js';
 import { ConfigError } from '../src/errors.js';
+import { packageVersion } from '../src/package-info.js';
 
 const SERVER = { server: true };
 const LOCAL = { server: false };

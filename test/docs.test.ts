@@ -11,7 +11,7 @@ import { Writable } from 'node:stream';
 import { dirname, join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { main } from '../src/cli/main.js';
-import { projectRoot } from '../src/warehouse/migrations.js';
+import { projectRoot } from '../src/package-info.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import {

@@ -13,7 +13,7 @@ import { silentLogger } from '../src/log.js';
 import { HttpExportSource, type HttpSourceOptions } from '../src/source/http-source.js';
 import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
-import { projectRoot } from '../src/warehouse/migrations.js';
+import { projectRoot } from '../src/package-info.js';
 
 /** Node's arguments that run the CLI from source as its own process (run-cli-from-source.ts). */
 export const CLI_FROM_SOURCE = [

@@ -20,7 +20,8 @@ import {
   describePostgresUrl,
   postgresClientConfig,
 } from '../src/warehouse/postgres/warehouse.js';
-import { loadMigrations, pendingMigrations, projectRoot } from '../src/warehouse/migrations.js';
+import { loadMigrations, pendingMigrations } from '../src/warehouse/migrations.js';
+import { projectRoot } from '../src/package-info.js';
 import {
   originalValuesOf,
   servedValue,

@@ -9,7 +9,7 @@ import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
 import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
 import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 import { processOutput, terminalSafe } from './output.js';
-import { packageVersion } from './version.js';
+import { packageVersion } from '../package-info.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 

@@ -7,13 +7,12 @@
  */
 
 import { readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import type { LineCounter } from 'yaml';
 import { ConfigError } from '../errors.js';
 import { recordByName, valueByName } from '../names.js';
+import { packageVersion } from '../package-info.js';
 import { redactUrl } from '../warehouse/url.js';
 import { parseExcludeFieldsText } from './exclude-fields.js';
 import {
@@ -437,33 +436,6 @@ function collectLines(
       collectLines(item, path, lineCounter, out);
     });
   }
-}
-
-let cachedVersion: string | undefined;
-
-/** This package's version, from the nearest package.json named ocs-sync (works from src/ and dist/). */
-export function packageVersion(): string {
-  if (cachedVersion !== undefined) return cachedVersion;
-  let directory = dirname(fileURLToPath(import.meta.url));
-  for (;;) {
-    try {
-      const manifest = JSON.parse(readFileSync(join(directory, 'package.json'), 'utf8')) as {
-        name?: unknown;
-        version?: unknown;
-      };
-      if (manifest.name === 'ocs-sync' && typeof manifest.version === 'string') {
-        cachedVersion = manifest.version;
-        return cachedVersion;
-      }
-    } catch {
-      // No package.json here; keep walking up.
-    }
-    const parent = dirname(directory);
-    if (parent === directory) break;
-    directory = parent;
-  }
-  cachedVersion = '0.0.0';
-  return cachedVersion;
 }
 
 export interface LoadConfigOptions {

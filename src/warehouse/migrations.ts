@@ -1,7 +1,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { WarehouseError } from '../errors.js';
+import { projectRoot } from '../package-info.js';
 
 export interface Migration {
   version: number;
@@ -23,24 +23,6 @@ export interface MigrationTarget {
 }
 
 const MIGRATION_FILE = /^(\d{3,})_([a-z0-9_]+)\.sql$/;
-
-/**
- * The directory holding package.json, found by walking up from this module: works from src/
- * (vitest, tsx) and from dist/src/ after a build, and in an installed package.
- */
-export function projectRoot(fromUrl: string = import.meta.url): string {
-  let directory = dirname(fileURLToPath(fromUrl));
-  for (;;) {
-    if (existsSync(join(directory, 'package.json'))) return directory;
-    const parent = dirname(directory);
-    if (parent === directory) {
-      throw new WarehouseError(
-        `Cannot find the ocs-sync package directory above ${fileURLToPath(fromUrl)}.`,
-      );
-    }
-    directory = parent;
-  }
-}
 
 export function schemaDirectory(dialect: 'sqlite' | 'postgres'): string {
   return join(projectRoot(), 'schema', dialect);

@@ -1,0 +1,34 @@
+/**
+ * Where this package is installed and its version: found by walking up from this module to
+ * package.json, so it works from src/ (vitest, tsx), from dist/src/ after a build, and in an
+ * installed package. Light on purpose: `ocs-sync --version` loads nothing else.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { WarehouseError } from './errors.js';
+
+/** The directory holding package.json. */
+export function projectRoot(fromUrl: string = import.meta.url): string {
+  let directory = dirname(fileURLToPath(fromUrl));
+  for (;;) {
+    if (existsSync(join(directory, 'package.json'))) return directory;
+    const parent = dirname(directory);
+    if (parent === directory) {
+      throw new WarehouseError(
+        `Cannot find the ocs-sync package directory above ${fileURLToPath(fromUrl)}.`,
+      );
+    }
+    directory = parent;
+  }
+}
+
+let cachedVersion: string | undefined;
+
+/** This package's version, from its package.json. */
+export function packageVersion(): string {
+  cachedVersion ??= (
+    JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }
+  ).version;
+  return cachedVersion;
+}
