@@ -5,7 +5,7 @@
  * schema changes that leave old digests alone.
  */
 import { chmodSync, existsSync, readFileSync, statSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import nacl from 'tweetnacl';
 import { keyId } from '../src/audit/key-id.js';
@@ -220,6 +220,22 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect(result.stdout).toMatch(
       /✗ audit signing .*second half is not the public key of the first/,
     );
+    // A public key is 32 bytes, as a seed is: named so, or the same as keygen's beside it.
+    const publicKeyMessage = (file: string) =>
+      `The audit signing key file ${file} holds the public key, not the private one; no checkpoint signed with it would verify.`;
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: keys.publicKeyFile });
+    expect(result.code).toBe(1);
+    expect(result.stdout).toContain(publicKeyMessage(keys.publicKeyFile));
+    expect(result.stdout).toContain(
+      'fix: Point audit.signing_key_file at ocs-audit-signing.key; keep ocs-audit-signing.pub for `audit verify --public-key`.',
+    );
+    const renamed = join(dirname(keys.publicKeyFile), 'renamed.key');
+    writeFileSync(renamed, readFileSync(keys.publicKeyFile), { mode: 0o600 });
+    result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: renamed });
+    expect(result.stdout).toContain(publicKeyMessage(renamed));
+    const synced = await runCli(['sync'], { ...env, OCS_AUDIT_SIGNING_KEY_FILE: renamed });
+    expect(synced.code).not.toBe(0);
+    expect(synced.stderr).toContain(publicKeyMessage(renamed));
     const exposed = join(directory.path, 'exposed.key');
     writeFileSync(exposed, readFileSync(keys.privateKeyFile));
     chmodSync(exposed, 0o644);

@@ -4,6 +4,7 @@
  * public key. Key files hold base64 text: the 32-byte seed (mode 0600) and the 32-byte public key.
  * No message here ever contains key material.
  */
+import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import nacl from 'tweetnacl';
 import { KeyError } from '../errors.js';
@@ -53,6 +54,14 @@ export function loadSigner(file: string, warn: (message: string) => void): Check
       { hint: `Use the ${SIGNING_KEY_FILE} written by \`ocs-sync keygen --signing\`.` },
     );
   }
+  if (bytes.length === SEED_LENGTH && looksLikePublicKeyFile(file, bytes)) {
+    throw new KeyError(
+      `The audit signing key file ${file} holds the public key, not the private one; no checkpoint signed with it would verify.`,
+      {
+        hint: `Point audit.signing_key_file at ${SIGNING_KEY_FILE}; keep ${SIGNING_PUBLIC_KEY_FILE} for \`audit verify --public-key\`.`,
+      },
+    );
+  }
   // A 64-byte secret key is its seed and its public key: the public half must be the seed's own
   // (tweetnacl does not check), or every signature would fail to verify.
   const pair = nacl.sign.keyPair.fromSeed(new Uint8Array(bytes.subarray(0, SEED_LENGTH)));
@@ -73,6 +82,21 @@ export function loadSigner(file: string, warn: (message: string) => void): Check
         'base64',
       ),
   };
+}
+
+/**
+ * A seed and a public key are both 32 bytes, so only the file tells them apart: its name (keygen's
+ * public key file, or any `.pub`), or the same bytes as keygen's public key file beside it.
+ */
+function looksLikePublicKeyFile(file: string, bytes: Buffer): boolean {
+  const name = path.basename(file);
+  if (name === SIGNING_PUBLIC_KEY_FILE || name.endsWith('.pub')) return true;
+  try {
+    const beside = readFileSync(path.join(path.dirname(file), SIGNING_PUBLIC_KEY_FILE), 'utf8');
+    return decodeBase64Lenient(beside.trim())?.equals(bytes) === true;
+  } catch {
+    return false;
+  }
 }
 
 /** The public key in `file` (base64 of 32 bytes, as keygen writes ocs-audit-signing.pub). */
