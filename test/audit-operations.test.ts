@@ -172,6 +172,26 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     expect((await runCli(['status'], env)).code).toBe(0);
   });
 
+  it('audit verify draws each stage on a terminal, clears it at the end, and keeps it out of logs elsewhere', async () => {
+    await sync();
+    const entries = Number(tamper(warehouse, 'SELECT seq FROM _ocs_audit_head;').trim());
+    const onTerminal = await runCli(['audit', 'verify'], env, { terminal: true });
+    expect(onTerminal.code).toBe(0);
+    expect(onTerminal.logs).toContain(
+      `checking the audit chain: ${entries.toLocaleString('en-US')} of ${entries.toLocaleString('en-US')} entries`,
+    );
+    const chatVersions = Number(tamper(warehouse, 'SELECT count(*) FROM chats__history;').trim());
+    expect(onTerminal.logs).toContain(`checking chats: ${chatVersions} versions`);
+    // The line is cleared before the result is logged.
+    const last = onTerminal.logs.lastIndexOf('checking ');
+    expect(onTerminal.logs.slice(last)).toMatch(
+      /^checking [^\r\n]*\r\u001b\[2K[^\r]*Audit chain intact[^\r]*$/,
+    );
+    const offTerminal = await runCli(['audit', 'verify'], env);
+    expect(offTerminal.code).toBe(0);
+    expect(offTerminal.logs).not.toContain('checking');
+  });
+
   it('the checkpoint file is created with data_file_mode; check counts it among the private files', async () => {
     const shared = join(directory.path, 'shared-checkpoints.jsonl');
     await sync({ OCS_DATA_FILE_MODE: '0640', OCS_AUDIT_CHECKPOINT_FILE: shared });

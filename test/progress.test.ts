@@ -2,7 +2,7 @@
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { LiveArea } from '../src/cli/live-area.js';
-import { createProgressEvents } from '../src/cli/progress.js';
+import { createProgressEvents, createStageProgress } from '../src/cli/progress.js';
 import { createLogger } from '../src/log.js';
 
 function capture(
@@ -114,5 +114,56 @@ describe('progress', () => {
     // One line per 15 s at most: pages at 21 s and 41 s of the run.
     expect(lines.map((line) => line.rows)).toEqual([2500, 4500]);
     expect(lines[0]?.msg).toMatch(/^Progress: \[2\/2\] chat_messages: 2000 rows/);
+  });
+
+  it("draws a command's stages on a terminal: a new stage at once, the same one every 200 ms, cleared at the end", () => {
+    const terminal = capture(true);
+    const clock = { now: 0 };
+    const logs = capture(false);
+    const progress = createStageProgress(
+      createLogger({ level: 'info', destination: logs }),
+      new LiveArea(terminal),
+      () => clock.now,
+    );
+    const chain = { stage: 'checking the audit chain', total: 4000, unit: 'entries' };
+    progress.listener({ ...chain, done: 2000 });
+    clock.now += 100;
+    progress.listener({ ...chain, done: 4000 });
+    progress.listener({ stage: 'checking chats', done: 2000, unit: 'versions' });
+    clock.now += 250;
+    progress.listener({ stage: 'checking chats', done: 3500, unit: 'versions' });
+    const drawn = terminal.text();
+    expect(drawn).toContain('checking the audit chain: 2,000 of 4,000 entries');
+    // Within 200 ms of the last line, the same stage waits.
+    expect(drawn).not.toContain('4,000 of 4,000');
+    expect(drawn).toContain('checking chats: 2,000 versions');
+    expect(drawn).toContain('checking chats: 3,500 versions');
+    progress.end();
+    expect(screen(terminal.text()).at(-1)).toBe('');
+    expect(logs.text()).toBe('');
+  });
+
+  it("logs a command's stages every 15 s when not on a terminal", () => {
+    const logs = capture(false);
+    const clock = { now: 0 };
+    const progress = createStageProgress(
+      createLogger({ level: 'info', destination: logs }),
+      new LiveArea(logs),
+      () => clock.now,
+    );
+    for (let batch = 1; batch <= 10; batch += 1) {
+      clock.now += 4000;
+      progress.listener({ stage: 'checking chats', done: batch * 2000, unit: 'versions' });
+    }
+    progress.end();
+    const lines = logs
+      .text()
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { msg: string; done: number });
+    expect(logs.text()).not.toContain('\r');
+    // At 16 s and 32 s of the run.
+    expect(lines.map((line) => line.done)).toEqual([8000, 16000]);
+    expect(lines[0]?.msg).toBe('Progress: checking chats: 8,000 versions');
   });
 });

@@ -60,7 +60,8 @@ export interface CliResult {
 export async function runCli(
   argv: string[],
   env: Record<string, string | undefined>,
-  options: { signal?: AbortSignal } = {},
+  /** `terminal`: the log stream is a terminal (live progress lines are drawn on it). */
+  options: { signal?: AbortSignal; terminal?: boolean } = {},
 ): Promise<CliResult> {
   let stdout = '';
   let stderr = '';
@@ -70,7 +71,11 @@ export async function runCli(
       logs += chunk.toString();
       callback();
     },
-  });
+  }) as Writable & { isTTY?: boolean; columns?: number };
+  if (options.terminal) {
+    logStream.isTTY = true;
+    logStream.columns = 120;
+  }
   const code = await main(argv, {
     env: { OCS_LOG_LEVEL: 'info', ...env },
     output: { out: (line) => (stdout += `${line}\n`), err: (line) => (stderr += `${line}\n`) },

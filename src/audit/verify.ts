@@ -19,6 +19,7 @@ import type {
   ChatbotChoiceRecord,
   ChainHead,
   LiveRow,
+  ProgressListener,
   SignedCheckpoint,
   StoredRecord,
   StoredVersion,
@@ -70,8 +71,8 @@ export interface VerifyOptions {
   checkpointFile?: CheckpointFile;
   batchSize?: number;
   problemLimit?: number;
-  /** Called after each batch (progress, health). */
-  onProgress?: (done: { entries: number; versions: number }) => void;
+  /** Told after each batch: the chain's entries checked (of the head's), then each table's versions. */
+  onProgress?: ProgressListener;
 }
 
 const DEFAULT_BATCH = 2000;
@@ -321,6 +322,8 @@ async function walkChain(
   let previous = GENESIS_HASH;
   let entries = 0;
   let after = 0;
+  // For people watching: what the head says there is (the walk itself trusts only the links).
+  const total = onProgress ? (await snapshot.head()).seq : undefined;
   if (countsAt.has(0)) countsAt.set(0, new Map());
   for (;;) {
     const batch = await snapshot.entries(after, batchSize);
@@ -379,7 +382,7 @@ async function walkChain(
       expected = entry.seq + 1;
       after = entry.seq;
     }
-    onProgress?.({ entries, versions: 0 });
+    onProgress?.({ stage: 'checking the audit chain', done: entries, total, unit: 'entries' });
     if (batch.length < batchSize) break;
   }
   const last = expected - 1;
@@ -469,6 +472,8 @@ async function verifyTable(
   const hash = rowContentHasher(table.columns);
   let versionCount = 0;
   let liveCount = 0;
+  let reported = 0;
+  const stage = `checking ${printable(name, { max: 60 })}`;
   for (;;) {
     const id = smallest([
       (await entries.peek())?.rowId,
@@ -484,10 +489,12 @@ async function verifyTable(
     for (const problem of replayRow(name, id.toString(), rowEntries, rowVersions, liveRow, hash)) {
       findings.add(problem);
     }
-    if ((versionCount + liveCount) % (batchSize * 10) === 0) {
-      onProgress?.({ entries: 0, versions: versionCount });
+    if (versionCount - reported >= batchSize) {
+      reported = versionCount;
+      onProgress?.({ stage, done: versionCount, unit: 'versions' });
     }
   }
+  if (versionCount > reported) onProgress?.({ stage, done: versionCount, unit: 'versions' });
   return { versions: versionCount, liveRows: liveCount };
 }
 

@@ -15,6 +15,7 @@ import { nowIso } from '../warehouse/bookkeeping.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { CommandContext } from './context.js';
 import { formatTable } from './output.js';
+import { createStageProgress } from './progress.js';
 import { formatAgo } from './time-text.js';
 import { createWarehouse } from './wiring.js';
 
@@ -72,7 +73,17 @@ export async function runAuditVerifyCommand(
           },
         );
       }
-      report = await verifyAudit({ snapshot, publicKey, checkpointFile });
+      const progress = createStageProgress(logger, context.liveArea());
+      try {
+        report = await verifyAudit({
+          snapshot,
+          publicKey,
+          checkpointFile,
+          onProgress: progress.listener,
+        });
+      } finally {
+        progress.end();
+      }
     } finally {
       await snapshot.close();
     }

@@ -3,6 +3,8 @@
  * at the bottom of the LiveArea, which log lines pass above; off a terminal, a JSON log line
  * every so often (a container's log should not fill with carriage returns).
  */
+import { describeProgress } from '../daemon/health.js';
+import type { ProgressListener } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { SyncEvents } from '../sync/engine.js';
 import type { LiveArea } from './live-area.js';
@@ -64,6 +66,36 @@ export function createProgressEvents(
     onResourceDone: () => {
       resourcesDone += 1;
       if (live && resourcesDone >= total) area.clear();
+    },
+  };
+}
+
+/**
+ * Progress of a command's stages (`audit verify`), told through a ProgressListener: on a terminal
+ * a live line, redrawn at most every 200 ms; off a terminal a log line every 15 s. `end()` clears
+ * the line.
+ */
+export function createStageProgress(
+  logger: Logger,
+  area: Pick<LiveArea, 'live' | 'show' | 'clear'>,
+  now: () => number = () => performance.now(),
+): { listener: ProgressListener; end: () => void } {
+  let lastShown = area.live ? -Infinity : now();
+  let lastStage = '';
+  return {
+    listener: (progress) => {
+      const at = now();
+      const wait = area.live ? REDRAW_EVERY_MS : LOG_EVERY_MS;
+      // A new stage is drawn at once on a terminal: it says what the command turned to.
+      if (at - lastShown < wait && !(area.live && progress.stage !== lastStage)) return;
+      lastShown = at;
+      lastStage = progress.stage;
+      const text = describeProgress(progress);
+      if (area.live) area.show(text);
+      else logger.info({ stage: progress.stage, done: progress.done }, `Progress: ${text}`);
+    },
+    end: () => {
+      if (area.live) area.clear();
     },
   };
 }
