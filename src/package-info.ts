@@ -1,7 +1,7 @@
 /**
- * Where this package is installed and its version: found by walking up from this module to
- * package.json, so it works from src/ (vitest, tsx), from dist/src/ after a build, and in an
- * installed package. Light on purpose: `ocs-sync --version` loads nothing else.
+ * Where this package is installed, its version, and how its worker threads start: found by walking
+ * up from a module to package.json, so it works from src/ (vitest, tsx), from dist/src/ after a
+ * build, and in an installed package. Light on purpose: `ocs-sync --version` loads nothing else.
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -31,4 +31,15 @@ export function packageVersion(): string {
     JSON.parse(readFileSync(join(projectRoot(), 'package.json'), 'utf8')) as { version: string }
   ).version;
   return cachedVersion;
+}
+
+/**
+ * How to start the worker thread `name` (a module beside `callerUrl`, named without extension).
+ * Run from source (the tests run src/ through vitest), the thread is TypeScript, which Node loads
+ * through the test suite's hooks; a build runs the compiled file and needs none.
+ */
+export function threadModule(callerUrl: string, name: string): { url: URL; execArgv?: string[] } {
+  if (!callerUrl.endsWith('.ts')) return { url: new URL(`./${name}.js`, callerUrl) };
+  const hooks = join(projectRoot(callerUrl), 'test', 'typescript-hooks.mjs');
+  return { url: new URL(`./${name}.ts`, callerUrl), execArgv: ['--import', hooks] };
 }

@@ -15,9 +15,9 @@
  * `secrets.open_threads: 0` opens on the sync's thread, as before the pool.
  */
 import { availableParallelism } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { OcsSyncError } from '../errors.js';
+import { threadModule } from '../package-info.js';
 import {
   openSealedValues,
   type OpenedValues,
@@ -191,16 +191,12 @@ export class OpenThreadPool implements SealedValueOpener {
   }
 
   private start(): PoolThread {
-    // Run from source (the tests run src/ through vitest), the thread is TypeScript, which Node
-    // loads through the test suite's hooks; a build runs the compiled file and needs none.
-    const fromSource = import.meta.url.endsWith('.ts');
-    const file = fromSource ? './open-thread.ts' : './open-thread.js';
-    const hooks = new URL('../../test/typescript-hooks.mjs', import.meta.url);
-    const worker = new Worker(this.threadModule ?? new URL(file, import.meta.url), {
+    const { url, execArgv } = threadModule(import.meta.url, 'open-thread');
+    const worker = new Worker(this.threadModule ?? url, {
       workerData: this.keys,
       // Chunks and their answers are small: a small young generation keeps each thread's RSS low.
       resourceLimits: { maxYoungGenerationSizeMb: 4 },
-      execArgv: fromSource ? ['--import', fileURLToPath(hooks)] : undefined,
+      execArgv,
     });
     worker.unref();
     const thread: PoolThread = { worker, stopping: false };

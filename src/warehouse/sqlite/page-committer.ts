@@ -6,9 +6,9 @@
  * Both commit in the order pages were handed over and refuse the rest of a failed walk
  * (../commit-order.ts).
  */
-import { fileURLToPath } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { OcsSyncError, WarehouseError } from '../../errors.js';
+import { threadModule } from '../../package-info.js';
 import { FailedWalks } from '../commit-order.js';
 import { sqliteHint, type StoredColumnsQuery } from './handle.js';
 import type { EncodedPage, SqlitePageWriter } from './page-writes.js';
@@ -143,18 +143,14 @@ export class WriterThreadCommitter implements PageCommitter {
 
   private started(chained: boolean): Worker {
     if (this.worker) return this.worker;
-    // Run from source (the tests run src/ through vitest), the thread is TypeScript, which Node
-    // loads through the test suite's hooks; a build runs the compiled file and needs none.
-    const fromSource = import.meta.url.endsWith('.ts');
-    const file = fromSource ? './writer-thread.ts' : './writer-thread.js';
-    const hooks = new URL('../../../test/typescript-hooks.mjs', import.meta.url);
-    const worker = new Worker(new URL(file, import.meta.url), {
+    const { url, execArgv } = threadModule(import.meta.url, 'writer-thread');
+    const worker = new Worker(url, {
       workerData: this.setup,
       // A small young generation keeps RSS flat in the rows written. Chaining every version
       // (audit) leaves a few MB more short-lived strings a page, which at 8 MB took the thread
       // three times as long to collect (0.35 s of 4.9 s for 200,000 rows; 7 MB more RSS).
       resourceLimits: { maxYoungGenerationSizeMb: chained ? 16 : 8 },
-      execArgv: fromSource ? ['--import', fileURLToPath(hooks)] : undefined,
+      execArgv,
     });
     // Only pages in flight keep the process alive (see commit()).
     worker.unref();
