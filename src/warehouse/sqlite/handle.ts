@@ -29,9 +29,6 @@ export class SqliteHandle {
       this.db = new Database(path);
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('synchronous = NORMAL');
-      // A checkpoint (copying the WAL into the file, two fsyncs) every ~40 MB of WAL instead of
-      // SQLite's 4 MB: a first load spent a quarter of its commit time in checkpoints.
-      this.db.pragma('wal_autocheckpoint = 10000');
       this.db.pragma(`busy_timeout = ${Math.max(0, Math.round(busyTimeoutMs))}`);
       // A file that is not SQLite fails here rather than half-way through a sync.
       this.db.prepare('SELECT count(*) FROM sqlite_master').get();
