@@ -1,7 +1,8 @@
 /**
  * What the audit archive costs (`npm run bench:audit`; not part of `npm test`):
  *
- *   npm run bench:audit -- [--rows N] [--verify-versions N] [--rounds N] [--postgres URL] [--json]
+ *   npm run bench:audit -- [--rows N] [--verify-versions N] [--rounds N] [--latency MS]
+ *                          [--postgres URL] [--json]
  *
  * 1. Sync throughput of N rows (default 200,000) in one run, each stage in a fresh process, in
  *    interleaved rounds (medians count): the default (no history), history on, and audit on
@@ -15,7 +16,13 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { BenchUsageError, removeSqliteFiles, runStageProcess, startServer } from './bench.js';
+import {
+  BenchUsageError,
+  positiveInteger,
+  removeSqliteFiles,
+  runStageProcess,
+  startServer,
+} from './bench.js';
 import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
 import { formatInteger, medianStage, type MeasuredStage } from './report.js';
 import {
@@ -30,6 +37,8 @@ export interface AuditBenchOptions {
   verifyVersions: number;
   rounds: number;
   pageSize: number;
+  /** The fake server's latency per page (0: the sync's own CPU is all that counts). */
+  latencyMs: number;
   postgresUrl?: string;
   json: boolean;
 }
@@ -50,17 +59,9 @@ const USAGE = `Usage: npm run bench:audit -- [options]
   --verify-versions N   versions audit verify checks (default 1000000; also N/10)
   --rounds N            interleaved rounds of the three syncs; medians count (default 3)
   --page-size N         page size (default 1000)
+  --latency MS          the fake server's latency per page (default 0; 20 is a server across a network)
   --postgres URL        also measure PostgreSQL (default: OCS_BENCH_POSTGRES_URL or OCS_TEST_POSTGRES_URL)
   --json                print the results as JSON`;
-
-function count(text: string | undefined, flag: string, fallback: number): number {
-  if (text === undefined) return fallback;
-  const value = Number(text.replace(/_/g, ''));
-  if (!Number.isSafeInteger(value) || value < 1) {
-    throw new BenchUsageError(`${flag} must be a positive integer, not ${JSON.stringify(text)}.`);
-  }
-  return value;
-}
 
 export function parseAuditBenchArgs(
   argv: string[],
@@ -75,6 +76,7 @@ export function parseAuditBenchArgs(
         'verify-versions': { type: 'string' },
         rounds: { type: 'string' },
         'page-size': { type: 'string' },
+        latency: { type: 'string' },
         postgres: { type: 'string' },
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -88,10 +90,11 @@ export function parseAuditBenchArgs(
   if (values.help) throw new BenchUsageError(USAGE);
   const postgresUrl = values.postgres ?? env.OCS_BENCH_POSTGRES_URL ?? env.OCS_TEST_POSTGRES_URL;
   return {
-    rows: count(values.rows, '--rows', 200_000),
-    verifyVersions: count(values['verify-versions'], '--verify-versions', 1_000_000),
-    rounds: count(values.rounds, '--rounds', 3),
-    pageSize: Math.min(1000, count(values['page-size'], '--page-size', 1000)),
+    rows: positiveInteger(values.rows, '--rows', 200_000),
+    verifyVersions: positiveInteger(values['verify-versions'], '--verify-versions', 1_000_000),
+    rounds: positiveInteger(values.rounds, '--rounds', 3),
+    pageSize: Math.min(1000, positiveInteger(values['page-size'], '--page-size', 1000)),
+    latencyMs: positiveInteger(values.latency, '--latency', 0, true),
     postgresUrl: postgresUrl === '' ? undefined : postgresUrl,
     json: values.json === true,
   };
@@ -99,6 +102,7 @@ export function parseAuditBenchArgs(
 
 export interface AuditBenchResults {
   rows: number;
+  latencyMs: number;
   /** Per dialect, the median sync of each keeping. */
   syncs: Array<{ dialect: 'sqlite' | 'postgres'; stages: Record<Keeping, MeasuredStage> }>;
   verify: Array<{
@@ -132,9 +136,14 @@ export async function runAuditBenchmark(
     );
     return result;
   };
-  const results: AuditBenchResults = { rows: options.rows, syncs: [], verify: [] };
+  const results: AuditBenchResults = {
+    rows: options.rows,
+    latencyMs: options.latencyMs,
+    syncs: [],
+    verify: [],
+  };
   let server: Awaited<ReturnType<typeof startServer>> | undefined = await startServer(
-    { seed: DEFAULT_BENCH_SEED, latencyMs: 0 },
+    { seed: DEFAULT_BENCH_SEED, latencyMs: options.latencyMs },
     options.rows,
   );
   try {
@@ -213,7 +222,7 @@ const rate = (stage: StageResult) => (stage.seconds > 0 ? stage.rows / stage.sec
 
 export function formatAuditReport(results: AuditBenchResults): string {
   const lines = [
-    `Audit archive: sync of ${formatInteger(results.rows)} rows in one run (median of the rounds), and audit verify.`,
+    `Audit archive: sync of ${formatInteger(results.rows)} rows in one run at ${results.latencyMs} ms a page (median of the rounds), and audit verify.`,
     '',
     'stage                                  |      rows | seconds | CPU s |  rows/s | peak RSS MB',
     '---------------------------------------|-----------|---------|-------|---------|------------',

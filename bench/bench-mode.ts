@@ -6,21 +6,23 @@
 import { parseArgs } from 'node:util';
 
 /**
- * A mode's flags: each of `names` takes a value, plus `--json` and `--help`. A flag that is not
- * one of them, or `--help`, throws `usageError` with the usage.
+ * A mode's flags: each of `names` takes a value, each of `switches` none, plus `--json` and
+ * `--help`. A flag that is not one of them, or `--help`, throws `usageError` with the usage.
  */
-export function parseModeFlags<Name extends string>(
+export function parseModeFlags<Name extends string, Switch extends string = never>(
   argv: string[],
   names: readonly Name[],
   usage: string,
   usageError: (message: string) => Error,
-): { [Key in Name]?: string } & { json: boolean } {
+  switches: readonly Switch[] = [],
+): { [Key in Name]?: string } & { [Key in Switch]?: boolean } & { json: boolean } {
   let values;
   try {
     ({ values } = parseArgs({
       args: argv,
       options: {
         ...Object.fromEntries(names.map((name) => [name, { type: 'string' as const }])),
+        ...Object.fromEntries(switches.map((name) => [name, { type: 'boolean' as const }])),
         json: { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -31,7 +33,10 @@ export function parseModeFlags<Name extends string>(
     throw usageError(`${(error as Error).message}\n${usage}`);
   }
   if (values.help === true) throw usageError(usage);
-  return { ...(values as { [Key in Name]?: string }), json: values.json === true };
+  return {
+    ...(values as { [Key in Name]?: string } & { [Key in Switch]?: boolean }),
+    json: values.json === true,
+  };
 }
 
 export interface BenchMode<Options extends { json: boolean }, Results> {

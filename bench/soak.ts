@@ -15,6 +15,7 @@ import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } 
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
+import { runStageProcess } from './bench.js';
 import { ask, exited, startBenchChild } from './child-process.js';
 import {
   heapGrowth,
@@ -39,6 +40,8 @@ export interface SoakOptions {
   changeSeconds: number;
   /** PostgreSQL instead of a SQLite file (a schema of its own, dropped at the end). */
   postgresUrl?: string;
+  /** The daemon keeps the audit chain; the soak verifies it once the daemon stopped. */
+  audit: boolean;
   seed: number;
   json: boolean;
 }
@@ -62,6 +65,7 @@ export const SOAK_USAGE = `Usage: npm run bench -- soak [options]
   --fault-rate P            share of requests the server answers with a fault (default 0.05)
   --change-seconds N        seconds between two rounds of changes on the server (default 10)
   --postgres URL            a PostgreSQL warehouse (a schema of its own) instead of SQLite
+  --audit                   the daemon keeps the audit chain (OCS_AUDIT), verified at the end
   --seed N                  seed of the fake team and its faults (default 28)
   --json                    print the results as JSON`;
 
@@ -104,6 +108,7 @@ export function parseSoakArgs(argv: string[]): SoakOptions {
     ],
     SOAK_USAGE,
     (message) => new SoakUsageError(message),
+    ['audit'],
   );
   const positive = (value: number) => value > 0;
   const integer = (value: number) => Number.isSafeInteger(value) && value > 0;
@@ -161,6 +166,7 @@ export function parseSoakArgs(argv: string[]): SoakOptions {
       'a positive number',
     ),
     postgresUrl: values.postgres,
+    audit: values.audit === true,
     seed: numberOption(
       values.seed,
       '--seed',
@@ -344,6 +350,8 @@ export interface SoakResults {
   /** The first few error lines of the daemon's log. */
   errors: string[];
   exitCode: number | null;
+  /** With --audit: `audit verify` over the warehouse the daemon left (it throws when broken). */
+  auditVerified?: { entries: number; versions: number };
 }
 
 interface DaemonLog {
@@ -434,6 +442,9 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
   const snapshotDirectory = join(directory, 'snapshots');
   mkdirSync(snapshotDirectory);
   const schema = `ocs_soak_${process.pid}`;
+  const warehouse = options.postgresUrl
+    ? { url: options.postgresUrl, schema }
+    : { url: join(directory, 'soak.db') };
   const server = startBenchChild('soak-server-process');
   const serverRequest = <T>(message: SoakServerRequest) => ask<T>(server, message);
   let daemon: ReturnType<typeof startBenchChild> | undefined;
@@ -460,7 +471,7 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       OCS_BASE_URL: started.url,
       OCS_API_KEY: started.apiKey,
       OCS_PRIVATE_KEY_FILE: privateKeyFile,
-      OCS_WAREHOUSE_URL: options.postgresUrl ?? join(directory, 'soak.db'),
+      OCS_WAREHOUSE_URL: warehouse.url,
       OCS_WAREHOUSE_SCHEMA: schema,
       OCS_FILES_DIR: join(directory, 'files'),
       OCS_PAGE_SIZE: String(options.pageSize),
@@ -470,6 +481,7 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       OCS_HEALTH_LISTEN: '127.0.0.1:0',
       OCS_LOG_FORMAT: 'json',
       OCS_LOG_LEVEL: 'info',
+      ...(options.audit ? { OCS_AUDIT: 'true' } : {}),
     };
     const startedAt = performance.now();
     daemon = startBenchChild('daemon-process', {
@@ -577,6 +589,13 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       return null;
     });
 
+    let auditVerified: SoakResults['auditVerified'];
+    if (options.audit) {
+      output.progress('soak: audit verify over the warehouse the daemon left ...');
+      const verified = await runStageProcess({ kind: 'verify', warehouse });
+      auditVerified = { entries: verified.pages, versions: verified.rows };
+    }
+
     let snapshots: SoakResults['snapshots'];
     if (snapshotPaths.length === 2) {
       output.progress('soak: comparing the two heap snapshots ...');
@@ -617,6 +636,7 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
         faultRate: options.faultRate,
         changeSeconds: options.changeSeconds,
         seed: options.seed,
+        audit: options.audit,
         warehouse: options.postgresUrl ? 'PostgreSQL' : 'SQLite',
       },
       node: process.version,
@@ -639,6 +659,7 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       logLines: log.counts,
       errors: log.errors,
       exitCode,
+      ...(auditVerified ? { auditVerified } : {}),
     };
     return results;
   } finally {
@@ -678,7 +699,7 @@ export function formatSoakReport(results: SoakResults): string {
       (options.fullRefreshMinutes > 0
         ? `a full refresh every ${options.fullRefreshMinutes} min`
         : 'no full refreshes') +
-      `, ${options.warehouse}; fake server in its own process: ${options.rowsPerResource} rows per resource, ` +
+      `, ${options.warehouse}${options.audit ? ' with the audit chain' : ''}; fake server in its own process: ${options.rowsPerResource} rows per resource, ` +
       `${(options.faultRate * 100).toFixed(1)}% of requests faulty, rows changed every ${options.changeSeconds} s (${results.changes} rounds), page size ${options.pageSize}`,
   );
   lines.push('');
@@ -696,6 +717,11 @@ export function formatSoakReport(results: SoakResults): string {
       `${results.logLines.error} errors; exit code ${results.exitCode ?? 'none (killed)'}`,
   );
   for (const error of results.errors) lines.push(`  error: ${error}`);
+  if (results.auditVerified) {
+    lines.push(
+      `audit verify after the soak: intact, ${results.auditVerified.entries} entries, ${results.auditVerified.versions} versions`,
+    );
+  }
   lines.push('');
   lines.push(`minimums per ${options.windowMinutes}-minute window, after the warm-up:`);
   lines.push('window (min)        | runs | major GCs | RSS min MB | heap used min MB');

@@ -243,11 +243,23 @@ describe('audit benchmark smoke run', () => {
     let out = '';
     let progress = '';
     const code = await auditBench(
-      ['--rows', '2000', '--verify-versions', '2000', '--rounds', '1', '--page-size', '100'],
+      [
+        '--rows',
+        '2000',
+        '--verify-versions',
+        '2000',
+        '--rounds',
+        '1',
+        '--page-size',
+        '100',
+        '--latency',
+        '1',
+      ],
       { out: (text) => (out += `${text}\n`), progress: (text) => (progress += `${text}\n`) },
     );
     expect(progress).not.toMatch(/failed/);
     expect(code).toBe(0);
+    expect(out).toMatch(/^Audit archive: sync of 2,000 rows in one run at 1 ms a page /m);
     const dialects = postgresUrl ? ['sqlite', 'postgres'] : ['sqlite'];
     for (const dialect of dialects) {
       for (const label of [
@@ -272,10 +284,14 @@ describe('audit benchmark smoke run', () => {
       expect(out).toMatch(new RegExp(`^${dialect}: audit verify of 2,000 versions: \\d`, 'm'));
     }
     expect(() => parseAuditBenchArgs(['--rows', 'x'], {})).toThrow(/--rows must be a positive/);
+    expect(() => parseAuditBenchArgs(['--latency', '1.5'], {})).toThrow(
+      /--latency must be a non-negative integer, not "1.5"/,
+    );
     expect(parseAuditBenchArgs([], {})).toMatchObject({
       rows: 200_000,
       verifyVersions: 1_000_000,
       rounds: 3,
+      latencyMs: 0,
     });
   }, 240_000);
 });
@@ -408,7 +424,7 @@ describe('page memory stage (npm run bench:page)', () => {
 });
 
 describe('soak', () => {
-  it('runs the daemon as a child on a fast schedule and reports runs, memory minimums and heap growth', async () => {
+  it('runs the daemon as a child on a fast schedule and reports runs, memory minimums, heap growth and the audit chain it left', async () => {
     let results: SoakResults | undefined;
     let out = '';
     let progress = '';
@@ -429,6 +445,7 @@ describe('soak', () => {
         '5',
         '--change-seconds',
         '1',
+        '--audit',
       ],
       {
         out: (text) => (out += `${text}\n`),
@@ -475,6 +492,12 @@ describe('soak', () => {
       /^(no group of the program's objects grew|\d+ group\(s\) of the program's objects grew) by 1 or more objects per run/m,
     );
     if (snapshots!.grown.length > 0) expect(out).toMatch(/^groups that grew, most bytes first/m);
+
+    // Every run, fault and change chained, and the chain verified once the daemon stopped.
+    expect(out).toMatch(/, SQLite with the audit chain; fake server/);
+    expect(results!.auditVerified?.entries).toBeGreaterThan(results!.auditVerified!.versions);
+    expect(results!.auditVerified?.versions).toBeGreaterThan(0);
+    expect(out).toMatch(/^audit verify after the soak: intact, \d+ entries, \d+ versions$/m);
   }, 240_000);
 
   it('reads the daemon metrics it follows', () => {
@@ -594,6 +617,9 @@ describe('soak', () => {
       faultRate: 0.05,
     });
     expect(parseSoakArgs(['--full-refresh-minutes', '0']).fullRefreshMinutes).toBe(0);
+    expect(parseSoakArgs([]).audit).toBe(false);
+    expect(parseSoakArgs(['--audit']).audit).toBe(true);
+    expect(() => parseSoakArgs(['--audit=yes'])).toThrow(/--audit/);
     let progress = '';
     const code = await main(['soak', '--minutes', 'soon'], {
       out: () => undefined,

@@ -21,6 +21,16 @@ function capture(
   return stream;
 }
 
+/** The JSON log lines written to a captured stream, none of them drawn with carriage returns. */
+function logLines<Line>(stream: { text: () => string }): Line[] {
+  expect(stream.text()).not.toContain('\r');
+  return stream
+    .text()
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as Line);
+}
+
 /** What a terminal shows: each line as it stands after carriage returns and line clears. */
 function screen(text: string): string[] {
   const escape = String.fromCharCode(27);
@@ -105,12 +115,7 @@ describe('progress', () => {
       ),
       clock,
     );
-    const lines = logs
-      .text()
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { msg: string; rows: number });
-    expect(logs.text()).not.toContain('\r');
+    const lines = logLines<{ msg: string; rows: number }>(logs);
     // One line per 15 s at most: pages at 21 s and 41 s of the run.
     expect(lines.map((line) => line.rows)).toEqual([2500, 4500]);
     expect(lines[0]?.msg).toMatch(/^Progress: \[2\/2\] chat_messages: 2000 rows/);
@@ -156,12 +161,7 @@ describe('progress', () => {
       progress.listener({ stage: 'checking chats', done: batch * 2000, unit: 'versions' });
     }
     progress.end();
-    const lines = logs
-      .text()
-      .trim()
-      .split('\n')
-      .map((line) => JSON.parse(line) as { msg: string; done: number });
-    expect(logs.text()).not.toContain('\r');
+    const lines = logLines<{ msg: string; done: number }>(logs);
     // At 16 s and 32 s of the run.
     expect(lines.map((line) => line.done)).toEqual([8000, 16000]);
     expect(lines[0]?.msg).toBe('Progress: checking chats: 8,000 versions');

@@ -6,7 +6,7 @@
 import Database from 'better-sqlite3';
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync, writeFileSync, existsSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -1462,6 +1462,31 @@ describe('openWarehouse (SQLite specifics)', () => {
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
     raw.close();
+  });
+
+  it("checkpoints an audited warehouse's WAL every 40 MB, and any other's at SQLite's 1000 pages", async () => {
+    const walHighWater = async (audited: boolean): Promise<number> => {
+      const path = join(directory, audited ? 'audited.db' : 'plain.db');
+      const warehouse = await openWarehouse({ url: `sqlite:${path}` });
+      try {
+        if (audited) await warehouse.audit.enable();
+        await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
+        const runId = await warehouse.startRun('incremental', null);
+        // About 12 MB of rows in 24 commits: past 1000 pages (4 MB), short of 40 MB.
+        const content = 'x'.repeat(5000);
+        for (let index = 0; index < 24; index += 1) {
+          const ids = Array.from({ length: 100 }, (_, row) => index * 100 + row + 1);
+          await warehouse.writePage(page({ runId, rows: rowsWithIds(ids, { content }) }));
+        }
+        // A checkpoint rewinds the WAL but leaves the file at its largest.
+        return statSync(`${path}-wal`).size / 2 ** 20;
+      } finally {
+        await warehouse.close();
+      }
+    };
+    expect(await walHighWater(false)).toBeLessThan(6);
+    // The rows and their versions (audit keeps history), all still in the WAL.
+    expect(await walHighWater(true)).toBeGreaterThan(20);
   });
 
   it('works in memory', async () => {

@@ -17,8 +17,11 @@ export interface StoredColumnsQuery {
   parameters: ReadonlyArray<SqliteValue | { table: true }>;
 }
 
+const SPACED_CHECKPOINT_BYTES = 40 * 1024 * 1024;
+
 export class SqliteHandle {
   readonly db: Database.Database;
+  private checkpointsSpaced = false;
 
   constructor(
     path: string,
@@ -40,6 +43,19 @@ export class SqliteHandle {
         cause: error,
       });
     }
+  }
+
+  /**
+   * Checkpoints (copying the WAL into the file, two fsyncs) every ~40 MB of WAL instead of
+   * SQLite's 1000 pages (4 MB at the default page size). Only audited warehouses ask for it: an
+   * audited first load spent a quarter of its commit time in checkpoints, while a daemon soak
+   * with the larger WAL for every warehouse settled about 20 MB higher in RSS.
+   */
+  spaceCheckpoints(): void {
+    if (this.checkpointsSpaced) return;
+    const pageSize = this.db.pragma('page_size', { simple: true }) as number;
+    this.db.pragma(`wal_autocheckpoint = ${Math.round(SPACED_CHECKPOINT_BYTES / pageSize)}`);
+    this.checkpointsSpaced = true;
   }
 
   /** Runs `work` in BEGIN IMMEDIATE ... COMMIT (rolled back when it throws). */

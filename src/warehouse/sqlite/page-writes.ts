@@ -118,6 +118,7 @@ export class SqlitePageWriter {
    * Returns the versions written.
    */
   commit(page: EncodedPage): number {
+    if (page.audit) this.connection.spaceCheckpoints();
     // Prepared outside the transaction: a new history table is created in its own.
     const statements =
       page.rows.length > 0

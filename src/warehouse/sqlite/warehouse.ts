@@ -112,7 +112,11 @@ export class SqliteWarehouse implements Warehouse {
       kysely: this.connection.kysely as unknown as Kysely<never>,
       exclusive: (work, what) => this.exclusive(work, what),
       openSnapshot: async () => openSqliteSnapshot(options.path, this.connection.db),
-      onEnabled: () => this.bookkeeping.chainRecords('sqlite'),
+      onEnabled: () => {
+        this.bookkeeping.chainRecords('sqlite');
+        // Its own commits would otherwise checkpoint the writer thread's larger WAL at 4 MB.
+        this.connection.handle.spaceCheckpoints();
+      },
     });
   }
 
