@@ -30,6 +30,7 @@ import {
 const ALLOWED: Record<string, string> = {
   'npm ci': 'installs the checkout the suite already runs in',
   'npm test': 'the suite itself',
+  'npm run test:long': 'the long suites, which CI runs after the suite',
   'npm run check': 'typecheck, lint and format check, then the suite itself',
   'npm run bench': 'minutes of benchmark at its default size; bench-smoke.test.ts runs it small',
   'bash .ci/run': 'CI itself: installs PostgreSQL and runs the suite in a container',
