@@ -39,10 +39,15 @@
  *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
  * - Out of scope: a row the server still has but no longer serves under the current choice;
  *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
+ * - Page pipeline: a walk's pages, from the bytes the sync's thread fetched to rows committed with
+ *   their cursors: the page thread parses and prepares them, a page sink writes them (SQLite's on
+ *   its writer thread) in walk order (src/sync/pipeline/).
  * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
  *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
  *   counts any step as life and names the latest.
  */
+
+import type { TransferListItem } from 'node:worker_threads';
 
 export type CursorKind = 'pk' | 'updated_at_id';
 
@@ -78,6 +83,20 @@ export interface Page {
    * the caller asked (`onHead`): the walk checks them against the full parse.
    */
   head?: PageHead;
+}
+
+export interface PageBodyOptions<T> {
+  signal?: AbortSignal;
+  /** The chatbot choice's key (see ExportSource.page). */
+  selection?: string;
+  /** Told the page's `cursor` and `has_more` as soon as the body's first bytes hold them. */
+  onHead?: (head: PageHead) => void;
+  /**
+   * Turns the body's bytes (a buffer of their own, which may be transferred) into the answer.
+   * Throws source/page-body.ts's BodyNotJsonError for a body that is not JSON (asked again),
+   * JsonTooDeepError for JSON nested too deep, anything else to fail the page.
+   */
+  decode(body: Uint8Array): T | Promise<T>;
 }
 
 /** `cursor` and `has_more` read from the first bytes of a page body, before the rest arrived. */
@@ -128,6 +147,16 @@ export interface ExportSource {
     selection?: string,
     onHead?: (head: PageHead) => void,
   ): Promise<Page>;
+  /**
+   * A page's body as bytes, handed to `decode` (on this thread or another: the sync's page thread
+   * parses it) inside the request's attempt: a body `decode` finds is not JSON is asked for again.
+   */
+  pageBody<T>(
+    resource: string,
+    cursor: string | null,
+    limit: number,
+    options: PageBodyOptions<T>,
+  ): Promise<{ value: T; head?: PageHead }>;
   close(): Promise<void>;
   /** HTTP requests sent so far, retries included (for run records and the benchmark). */
   readonly requestCount?: number;
@@ -205,6 +234,44 @@ export interface PageWrite {
    * Unique per warehouse: the sync uses `<run id>/<resource>`.
    */
   walk?: string;
+  /** The originals of values the columns give back differently: saved with the page, atomically. */
+  originals?: readonly OriginalValue[];
+  /** The server's own JSON text of the rows' object and array values: json columns store it. */
+  jsonTexts?: JsonTexts;
+}
+
+/**
+ * The text a page body gave its rows' JSON values (objects and arrays), so a json column stores
+ * what the server wrote instead of parsing it and writing it again.
+ */
+export interface JsonTexts {
+  /**
+   * A look-up of the texts of these fields (the table's json columns): the text of `value` as the
+   * body gave it for that field of that row, or undefined when the body did not (the value is not
+   * the one parsed from it, or not an object or array).
+   */
+  forFields(
+    fields: readonly string[],
+  ): (row: number, field: string, value: unknown) => string | undefined;
+}
+
+/**
+ * Where pages are written: encoded and committed with their cursors, in walk order, none after
+ * a page of the same walk that failed (warehouse/commit-order.ts). The warehouse writes its own
+ * through one; the sync's page thread opens one of its own (warehouse/open.ts, openPageSink).
+ */
+export interface PageSink {
+  /** Hands a page over; resolves once it committed. */
+  writePage(page: PageWrite): Promise<PageWriteResult>;
+  /** The tables' shapes changed: statements prepared for them are dropped. */
+  forget(): void;
+  /** Waits for the pages handed over, then lets go of what the sink holds. */
+  close(): Promise<void>;
+}
+
+/** What a thread needs to open a page sink on a warehouse: plain data and ports (posted to it). */
+export interface PageSinkSetup {
+  readonly dialect: 'sqlite' | 'postgres';
 }
 
 export interface PageWriteResult {
@@ -357,6 +424,14 @@ export interface Warehouse {
   ): Promise<void>;
   /** Upsert rows by id and save the cursor, in one transaction. */
   writePage(page: PageWrite): Promise<PageWriteResult>;
+  /**
+   * How another thread (the sync's page thread) opens a page sink of its own on this warehouse:
+   * the setup and the ports to transfer with it. Undefined when pages can only be written on
+   * this thread (`:memory:`), through writePage.
+   */
+  pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined;
+  /** Throws when this process no longer holds the writer lock (it was taken over). */
+  assertLockHeld(): void;
   /** After a complete full refresh: rows of `table` not written by `runId` are marked or removed. */
   markMissingAsDeleted(
     table: string,

@@ -131,6 +131,12 @@ export interface FakeServerOptions {
   rateLimit?: { limit: number; windowSeconds: number };
   /** Delay before every resource page. */
   pageLatencyMs?: number;
+  /**
+   * Benchmark only: each page's body as built, by resource, cursor, limit and selection. A page
+   * found here is sent as it is, without building it again (nor calling onPageServed), so the
+   * server costs next to nothing; whoever fills it clears it when the data changes.
+   */
+  pageBodies?: Map<string, Buffer>;
   /** Answer pages as a bare JSON array of rows (the interface document's loose form). */
   bareArrayPages?: boolean;
   /**
@@ -232,6 +238,8 @@ interface Reply {
   status: number;
   headers: OutgoingHttpHeaders;
   body: string;
+  /** The body as bytes already (a page kept in pageBodies); `body` is then unused. */
+  bytes?: Buffer;
   /** Send the body's first `at` characters, await `tail`, then the rest (beforePageTail). */
   split?: { at: number; tail: () => Promise<void> };
 }
@@ -622,6 +630,22 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const cursorText = lastParam(params, 'cursor');
     const cursor = cursorText === null || cursorText === '' ? null : cursorText;
     const cursorKind: CursorKind = entry.cursor;
+    const kept = options.pageBodies;
+    const keptKey = `${resource}\n${cursor ?? ''}\n${limit}\n${lastParam(params, 'selection') ?? ''}`;
+    const keptBody = kept?.get(keptKey);
+    if (keptBody) {
+      return {
+        status: 200,
+        headers: {
+          'content-type': jsonType,
+          vary: 'Accept',
+          allow: 'GET, HEAD, OPTIONS',
+          ...extraHeaders,
+        },
+        body: '',
+        bytes: keptBody,
+      };
+    }
     const view = options.chatbotChoice ? scopeView() : undefined;
     // No chatbot (left) in the choice: the whole team.
     const include =
@@ -674,6 +698,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       const head = keys(lie.cursor ?? page.cursor, lie.hasMore ?? page.hasMore);
       body = `{${head},"results":${resultsJson},${truth}}`;
     } else body = `{${truth},"results":${resultsJson}}`;
+    kept?.set(keptKey, Buffer.from(body, 'utf8'));
     const holdTail = options.beforePageTail;
     const rowsStart = body.indexOf('"results":[');
     return {
@@ -740,7 +765,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     truncate?: Extract<FakeFault, { kind: 'truncate' }>,
   ): void => {
     if (response.destroyed) return;
-    const body = Buffer.from(reply.body, 'utf8');
+    const body = reply.bytes ?? Buffer.from(reply.body, 'utf8');
     if (truncate) {
       const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
       if (truncate.declareLength) {
