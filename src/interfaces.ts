@@ -531,7 +531,6 @@ export interface ArchiveStore {
     kind: ExportDocumentKind,
     checksum?: string,
   ): Promise<{ checksum: string; body: string } | undefined>;
-  saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void>;
   originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]>;
   readRows(query: ArchiveRowQuery): Promise<Row[]>;
   /** Whether `<table>__history` exists. */
