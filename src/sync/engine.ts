@@ -86,6 +86,7 @@ import {
   type ResourceWalkPlan,
   type ServerScope,
 } from './chatbot-choice.js';
+import { deletionProofs } from './choice-reach.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
 import {
   RELATIONSHIPS_STATE_KEY,
@@ -120,6 +121,8 @@ export interface SyncEvents {
   onResourceStart?(info: { resource: string; index: number; total: number }): void;
   onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
   onResourceDone?(report: ResourceReport): void;
+  /** A full refresh under a chatbot choice settled a resource's missing rows, after every walk. */
+  onMissingSettled?(info: { resource: string; deleted: number; outOfScope: number }): void;
   onSchemaChange?(change: SchemaChange): void;
   onFilesDone?(report: FilesReport): void;
   /** Every step of every stage of the run (pages, files, deletion marking, ...). */
@@ -258,6 +261,8 @@ class SyncRun {
   private walkDurations: WalkDurations = { fromStart: {}, resumed: {} };
   /** Resources this run walked from their first page. */
   private readonly walkedFromStart = new Set<string>();
+  /** Full refreshes under a choice whose missing rows wait for every walk: resource -> key. */
+  private readonly awaitingProofs = new Map<string, string>();
 
   constructor(private readonly options: SyncOptions) {
     this.opener =
@@ -332,6 +337,7 @@ class SyncRun {
         // Nothing opens a value after the walks: no thread (nor key) outlives them.
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
+      await this.settleMissingUnderChoice(reports, manifest.entries);
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
@@ -493,6 +499,50 @@ class SyncRun {
       } finally {
         this.pass.release();
       }
+    }
+  }
+
+  /**
+   * After a full refresh under a choice: each resource walked completely under the choice the
+   * run ended with, in manifest order (a parent is settled before its rows), marks its missing
+   * rows deleted where the rows served prove them gone (choice-reach.ts), else out of scope.
+   */
+  private async settleMissingUnderChoice(
+    reports: ResourceReport[],
+    entries: readonly ManifestEntry[],
+  ): Promise<void> {
+    const key = walkKey(this.scope);
+    const complete = new Set(
+      reports
+        .filter(
+          (report) => report.status === 'ok' && this.awaitingProofs.get(report.resource) === key,
+        )
+        .map((report) => report.resource),
+    );
+    for (const entry of entries) {
+      const report = reports.find((candidate) => candidate.resource === entry.resource);
+      if (!report || !complete.has(entry.resource)) continue;
+      this.throwIfAborted();
+      const stage = `marking rows of ${entry.resource} the chatbot choice no longer serves`;
+      this.progress({ stage, done: 0, unit: 'rows' });
+      const marked = await this.options.warehouse.markMissingUnderChoice(
+        entry.resource,
+        this.runId,
+        {
+          selection: key,
+          proofs: deletionProofs(entry, entries, complete),
+          mode: this.options.deletes,
+          history: this.historyFor(entry.resource),
+        },
+      );
+      report.deleted = marked.deleted;
+      report.outOfScope = marked.outOfScope;
+      this.progress({ stage, done: marked.deleted + marked.outOfScope, unit: 'rows' });
+      this.options.events?.onMissingSettled?.({ resource: entry.resource, ...marked });
+      this.options.logger.debug(
+        { resource: entry.resource, deleted: marked.deleted, outOfScope: marked.outOfScope },
+        `${entry.resource}: missing rows settled under the chatbot choice`,
+      );
     }
   }
 
@@ -1083,7 +1133,8 @@ class SyncRun {
       missing === 'out_of_scope'
         ? `marking rows of ${resource} the chatbot choice no longer serves`
         : `marking rows of ${resource} the server no longer has`;
-    if (missing !== 'none') this.progress({ stage: marking, done: 0, unit: 'rows' });
+    const marksNow = missing === 'delete' || (missing === 'out_of_scope' && !plan.provesDeletions);
+    if (marksNow) this.progress({ stage: marking, done: 0, unit: 'rows' });
     if (missing === 'delete') {
       report.deleted = await warehouse.markMissingAsDeleted(
         resource,
@@ -1091,17 +1142,19 @@ class SyncRun {
         this.options.deletes,
         history,
       );
+    } else if (missing === 'out_of_scope' && plan.provesDeletions) {
+      // Settled when every walk is done: the proofs read what the other walks served.
+      this.awaitingProofs.set(resource, key);
     } else if (missing === 'out_of_scope') {
       const marked = await warehouse.markMissingUnderChoice(resource, this.runId, {
         selection: key,
-        deleteServedUnderSameChoice: plan.deleteServedUnderSameChoice,
         mode: this.options.deletes,
         history,
       });
       report.deleted = marked.deleted;
       report.outOfScope = marked.outOfScope;
     }
-    if (missing !== 'none') {
+    if (marksNow) {
       this.progress({
         stage: marking,
         done: report.deleted + (report.outOfScope ?? 0),
