@@ -84,13 +84,23 @@ export async function runDeletionModel(
       changeData(bed, random, counts);
       const fullRefresh = random.chance(0.6);
       const before = new Map(bed.lastServed);
-      const report = await bed.sync({ fullRefresh, deletes, pageSize: random.pick([7, 40]) });
+      let settled = 0;
+      const report = await bed.sync({
+        fullRefresh,
+        deletes,
+        pageSize: random.pick([7, 40]),
+        events: { onMissingSettled: ({ deleted }) => (settled += deleted) },
+      });
       expect(report.status, label).toBe('ok');
       const key = bed.server.choice!.key();
       expect(report.choice?.key, label).toBe(key);
       const deleted = await deletedRows(bed, deletes, everStored);
       const newlyDeleted = [...deleted].filter((row) => !deletedBefore.has(row));
       counts.deletionsRecorded += newlyDeleted.length;
+      // The report and the events count what the warehouse holds.
+      const reported = report.resources.reduce((sum, resource) => sum + resource.deleted, 0);
+      expect(reported, label).toBe(newlyDeleted.length);
+      if (key !== 'all') expect(settled, label).toBe(reported);
       for (const row of newlyDeleted) {
         const [resource, id] = row.split('/');
         // Nothing the server still has is ever marked deleted.

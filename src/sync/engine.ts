@@ -86,8 +86,8 @@ import {
   type ResourceWalkPlan,
   type ServerScope,
 } from './chatbot-choice.js';
-import { deletionProofs } from './choice-reach.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
+import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
@@ -337,7 +337,19 @@ class SyncRun {
         // Nothing opens a value after the walks: no thread (nor key) outlives them.
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
-      await this.settleMissingUnderChoice(reports, manifest.entries);
+      await settleMissingUnderChoice(reports, {
+        warehouse,
+        runId: this.runId,
+        key: walkKey(this.scope),
+        entries: manifest.entries,
+        awaiting: this.awaitingProofs,
+        deletes: this.options.deletes,
+        historyFor: (resource) => this.historyFor(resource),
+        logger,
+        progress: (progress) => this.progress(progress),
+        onSettled: (info) => this.options.events?.onMissingSettled?.(info),
+        throwIfAborted: () => this.throwIfAborted(),
+      });
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
@@ -499,50 +511,6 @@ class SyncRun {
       } finally {
         this.pass.release();
       }
-    }
-  }
-
-  /**
-   * After a full refresh under a choice: each resource walked completely under the choice the
-   * run ended with, in manifest order (a parent is settled before its rows), marks its missing
-   * rows deleted where the rows served prove them gone (choice-reach.ts), else out of scope.
-   */
-  private async settleMissingUnderChoice(
-    reports: ResourceReport[],
-    entries: readonly ManifestEntry[],
-  ): Promise<void> {
-    const key = walkKey(this.scope);
-    const complete = new Set(
-      reports
-        .filter(
-          (report) => report.status === 'ok' && this.awaitingProofs.get(report.resource) === key,
-        )
-        .map((report) => report.resource),
-    );
-    for (const entry of entries) {
-      const report = reports.find((candidate) => candidate.resource === entry.resource);
-      if (!report || !complete.has(entry.resource)) continue;
-      this.throwIfAborted();
-      const stage = `marking rows of ${entry.resource} the chatbot choice no longer serves`;
-      this.progress({ stage, done: 0, unit: 'rows' });
-      const marked = await this.options.warehouse.markMissingUnderChoice(
-        entry.resource,
-        this.runId,
-        {
-          selection: key,
-          proofs: deletionProofs(entry, entries, complete),
-          mode: this.options.deletes,
-          history: this.historyFor(entry.resource),
-        },
-      );
-      report.deleted = marked.deleted;
-      report.outOfScope = marked.outOfScope;
-      this.progress({ stage, done: marked.deleted + marked.outOfScope, unit: 'rows' });
-      this.options.events?.onMissingSettled?.({ resource: entry.resource, ...marked });
-      this.options.logger.debug(
-        { resource: entry.resource, deleted: marked.deleted, outOfScope: marked.outOfScope },
-        `${entry.resource}: missing rows settled under the chatbot choice`,
-      );
     }
   }
 
