@@ -19,7 +19,7 @@ import {
   wouldServe,
   workingChatbots,
 } from './chatbot-choice-support.js';
-import { runDeletionModel, type ModelCounts } from './chatbot-choice-model.js';
+import { runDeletionModelSeeds } from './chatbot-choice-model.js';
 import {
   createTestWarehouse,
   runCli,
@@ -149,25 +149,10 @@ describe.each(testDialects)('the sequence of issue 35 (%s)', (dialect) => {
 describe.each(testDialects)(
   'deletions under a chatbot choice, held to a model of the server (%s)',
   (dialect) => {
+    // A seed that meets every case (the long suite runs many more).
     it(
-      'deletes, edits and re-links rows and changes the choice between syncs (a few seeds)',
-      async () => {
-        const total: ModelCounts = {
-          fullRefreshChecks: 0,
-          choiceChanges: 0,
-          deletionsRecorded: 0,
-          goneUnprovable: 0,
-          relinkedOut: 0,
-        };
-        for (const seed of [1, 2]) {
-          const counts = await runDeletionModel(dialect, seed, 6);
-          for (const name of Object.keys(total) as Array<keyof ModelCounts>)
-            total[name] += counts[name];
-        }
-        // Every case happened: full refreshes checked, choices changed, deletions recorded, rows
-        // gone that nothing served reaches, rows re-linked out of an unchanged choice.
-        for (const [name, count] of Object.entries(total)) expect(count, name).toBeGreaterThan(0);
-      },
+      'deletes, edits and re-links rows and changes the choice between syncs (one seed)',
+      () => runDeletionModelSeeds(dialect, [4], 6),
       TIMEOUT_MS,
     );
   },

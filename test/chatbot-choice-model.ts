@@ -47,10 +47,32 @@ export interface ModelCounts {
   fullRefreshChecks: number;
   choiceChanges: number;
   deletionsRecorded: number;
+  /** Of those, under a choice in resources shared between chatbots (`referenced`). */
+  sharedDeletionsRecorded: number;
   /** Rows gone from the server that nothing served reaches any more: left out of scope. */
   goneUnprovable: number;
   /** Rows a re-link took out of the choice under an unchanged choice. */
   relinkedOut: number;
+}
+
+/**
+ * Runs the model for each seed, then holds that every case happened across them: full refreshes
+ * checked, choices changed, deletions recorded (shared ones too, under a choice), rows gone that
+ * nothing served reaches, rows re-linked out of an unchanged choice.
+ */
+export async function runDeletionModelSeeds(
+  dialect: 'sqlite' | 'postgres',
+  seeds: readonly number[],
+  steps: number,
+): Promise<void> {
+  const total = new Map<string, number>();
+  for (const seed of seeds) {
+    const counts = await runDeletionModel(dialect, seed, steps);
+    for (const [name, count] of Object.entries(counts)) {
+      total.set(name, (total.get(name) ?? 0) + count);
+    }
+  }
+  for (const [name, count] of total) expect(count, name).toBeGreaterThan(0);
 }
 
 export async function runDeletionModel(
@@ -62,6 +84,7 @@ export async function runDeletionModel(
     fullRefreshChecks: 0,
     choiceChanges: 0,
     deletionsRecorded: 0,
+    sharedDeletionsRecorded: 0,
     goneUnprovable: 0,
     relinkedOut: 0,
   };
@@ -77,7 +100,7 @@ export async function runDeletionModel(
     let deletedBefore = await deletedRows(bed, deletes, everStored);
     for (let step = 0; step < steps; step += 1) {
       const label = `${dialect} seed ${seed} step ${step}`;
-      if (random.chance(0.35)) {
+      if (random.chance(0.3)) {
         changeChoice(bed, random, ids);
         counts.choiceChanges += 1;
       }
@@ -97,6 +120,17 @@ export async function runDeletionModel(
       const deleted = await deletedRows(bed, deletes, everStored);
       const newlyDeleted = [...deleted].filter((row) => !deletedBefore.has(row));
       counts.deletionsRecorded += newlyDeleted.length;
+      const shared = new Set(
+        bed.server
+          .manifest()
+          .entries.filter((entry) => entry.scope === 'referenced')
+          .map((entry) => entry.resource),
+      );
+      if (key !== 'all') {
+        counts.sharedDeletionsRecorded += newlyDeleted.filter((row) =>
+          shared.has(row.split('/')[0]!),
+        ).length;
+      }
       // The report and the events count what the warehouse holds.
       const reported = report.resources.reduce((sum, resource) => sum + resource.deleted, 0);
       expect(reported, label).toBe(newlyDeleted.length);
@@ -148,7 +182,7 @@ function changeData(bed: ScopedBed, random: SeededRandom, counts: ModelCounts): 
   const resources = bed.server
     .manifest()
     .entries.filter((entry) => entry.scope !== 'excluded' && entry.resource !== 'chatbots');
-  for (let n = random.int(1, 4); n > 0; n -= 1) {
+  for (let n = random.int(2, 5); n > 0; n -= 1) {
     const { resource, model } = random.pick(resources);
     const inScope = [...idsInScope(dataset, chosen, resource, model)];
     const all = dataset.ids(resource).map(String);
