@@ -107,13 +107,14 @@ export type ProgressListener = (progress: StageProgress) => void;
 
 /** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
 export interface ExportSource {
-  manifest(): Promise<Manifest>;
-  team(): Promise<Record<string, unknown>>;
+  /** `signal` (the run's) ends retries, their waits and pacing at once, as for every request. */
+  manifest(signal?: AbortSignal): Promise<Manifest>;
+  team(signal?: AbortSignal): Promise<Record<string, unknown>>;
   /**
    * The export OpenAPI document, or undefined when the server does not publish it (404, not JSON
    * or YAML, no answer): the schema is optional, the rows are the fallback.
    */
-  openApi(): Promise<unknown>;
+  openApi(signal?: AbortSignal): Promise<unknown>;
   /**
    * `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol.
    * `onHead`: told, as soon as an answer's first bytes hold them, the page's `cursor` and

@@ -271,18 +271,19 @@ class SyncRun {
     const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
     let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
     try {
-      manifest = await source.manifest();
+      manifest = await source.manifest(this.options.signal);
     } catch (error) {
       // Unreachable server, 401, 403: a run that never started is still one to see in `status`.
+      const failure = this.stoppedBy(error);
       await recordFailedRun(
         warehouse,
         kind,
-        error,
+        failure,
         (source.requestCount ?? 0) - requestsBefore,
       ).catch((recordError: unknown) =>
         logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
       );
-      throw error;
+      throw failure;
     }
     const { selected, unknown } = selectEntries(
       manifest.entries,
@@ -321,7 +322,13 @@ class SyncRun {
     let files: FilesReport | undefined;
     try {
       await this.prepareSchema(selected, previous, manifest.schemaChecksum);
-      await keepExportDocuments(warehouse, source, manifest, this.openApiDocument);
+      await keepExportDocuments(
+        warehouse,
+        source,
+        manifest,
+        this.openApiDocument,
+        this.options.signal,
+      );
       const team = await this.syncTeam();
       await this.readScope(team, manifest.entries);
       this.planSealedResources(selected, team);
@@ -352,11 +359,11 @@ class SyncRun {
         await warehouse.setState(SCHEMA_CHECKSUM_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
-      runError = error;
+      runError = this.stoppedBy(error);
       status =
-        error instanceof InterruptedError
+        runError instanceof InterruptedError
           ? 'interrupted'
-          : error instanceof SchemaChangeStoppedError
+          : runError instanceof SchemaChangeStoppedError
             ? 'partial'
             : 'failed';
     }
@@ -590,7 +597,7 @@ class SyncRun {
     // An unpublished schema is asked for again next run: it may have been a passing fault.
     const markedKnown = marked?.checksum === current && marked.published;
     if (previous === null || changed || missingTable || !markedKnown) {
-      const document = await source.openApi();
+      const document = await source.openApi(this.options.signal);
       this.openApiDocument = document;
       this.schema = columnsFromOpenApi(document);
       for (const refused of this.schema.refused) {
@@ -640,7 +647,7 @@ class SyncRun {
   /** Store the team row; returns it (its `has_public_key` says whether sealed resources answer). */
   private async syncTeam(): Promise<Record<string, unknown>> {
     const { source, warehouse } = this.options;
-    const team = await source.team();
+    const team = await source.team(this.options.signal);
     const desired = this.schema?.tables.get(TEAM_TABLE);
     let columns = await this.ensureTable(TEAM_TABLE, desired);
     const row = withoutFields([team as Row], [...this.excludedFields(TEAM_TABLE)])[0]!;
@@ -1280,6 +1287,16 @@ class SyncRun {
 
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
+  }
+
+  /**
+   * What ended the run: once the run's signal is aborted, whatever failed (a retry's wait or a
+   * request cut short by the abort, which throw the signal's reason) is the interruption.
+   */
+  private stoppedBy(error: unknown): unknown {
+    return this.options.signal?.aborted && !(error instanceof InterruptedError)
+      ? interrupted()
+      : error;
   }
 
   private progress(progress: StageProgress): void {
