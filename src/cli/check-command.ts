@@ -100,11 +100,7 @@ async function checkWarehouse(
 ): Promise<WarehouseProbe | undefined> {
   let probe: WarehouseProbe;
   try {
-    probe = await probeWarehouse({
-      url: config.warehouse.url,
-      schema: config.warehouse.schema,
-      lockStaleAfterSeconds: config.lock.staleAfterSeconds,
-    });
+    probe = await probeWarehouse({ url: config.warehouse.url, schema: config.warehouse.schema });
   } catch (error) {
     results.push(failure(NAMES.warehouse, error));
     results.push(skipped(NAMES.writable, 'the warehouse cannot be reached'));
@@ -137,8 +133,8 @@ async function checkWarehouse(
       name: NAMES.lock,
       status: 'ok',
       detail:
-        lock.state === 'stale'
-          ? `free (a stale record of pid ${lock.holder?.pid ?? '?'} is taken over by the next sync)`
+        lock.state === 'left'
+          ? `free (pid ${lock.holder?.pid ?? '?'} on ${lock.holder?.host ?? '?'} ended without releasing it; the next sync takes it over at once)`
           : 'free',
     });
   }
