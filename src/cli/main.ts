@@ -10,6 +10,7 @@ import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
 import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 import { processOutput, terminalSafe } from './output.js';
 import { packageVersion } from '../package-info.js';
+import { installCrashGuard } from '../crash-guard.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 
@@ -256,6 +257,13 @@ export async function main(argv: string[], environment?: Partial<CliEnvironment>
     // Only the real process may ask a person; tests and embedders pass their own (or none).
     confirm: environment === undefined ? terminalConfirm() : environment.confirm,
   };
+  // The real process (not a test or an embedder calling main) ends cleanly on any crash.
+  if (environment === undefined) {
+    installCrashGuard({
+      write: (line) => env.output.err(line),
+      exit: (code) => process.exit(code),
+    });
+  }
   let exitCode: number = ExitCode.ok;
   const program = buildProgram(env, (code) => (exitCode = code));
   try {
