@@ -9,11 +9,13 @@
  * - An uncaught exception or unhandled rejection anywhere (injected from outside the program,
  *   run-cli-with-fault.ts): exit 1, one line, the run recorded as failed, the lock released.
  */
-import { writeFileSync } from 'node:fs';
+import { readdirSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { exportParquet } from '../src/export/parquet.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { openWarehouse } from '../src/warehouse/open.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import {
@@ -23,6 +25,7 @@ import {
   runCli,
   syncEnv,
   teamKeys,
+  temporaryDirectory,
   testDialects,
   type CliTestBed,
 } from './support.js';
@@ -228,3 +231,104 @@ describe.each(testDialects)(
     });
   },
 );
+
+describe('crash-only: export parquet leaves nothing behind', () => {
+  let server: FakeServer;
+  let bed: CliTestBed;
+  let scratch: ReturnType<typeof temporaryDirectory>;
+  const started: CliProcess[] = [];
+  const out = () => join(bed.directory.path, 'parquet');
+  /** The export's own TMPDIR, to see what it leaves there. */
+  const env = () => ({ ...bed.warehouse.env, TMPDIR: scratch.path, OCS_LOG_LEVEL: 'info' });
+  const exportCli = (fault?: string) => {
+    const cli = startCliProcess(['export', 'parquet', out()], env(), { fault });
+    started.push(cli);
+    return cli.finished;
+  };
+  const tables = () => readdirSync(out()).filter((name) => name.endsWith('.parquet'));
+  /** The export folder holds complete Parquet files only, and TMPDIR nothing. */
+  const expectNothingLeft = () => {
+    expect(readdirSync(out()).filter((name) => !name.endsWith('.parquet'))).toEqual([]);
+    expect(readdirSync(scratch.path)).toEqual([]);
+  };
+
+  beforeEach(async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 20, seed: 7 });
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    bed = await openCliTestBed('sqlite');
+    scratch = temporaryDirectory();
+    const synced = await runCli(['sync'], syncEnv(server.url, bed.warehouse.env));
+    expect(synced.code).toBe(0);
+  });
+  afterEach(async () => {
+    for (const cli of started.splice(0)) {
+      cli.child.kill('SIGKILL');
+      await cli.finished;
+    }
+    scratch.remove();
+    await closeCliTestBed(bed, server);
+  });
+
+  it('a failure mid-export removes the folder it wrote in and its staging database', async () => {
+    const warehouse = await openWarehouse({ url: bed.warehouse.env.OCS_WAREHOUSE_URL! });
+    let batches = 0;
+    const failing: Parameters<typeof exportParquet>[0] = {
+      describeTable: (table) => warehouse.describeTable(table),
+      readRows: async (query) => {
+        if (++batches === 3) throw new Error('the disk went away');
+        return warehouse.readRows(query);
+      },
+    };
+    const tmp = process.env.TMPDIR;
+    process.env.TMPDIR = scratch.path;
+    try {
+      await expect(
+        exportParquet(failing, {
+          directory: out(),
+          tables: ['llm_providers', 'participants', 'chats', 'chat_messages'],
+          live: false,
+        }),
+      ).rejects.toThrow('the disk went away');
+    } finally {
+      process.env.TMPDIR = tmp;
+      await warehouse.close();
+    }
+    expect(tables()).toEqual(['llm_providers.parquet', 'participants.parquet']);
+    expectNothingLeft();
+  });
+
+  it('SIGTERM mid-export: exit 130, the files done are kept, nothing half-written is left', async () => {
+    const stopped = await exportCli('signal-after-output:SIGTERM');
+    expect(stopped.code).toBe(130);
+    expect(stopped.stderr).toMatch(
+      /ocs-sync: The export was stopped; the files already complete are kept, nothing half-written is left\./,
+    );
+    const done = tables();
+    expect(done.length).toBeGreaterThan(0);
+    expectNothingLeft();
+    const again = await exportCli();
+    expect(again.code).toBe(0);
+    expect(tables().length).toBeGreaterThan(done.length);
+    expectNothingLeft();
+  });
+
+  it('kill -9 mid-export leaves its folders; the next export removes them and exports everything', async () => {
+    const killed = await exportCli('signal-after-output:SIGKILL');
+    expect(killed.signal).toBe('SIGKILL');
+    const partial = readdirSync(out()).filter((name) => name.startsWith('.partial-'));
+    expect(partial).toHaveLength(1);
+    const staging = readdirSync(scratch.path);
+    expect(staging).toEqual([expect.stringMatching(/^ocs-parquet-/)]);
+    expect(readdirSync(join(scratch.path, staging[0]!))).toContain('stage.duckdb');
+
+    const next = await exportCli();
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.stderr).toMatch(/Removed 2 folder\(s\) an export that was killed left behind/);
+    expectNothingLeft();
+    const full = await runCli(['export', 'parquet', join(bed.directory.path, 'check')], env());
+    expect(tables()).toEqual(
+      readdirSync(join(bed.directory.path, 'check')).filter((name) => name.endsWith('.parquet')),
+    );
+    expect(full.code).toBe(0);
+  });
+});
