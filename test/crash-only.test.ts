@@ -290,7 +290,8 @@ describe('crash-only: export parquet leaves nothing behind', () => {
         }),
       ).rejects.toThrow('the disk went away');
     } finally {
-      process.env.TMPDIR = tmp;
+      if (tmp === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = tmp;
       await warehouse.close();
     }
     expect(tables()).toEqual(['llm_providers.parquet', 'participants.parquet']);

@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
-import { LockHeldError, UnsafeNameError, WarehouseError } from '../src/errors.js';
+import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '../src/errors.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
 import {
@@ -1492,6 +1492,26 @@ describe('openWarehouse (SQLite specifics)', () => {
   });
   afterEach(() => {
     rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('locks a private side file, and names it with the fix when it cannot be used', async () => {
+    const path = join(directory, 'ocs.db');
+    const warehouse = await openWarehouse({ url: path });
+    try {
+      const lock = await warehouse.acquireLock(0);
+      expect(statSync(`${path}-lock`).mode & 0o777).toBe(0o600);
+      expect(statSync(`${path}-lock`).size).toBe(0);
+      await lock.release();
+      writeFileSync(`${path}-lock`, 'not the lock file. '.repeat(10));
+      const error = await warehouse.acquireLock(0).catch((caught: unknown) => caught);
+      expect(describeError(error)).toMatch(
+        new RegExp(
+          `The writer lock file ${path}-lock of sqlite:${path} cannot be used: file is not a database\\n  hint: It is not the \\(empty\\) file ocs-sync locks`,
+        ),
+      );
+    } finally {
+      await warehouse.close();
+    }
   });
 
   it('names a parent folder that does not exist instead of creating it (a typo), and sets WAL', async () => {

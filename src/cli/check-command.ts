@@ -224,8 +224,9 @@ async function privateFilesResult(config: Config): Promise<CheckResult> {
     ...(target.dialect === 'sqlite' && target.path !== ':memory:'
       ? sqliteFiles(resolve(target.path))
       : []),
-    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
+    // Before the blob store, whose files would otherwise fill the five named.
     ...(config.audit.checkpointFile !== undefined ? [config.audit.checkpointFile] : []),
+    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
   ].filter((path) => existsSync(path));
   const { wider, examined, complete } = await findWiderThanPrivate(paths, modes);
   const allowed = `files ${formatMode(modes.file)}, folders ${formatMode(modes.folder)}`;

@@ -67,10 +67,13 @@ export class SqliteWriterLock {
     try {
       return FileLock.tryTake(path, this.modes);
     } catch (error) {
+      const foreign = (error as { code?: string }).code === 'SQLITE_NOTADB';
       throw new WarehouseError(
         `The writer lock file ${path} of ${this.connection.description} cannot be used: ${messageOf(error)}`,
         {
-          hint: `ocs-sync creates it beside the warehouse and locks it while it writes: give this user write access to ${path} and its folder (a read-only or full disk cannot hold a writer).`,
+          hint: foreign
+            ? 'It is not the (empty) file ocs-sync locks while it writes, and holds nothing of ours: remove it and run again.'
+            : `ocs-sync creates it beside the warehouse and locks it while it writes: give this user write access to ${path} and its folder (a read-only or full disk cannot hold a writer).`,
           cause: error,
         },
       );
