@@ -15,7 +15,7 @@
  * hold it, some FUSE and NFSv3 setups without lockd do not (docs/how-it-works.md).
  */
 import Database from 'better-sqlite3';
-import { statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import {
   createPrivateFileSync,
   DEFAULT_PRIVATE_MODES,
@@ -72,10 +72,12 @@ export class FileLock {
 }
 
 /**
- * Whether some process holds the lock on `path`; undefined when there is no such file. It takes a
- * shared lock for an instant (a holder refuses it) and creates nothing.
+ * Whether some process holds the lock on `path` (false when there is no such file); undefined when
+ * this user may not open it. It takes a shared lock for an instant (a holder refuses it) and
+ * creates nothing.
  */
 export function fileLockHeld(path: string): boolean | undefined {
+  if (!existsSync(path)) return false;
   let db: Database.Database;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true, timeout: 0 });

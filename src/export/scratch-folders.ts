@@ -9,7 +9,7 @@
  * - the next export removes those a killed one left (kill -9, out of memory, a machine that
  *   stopped): a folder whose lock no process holds.
  */
-import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FileLock, fileLockHeld } from '../file-lock.js';
@@ -82,7 +82,7 @@ export function removeAbandonedScratchFolders(parent: string, prefix: string): s
 }
 
 function abandoned(path: string): boolean {
-  const held = fileLockHeld(join(path, LOCK_FILE));
-  if (held !== undefined) return !held;
+  const lock = join(path, LOCK_FILE);
+  if (existsSync(lock)) return fileLockHeld(lock) === false;
   return Date.now() - statSync(path).mtimeMs > UNLOCKED_GRACE_MS;
 }

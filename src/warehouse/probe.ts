@@ -33,10 +33,12 @@ export async function readLockAndChecksum(
   const held = await reader.writerLockHeld();
   const schemaChecksum = await reader.getState(SCHEMA_CHECKSUM_STATE_KEY);
   const files = await reader.fileTotals();
-  const lock: WarehouseProbe['lock'] = held
-    ? { state: 'held', holder }
-    : holder
-      ? { state: 'left', holder }
-      : { state: 'free' };
+  // When the lock cannot be asked (a side file this user may not open), the record is all there is.
+  const lock: WarehouseProbe['lock'] =
+    held === true || (held === undefined && holder)
+      ? { state: 'held', holder }
+      : holder
+        ? { state: 'left', holder }
+        : { state: 'free' };
   return { lock, schemaChecksum, files };
 }
