@@ -29,7 +29,12 @@ import {
   testDialects,
   type CliTestBed,
 } from './support.js';
-import { pidNamespaceUnavailable, startCliProcess, type CliProcess } from './crash-support.js';
+import {
+  pidNamespaceUnavailable,
+  startCliProcess,
+  type CliProcess,
+  type Finished,
+} from './crash-support.js';
 
 const noPidNamespace = pidNamespaceUnavailable();
 
@@ -41,6 +46,14 @@ function lockCheck(check: { stdout: string }): string | undefined {
   return checks.find((result) => result.name === 'writer lock free')?.detail;
 }
 if (noPidNamespace) console.warn(noPidNamespace);
+
+/** Exit 1, and stderr one line (no stack, no log line) that says what failed. */
+function expectOneLineExit1(crashed: Finished, line: RegExp): void {
+  expect(crashed.code, crashed.stderr).toBe(1);
+  const lines = crashed.stderr.trim().split('\n');
+  expect(lines, crashed.stderr).toHaveLength(1);
+  expect(lines[0]).toMatch(line);
+}
 
 describe.each(testDialects)(
   'crash-only: the process ends cleanly, the next start recovers (%s)',
@@ -193,10 +206,8 @@ describe.each(testDialects)(
           OCS_LOG_LEVEL: 'error',
         },
       ).finished;
-      expect(crashed.code).toBe(1);
-      const lines = crashed.stderr.trim().split('\n');
-      expect(lines, crashed.stderr).toHaveLength(1);
-      expect(lines[0]).toMatch(
+      expectOneLineExit1(
+        crashed,
         /^ocs-sync: stopped by an unexpected error \(an uncaught exception\): TypeError: injected fault \(test\)\. Run 1 is recorded as failed\. Every committed page is kept; the next run resumes from there\.$/,
       );
       const [run] = await runs();
@@ -223,10 +234,8 @@ describe.each(testDialects)(
             OCS_FULL_REFRESH_SCHEDULE: 'off',
           },
         ).finished;
-        expect(crashed.code).toBe(1);
-        const lines = crashed.stderr.trim().split('\n');
-        expect(lines, crashed.stderr).toHaveLength(1);
-        expect(lines[0]).toMatch(
+        expectOneLineExit1(
+          crashed,
           /^ocs-sync: stopped by an unexpected error \(an unhandled promise rejection\): RangeError: injected rejection \(test\)\. Run 1 is recorded as failed\./,
         );
         expect((await runs()).map((run) => run.status)).toEqual(['failed']);
