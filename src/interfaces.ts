@@ -335,8 +335,13 @@ export interface Warehouse {
   readonly description: string;
   /** Apply the project's own migrations from `schema/<dialect>/`; idempotent. */
   migrate(): Promise<void>;
-  /** Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder. */
-  acquireLock(waitMs: number): Promise<Lock>;
+  /**
+   * Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder, or
+   * InterruptedError as soon as `signal` aborts while waiting. The lock dies with its process (the
+   * kernel or the database frees it), so a restart never waits for its own dead holder; runs a
+   * dead holder left `running` are closed as `interrupted` once it is taken.
+   */
+  acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock>;
 
   startRun(kind: RunKind, schemaChecksum: string | null): Promise<number>;
   finishRun(runId: number, summary: RunSummary): Promise<void>;

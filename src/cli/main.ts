@@ -11,6 +11,7 @@ import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js
 import { processOutput, terminalSafe } from './output.js';
 import { watchClosedPipes } from './closed-pipes.js';
 import { packageVersion } from '../package-info.js';
+import { installCrashGuard } from '../crash-guard.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 
@@ -261,6 +262,13 @@ export async function main(argv: string[], environment?: Partial<CliEnvironment>
     // Only the real process may ask a person; tests and embedders pass their own (or none).
     confirm: environment === undefined ? terminalConfirm() : environment.confirm,
   };
+  // The real process (not a test or an embedder calling main) ends cleanly on any crash.
+  if (environment === undefined) {
+    installCrashGuard({
+      write: (line) => env.output.err(line),
+      exit: (code) => process.exit(code),
+    });
+  }
   let exitCode: number = ExitCode.ok;
   const program = buildProgram(env, (code) => (exitCode = code));
   try {

@@ -23,6 +23,7 @@ import type {
   ColumnSpec,
   DeleteMode,
   ExportSource,
+  Manifest,
   ManifestEntry,
   Page,
   ProgressListener,
@@ -46,6 +47,7 @@ import {
   type SecretPolicy,
 } from '../sealing/policy.js';
 import { createSealedValueOpener, type SealedValueOpener } from '../sealing/open-pool.js';
+import { onCrash } from '../crash-guard.js';
 import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
 import {
   detectSealedFields,
@@ -219,10 +221,13 @@ const SCHEMA_CHANGE_KINDS: Record<Exclude<SchemaChange['kind'], 'drop_column'>, 
 
 /** One sync pass. Takes the writer lock for its whole duration. */
 export async function runSync(options: SyncOptions): Promise<SyncReport> {
-  const lock = await options.warehouse.acquireLock(options.lockWaitMs);
+  const lock = await options.warehouse.acquireLock(options.lockWaitMs, options.signal);
+  // Should the process crash (src/crash-guard.ts), the run is recorded first, then the lock goes.
+  const forgetLock = onCrash(() => lock.release());
   try {
     return await new SyncRun(options).run();
   } finally {
+    forgetLock();
     repeatedEvents(options.logger).flush();
     await lock.release();
   }
@@ -299,6 +304,40 @@ class SyncRun {
     const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
     this.checksums = { from: previous, to: manifest.schemaChecksum || null };
     this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
+    const forgetRun = onCrash(async (reason) => {
+      await warehouse.finishRun(this.runId, {
+        status: 'failed',
+        ...this.totals,
+        requests: (source.requestCount ?? 0) - requestsBefore,
+        error: reason,
+      });
+      return `Run ${this.runId} is recorded as failed`;
+    });
+    try {
+      return await this.walkAndFinish({
+        manifest,
+        selected,
+        unknown,
+        previous,
+        kind,
+        requestsBefore,
+      });
+    } finally {
+      forgetRun();
+    }
+  }
+
+  /** The run once recorded: everything it does, then its end, recorded. */
+  private async walkAndFinish(started: {
+    manifest: Manifest;
+    selected: ManifestEntry[];
+    unknown: string[];
+    previous: string | null;
+    kind: RunKind;
+    requestsBefore: number;
+  }): Promise<SyncReport> {
+    const { manifest, selected, unknown, previous, kind, requestsBefore } = started;
+    const { source, warehouse, logger } = this.options;
 
     for (const name of unknown) {
       this.problems.push(
