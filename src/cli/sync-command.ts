@@ -11,6 +11,7 @@ import {
 import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
+import { stopOnSignals } from './stop-signals.js';
 import {
   createFiles,
   createSecrets,
@@ -46,7 +47,11 @@ export async function runSyncCommand(
     : {};
   const config = context.config({ server: true }, flags);
   const logger = context.logger(config);
-  const stop = context.environment.signal ? undefined : stopOnSignals(logger);
+  // SIGTERM/SIGINT: the page in flight commits or rolls back, the lock is released, and the next
+  // run resumes there.
+  const stop = context.environment.signal
+    ? undefined
+    : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
     const report = await syncOnce(config, logger, {
       fullRefresh: options.fullRefresh,
@@ -61,28 +66,6 @@ export async function runSyncCommand(
   } finally {
     stop?.dispose();
   }
-}
-
-/**
- * SIGTERM/SIGINT end the run after the page in flight commits or rolls back (the lock is released
- * and the next run resumes there); a second signal exits at once.
- */
-function stopOnSignals(logger: Logger): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const onSignal = (name: NodeJS.Signals) => {
-    if (controller.signal.aborted) process.exit(128 + (name === 'SIGINT' ? 2 : 15));
-    logger.warn({ signal: name }, 'Stopping after the page in flight');
-    controller.abort();
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  return {
-    signal: controller.signal,
-    dispose: () => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-    },
-  };
 }
 
 /** One sync pass with the real parts; the daemon and `demo` use it too. */
