@@ -6,7 +6,7 @@ import { describe, it } from 'vitest';
 import { runDeletionModelSeeds } from './chatbot-choice-model.js';
 import { testDialects } from './support.js';
 
-const SEEDS = Array.from({ length: 24 }, (_, index) => index + 1);
+const SEEDS = Array.from({ length: 16 }, (_, index) => index + 1);
 const STEPS = 10;
 
 describe.each(testDialects)('deletions under a chatbot choice, many seeds (%s)', (dialect) => {
