@@ -203,8 +203,8 @@ function changeData(bed: ScopedBed, random: SeededRandom, counts: ModelCounts): 
     const to = targets.length > 0 && random.chance(0.8) ? random.pick(targets) : null;
     const id = random.pick(rows);
     const row = dataset.rows(resource).find((candidate) => candidate.id === id)!;
-    const nullable = dataset.fixture?.find((entry) => entry.resource === resource)?.fields[field];
-    if (to === null && !nullable?.nullable) continue;
+    const spec = dataset.fixture?.find((entry) => entry.resource === resource)?.fields[field];
+    if (to === null && !spec?.nullable) continue;
     const model = bed.server.manifest().entries.find((entry) => entry.resource === target)!.model;
     const named = String(row[field]);
     const wasIn = idsInScope(dataset, chosen, target, model).has(named);
