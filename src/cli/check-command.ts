@@ -540,7 +540,10 @@ export async function runCheckCommand(
     try {
       apiKey = readApiKey(team, context.environment.env);
     } catch (error) {
-      keyProblem = error;
+      if (!(error instanceof ConfigError)) throw error;
+      keyProblem = new OcsSyncError(error.problems.join('; '), {
+        hint: "Set it to the API key of one of the team's admins, or point the team's api_key_env or api_key_file at it.",
+      });
     }
     const checks = await checksOf({ ...team.config, apiKey }, keyProblem);
     byTeam.push({ team: team.name, ok: allPassed(checks), checks });
