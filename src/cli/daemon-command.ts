@@ -17,7 +17,7 @@ import { startFleet } from '../daemon/fleet.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
 import { openWarehouseReader } from '../warehouse/open.js';
-import { createSecrets, createWarehouse } from './wiring.js';
+import { createSecrets, createWarehouse, inFleet } from './wiring.js';
 import { pickTeam } from '../config/load.js';
 
 export interface DaemonCommandOptions {
@@ -106,7 +106,7 @@ async function runFleetDaemon(
   }
   const teams = chosen.map((team) => {
     const teamLogger = logger.child({ team: team.name });
-    const { config } = team;
+    const config = inFleet(team.config, fleet.teamsAtOnce);
     // Key problems are reported now; the team's runs fail with them (each run reads its keys
     // afresh, so a key put right is used at the next run) while the other teams run.
     try {

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import { ExitCode, describeError } from '../errors.js';
 import { readApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
 import { ALL_TEAMS } from '../config/teams.js';
@@ -15,6 +16,7 @@ import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import {
+  inFleet,
   createFiles,
   createSecrets,
   createSigner,
@@ -94,6 +96,8 @@ async function syncEveryTeam(
   const stop = context.environment.signal ? undefined : stopOnSignals(logger);
   const signal = context.environment.signal ?? stop!.signal;
   const slots = new Slots(fleet.teamsAtOnce);
+  // Each team hangs one listener on the signal (its run's, or its wait for a slot's): no leak.
+  setMaxListeners(Math.max(10, 2 * fleet.teams.length + 10), signal);
   try {
     const outcomes = await Promise.all(
       fleet.teams.map(async (team): Promise<TeamOutcome> => {
@@ -105,7 +109,7 @@ async function syncEveryTeam(
           return { team, error };
         }
         try {
-          const report = await syncOnce(team.config, teamLogger, {
+          const report = await syncOnce(inFleet(team.config, fleet.teamsAtOnce), teamLogger, {
             fullRefresh: options.fullRefresh,
             acceptSchemaChange: options.acceptSchemaChange,
             signal,

@@ -11,6 +11,7 @@
  * `/livez` is 503 only when a stopped run cannot end, which only a restart mends; `/metrics` has
  * every team's series, each labelled `team`, and the process's own.
  */
+import { setMaxListeners } from 'node:events';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ListenAddress } from '../listen-address.js';
 import type { ResourceStatus } from '../interfaces.js';
@@ -76,6 +77,8 @@ export async function startFleet(options: FleetOptions): Promise<RunningFleet> {
   const cleanup = options.cleanup ?? new CleanupStack();
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
   const slots = new Slots(options.teamsAtOnce);
+  // Each team hangs one listener on the signal (its run's, or its wait for a slot's): no leak.
+  setMaxListeners(Math.max(10, 2 * options.teams.length + 10), signal);
   const teams = new Map<string, TeamRunner>();
   for (const team of options.teams) {
     const runner = await TeamRunner.create({
