@@ -23,6 +23,7 @@ import { openWarehouseReader } from '../src/warehouse/open.js';
 import {
   ADMIN_KEY,
   createTestWarehouse,
+  docsSqlBlocks,
   expectWarehouseEqualsSource,
   runCli,
   teamKeys,
@@ -491,5 +492,116 @@ describe('choosing the teams a daemon runs', () => {
     );
     const noTeams = await runCli(['runs', '--team', 'kenya'], {});
     expect(noTeams.stderr).toMatch(/--team "kenya": this configuration has no teams: list/);
+  });
+});
+
+describe.skipIf(!testDialects.includes('postgres'))('a schema and roles per team', () => {
+  it("the docs' PostgreSQL permissions keep one team's schema from another's roles", async () => {
+    const [block] = docsSqlBlocks('teams-grants');
+    expect(block).toBeDefined();
+    const pg = (await import('pg')).default;
+    const base = new URL(process.env.OCS_TEST_POSTGRES_URL!);
+    const suffix = Math.random().toString(36).slice(2, 8);
+    const database = `ocs_docs_teams_${suffix}`;
+    const urlOf = (user?: string, password?: string) => {
+      const url = new URL(base);
+      url.pathname = `/${database}`;
+      if (user !== undefined) {
+        url.username = user;
+        url.password = password ?? '';
+      }
+      return url.toString();
+    };
+    const admin = new pg.Client({ connectionString: base.toString() });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${database}`);
+    const owner = new pg.Client({ connectionString: urlOf() });
+    await owner.connect();
+    const names = (team: string) => ({
+      role: `ocs_${team}_${suffix}`,
+      analysts: `${team}_analysts_${suffix}`,
+      password: `pw-${team}-${suffix}`,
+    });
+    const asWritten = (team: string) =>
+      block!
+        .replace(/\bocs_kenya\b/g, names(team).role)
+        .replace(/\bkenya_analysts\b/g, names(team).analysts)
+        .replace(/\bkenya\b/g, team)
+        .replace(/\bDATABASE ocs\b/g, `DATABASE ${database}`)
+        .replace("'change-me'", `'${names(team).password}'`);
+    fleet = new Fleet('postgres');
+    try {
+      for (const team of ['kenya', 'malawi']) await owner.query(asWritten(team));
+      const kenya = await fleet.add('kenya', { seed: 30 });
+      const malawi = await fleet.add('malawi', { seed: 31 });
+      // Each team writes as its own role, its URL (and password) from a variable of its own.
+      writeFileSync(
+        fleet.configFile,
+        [
+          'files: { enabled: false }',
+          `private_key_file: ${fleet.keyFile}`,
+          'teams:',
+          ...[kenya, malawi].map((team) =>
+            [
+              `  - name: ${team.name}`,
+              `    base_url: ${team.baseUrl}`,
+              `    api_key_env: ${keyVariable(team.name)}`,
+              `    warehouse: { schema: ${team.name}, url_env: OCS_${team.name.toUpperCase()}_WAREHOUSE_URL }`,
+            ].join('\n'),
+          ),
+        ].join('\n'),
+      );
+      const env = {
+        OCS_KENYA_WAREHOUSE_URL: urlOf(names('kenya').role, names('kenya').password),
+        OCS_MALAWI_WAREHOUSE_URL: urlOf(names('malawi').role, names('malawi').password),
+      };
+      const sync = await fleet.cli(['sync', '--team', 'all'], env);
+      expect(sync.code, `${sync.stdout}${sync.stderr}`).toBe(0);
+      expect(sync.stdout + sync.stderr + sync.logs).not.toContain(names('kenya').password);
+
+      const asRole = async (team: string) => {
+        const client = new pg.Client({
+          connectionString: urlOf(names(team).role, names(team).password),
+        });
+        await client.connect();
+        return client;
+      };
+      const kenyaWriter = await asRole('kenya');
+      try {
+        const [own] = (await kenyaWriter.query('SELECT count(*) AS n FROM kenya.chats')).rows;
+        expect(Number(own.n)).toBe(kenya.dataset.count('chats'));
+        for (const statement of [
+          'SELECT count(*) FROM malawi.chats',
+          'CREATE TABLE malawi.planted (id int)',
+          'CREATE TABLE public.planted (id int)',
+        ]) {
+          await expect(kenyaWriter.query(statement), statement).rejects.toThrow(
+            /permission denied/,
+          );
+        }
+      } finally {
+        await kenyaWriter.end();
+      }
+      // Kenya's analysts read kenya's tables and the views ocs-sync made later, and nothing else.
+      await owner.query(`SET ROLE ${names('kenya').analysts}`);
+      const [read] = (await owner.query('SELECT count(*) AS n FROM kenya.chats__live')).rows;
+      expect(Number(read.n)).toBe(kenya.dataset.count('chats'));
+      for (const statement of [
+        'SELECT count(*) FROM malawi.chats',
+        'UPDATE kenya.chats SET id = id WHERE false',
+        'CREATE TABLE kenya.planted (id int)',
+      ]) {
+        await expect(owner.query(statement), statement).rejects.toThrow(/permission denied/);
+      }
+      await owner.query('RESET ROLE');
+    } finally {
+      await owner.end();
+      await admin.query(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+      for (const team of ['kenya', 'malawi']) {
+        await admin.query(`DROP ROLE IF EXISTS ${names(team).role}`);
+        await admin.query(`DROP ROLE IF EXISTS ${names(team).analysts}`);
+      }
+      await admin.end();
+    }
   });
 });
