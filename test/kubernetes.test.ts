@@ -401,7 +401,7 @@ describe.skipIf(!kubectl).each(testDialects)(
       expect(result.logs).not.toMatch(/accessible to group or others/);
       expect(await pod.rowsOf('malawi')).toBeGreaterThan(50);
       expect(pod.servers.get('kenya')!.requests).toHaveLength(0);
-    });
+    }, 180_000);
 
     it("a shard's Deployment: its rendered daemon runs its shard's teams, healthy and live", async () => {
       const objects = render('shards');
@@ -430,14 +430,18 @@ describe.skipIf(!kubectl).each(testDialects)(
       });
       const url = `http://${await waitFor(() => /"listen":"([\d.]+:\d+)"/.exec(logs)?.[1], 'the health server')}`;
       const inShard = teams.filter((team) => shardOfTeam(team, 2) === 1);
-      const health = await waitFor(async () => {
-        const response = await fetch(`${url}/healthz`);
-        const body = (await response.json()) as {
-          teams: Record<string, { lastRunStatus: string | null }>;
-        };
-        const synced = Object.values(body.teams).every((team) => team.lastRunStatus === 'ok');
-        return response.status === 200 && synced && body;
-      }, 'every team of the shard to sync');
+      const health = await waitFor(
+        async () => {
+          const response = await fetch(`${url}/healthz`);
+          const body = (await response.json()) as {
+            teams: Record<string, { lastRunStatus: string | null }>;
+          };
+          const synced = Object.values(body.teams).every((team) => team.lastRunStatus === 'ok');
+          return response.status === 200 && synced && body;
+        },
+        'every team of the shard to sync',
+        120_000,
+      );
       expect(Object.keys(health.teams).sort()).toEqual([...inShard].sort());
       expect((await fetch(`${url}/livez`)).status).toBe(200);
       stop.abort();
@@ -446,7 +450,7 @@ describe.skipIf(!kubectl).each(testDialects)(
         if (inShard.includes(team)) expect(await pod.rowsOf(team)).toBeGreaterThan(50);
         else expect(pod.servers.get(team)!.requests).toHaveLength(0);
       }
-    });
+    }, 180_000);
   },
 );
 

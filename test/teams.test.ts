@@ -231,7 +231,7 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
     });
     await expectWarehouseEqualsSource(uganda.warehouse, uganda.dataset);
     expect((await fleet.cli(['status'])).code).toBe(0);
-  });
+  }, 180_000);
 
   it('takes --team on every command of one team, and without it says so and lists the teams', async () => {
     fleet = new Fleet(dialect);
@@ -276,6 +276,12 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
       JSON.parse((await fleet.cli(['runs', '--team', 'kenya', '--json'])).stdout),
     ).toHaveLength(1);
 
+    const schema = await fleet.cli(['schema', '--team', 'kenya', '--format', 'json']);
+    expect(schema.code).toBe(0);
+    expect(JSON.parse(schema.stdout)).toBeTruthy();
+    const files = await fleet.cli(['files', 'verify', '--team', 'malawi', '--json']);
+    expect(files.code).toBe(0);
+    expect(files.stdout).toContain('{');
     const verify = await fleet.cli(['audit', 'verify', '--team', 'kenya']);
     expect([verify.code, verify.stdout]).toEqual([0, expect.stringMatching(/intact/)]);
     const notAudited = await fleet.cli(['audit', 'verify', '--team', 'malawi']);
@@ -328,17 +334,21 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
       logStream: new Writable({ write: (_chunk, _encoding, done) => done() }),
       signal: stop.signal,
     }).then((code) => (ended = code));
-    const manifest = await waitFor(async () => {
-      if (ended !== undefined) throw new Error(`serve ended (${ended}): ${said.join('\n')}`);
-      const response = await fetch(`http://127.0.0.1:${port}/api/export/manifest/`, {
-        headers: { authorization: `Bearer ${'k'.repeat(40)}` },
-      }).catch(() => undefined);
-      return response?.status === 200 && ((await response.json()) as { entries: unknown[] });
-    }, 'serve --team kenya');
+    const manifest = await waitFor(
+      async () => {
+        if (ended !== undefined) throw new Error(`serve ended (${ended}): ${said.join('\n')}`);
+        const response = await fetch(`http://127.0.0.1:${port}/api/export/manifest/`, {
+          headers: { authorization: `Bearer ${'k'.repeat(40)}` },
+        }).catch(() => undefined);
+        return response?.status === 200 && ((await response.json()) as { entries: unknown[] });
+      },
+      'serve --team kenya',
+      120_000,
+    );
     expect(manifest.entries.length).toBeGreaterThan(20);
     stop.abort();
     expect(await serving).toBe(0);
-  });
+  }, 180_000);
 
   it('the daemon: teams that can sync finish, exact, while one hangs, one is down and one refuses the key; SIGTERM stops them all', async () => {
     fleet = new Fleet(dialect);
@@ -385,14 +395,18 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
       return { status: response.status, body: (await response.json()) as HealthBody };
     };
 
-    await waitFor(() => hung > 0, 'the hanging team to hang');
-    const done = await waitFor(async () => {
-      const { body } = await health();
-      const finished = ['kenya', 'malawi', 'down', 'revoked'].every(
-        (team) => body.teams[team]!.lastRunStatus !== null,
-      );
-      return finished && body;
-    }, 'the four other teams to finish');
+    await waitFor(() => hung > 0, 'the hanging team to hang', 120_000);
+    const done = await waitFor(
+      async () => {
+        const { body } = await health();
+        const finished = ['kenya', 'malawi', 'down', 'revoked'].every(
+          (team) => body.teams[team]!.lastRunStatus !== null,
+        );
+        return finished && body;
+      },
+      'the four other teams to finish',
+      120_000,
+    );
     // They finished while the hanging team still hangs, in its first run.
     expect(hung).toBe(1);
     expect(done.teams.hang).toMatchObject({ running: true, lastRunStatus: null, status: 'ok' });
@@ -428,7 +442,7 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
       .map((line) => JSON.parse(line) as Record<string, unknown>)
       .filter((line) => line.msg === 'Sync run failed; the daemon keeps running');
     expect(failures.map((line) => line.team).sort()).toEqual(['down', 'revoked']);
-  });
+  }, 180_000);
 });
 
 describe('choosing the teams a daemon runs', () => {
@@ -457,6 +471,7 @@ describe('choosing the teams a daemon runs', () => {
       const started = await waitFor(
         () => /"teams":(\[[^\]]*\]).*"msg":"Daemon started for/.exec(logs)?.[1],
         'the daemon to start',
+        120_000,
       );
       stop.abort();
       expect(await exit).toBe(0);
@@ -492,7 +507,7 @@ describe('choosing the teams a daemon runs', () => {
     );
     const noTeams = await runCli(['runs', '--team', 'kenya'], {});
     expect(noTeams.stderr).toMatch(/--team "kenya": this configuration has no teams: list/);
-  });
+  }, 180_000);
 });
 
 describe.skipIf(!testDialects.includes('postgres'))('a schema and roles per team', () => {
@@ -603,5 +618,5 @@ describe.skipIf(!testDialects.includes('postgres'))('a schema and roles per team
       }
       await admin.end();
     }
-  });
+  }, 180_000);
 });
