@@ -8,9 +8,9 @@ import { createSampleDataset } from '../src/fake-server/fixture.js';
 import {
   DEFAULT_ADMIN_API_KEY,
   startFakeServer,
-  type FakeFault,
   type FakeServer,
 } from '../src/fake-server/server.js';
+import { REAL_FAULTS } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
 
 export interface TeamServerSpec {
@@ -43,15 +43,6 @@ export interface TeamServersStarted {
   rows: Record<string, number>;
 }
 
-/** The faults of a real deployment: 503s, a proxy's 502 page, resets, cut bodies, a 429. */
-const FAULTS: FakeFault[] = [
-  { kind: 'status', status: 503 },
-  { kind: 'status', status: 502, html: true },
-  { kind: 'drop' },
-  { kind: 'truncate' },
-  { kind: 'rate_limit', retryAfterSeconds: 1 },
-];
-
 const servers = new Map<string, FakeServer>();
 
 async function handle(request: TeamServersRequest): Promise<unknown> {
@@ -66,7 +57,7 @@ async function handle(request: TeamServersRequest): Promise<unknown> {
           pageLatencyMs: request.pageLatencyMs || undefined,
           randomFaults:
             request.faultRate > 0
-              ? { seed: 1000 + index, rate: request.faultRate, kinds: FAULTS }
+              ? { seed: 1000 + index, rate: request.faultRate, kinds: REAL_FAULTS }
               : undefined,
         });
         servers.set(team.name, server);

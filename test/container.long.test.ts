@@ -6,7 +6,7 @@
  * `../shared/tools/container-smoke.sh` (minutes: a long suite). Skipped, saying why, without
  * podman, kubectl, root, or `../shared`.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -43,7 +43,7 @@ if (skipReason) console.log(`container smoke skipped: ${skipReason}`);
 const quote = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
 
 describe.skipIf(skipReason !== undefined)('the image runs the rendered command line', () => {
-  it("a team's CronJob command syncs its team inside the image, as user node", () => {
+  it("a team's CronJob command syncs its team inside the image, as user node", async () => {
     const rendered = execFileSync(
       'kubectl',
       ['kustomize', join(ROOT, 'deploy/kubernetes/cronjobs')],
@@ -90,11 +90,18 @@ describe.skipIf(skipReason !== undefined)('the image runs the rendered command l
       `node /app/bin/ocs-sync.js ${args.map(quote).join(' ')}`,
       `node /app/bin/ocs-sync.js --config /tmp/pod/etc/ocs-sync/teams.yaml status --team ${team}`,
     ].join('\n');
-    const result = spawnSync(
+    // Asynchronously: a build takes minutes, and the test's process must go on answering vitest.
+    const child = spawn(
       'bash',
       [SMOKE, ROOT, 'localhost/ocs-sync:k8s-smoke', '--', 'sh', '-c', script],
-      { encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 },
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
     );
+    const result = { stdout: '', stderr: '', status: null as number | null };
+    child.stdout.on('data', (chunk) => (result.stdout += chunk));
+    child.stderr.on('data', (chunk) => (result.stderr += chunk));
+    result.status = await new Promise<number | null>((done) => child.on('exit', done));
     const output = `${result.stdout}\n${result.stderr}`;
     expect(result.status, output.slice(-6000)).toBe(0);
     expect(result.stdout).toMatch(/^node$/m);

@@ -18,10 +18,8 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { basename, join } from 'node:path';
-import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
-import { main } from '../src/cli/main.js';
 import { parseConfigText, resolveSetup } from '../src/config/load.js';
 import { shardOfTeam, parseShard } from '../src/config/teams.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -33,6 +31,7 @@ import {
   CLI_FROM_SOURCE,
   createTestWarehouse,
   runCli,
+  startCli,
   teamKeys,
   temporaryDirectory,
   testDialects,
@@ -415,20 +414,8 @@ describe.skipIf(!kubectl).each(testDialects)(
       const { argv, env } = pod.commandOf(deployment);
       env.OCS_HEALTH_LISTEN = '127.0.0.1:0';
       env.OCS_LOG_LEVEL = 'info';
-      let logs = '';
-      const stop = new AbortController();
-      const exit = main(argv, {
-        env,
-        output: { out: () => undefined, err: (line) => (logs += line) },
-        logStream: new Writable({
-          write(chunk, _encoding, done) {
-            logs += chunk.toString();
-            done();
-          },
-        }),
-        signal: stop.signal,
-      });
-      const url = `http://${await waitFor(() => /"listen":"([\d.]+:\d+)"/.exec(logs)?.[1], 'the health server')}`;
+      const daemon = startCli(argv, env);
+      const url = await daemon.healthUrl();
       const inShard = teams.filter((team) => shardOfTeam(team, 2) === 1);
       const health = await waitFor(
         async () => {
@@ -444,8 +431,7 @@ describe.skipIf(!kubectl).each(testDialects)(
       );
       expect(Object.keys(health.teams).sort()).toEqual([...inShard].sort());
       expect((await fetch(`${url}/livez`)).status).toBe(200);
-      stop.abort();
-      expect(await exit).toBe(0);
+      expect(await daemon.stop()).toBe(0);
       for (const team of teams) {
         if (inShard.includes(team)) expect(await pod.rowsOf(team)).toBeGreaterThan(50);
         else expect(pod.servers.get(team)!.requests).toHaveLength(0);

@@ -379,7 +379,7 @@ describe("a team's API key", () => {
       "teams[0] (kenya).api_key_env: K is not set (or empty); set it to the API key of one of the team's admins",
     );
     expect(message(() => readApiKey(team({ file: join(directory, 'nope') }), {}))).toBe(
-      `teams[0] (kenya).api_key_file: ${join(directory, 'nope')} does not exist`,
+      `teams[0] (kenya).api_key_file: The API key file ${join(directory, 'nope')} does not exist.`,
     );
     const empty = join(directory, 'empty');
     writeFileSync(empty, '\n');
@@ -387,7 +387,7 @@ describe("a team's API key", () => {
       `teams[0] (kenya).api_key_file: ${empty} is empty`,
     );
     expect(message(() => readApiKey(team({ file: directory }), {}))).toBe(
-      `teams[0] (kenya).api_key_file: ${directory} is a folder, not a file`,
+      `teams[0] (kenya).api_key_file: The API key file ${directory} is a directory.`,
     );
   });
 });

@@ -26,6 +26,7 @@ import {
   docsSqlBlocks,
   expectWarehouseEqualsSource,
   runCli,
+  startCli,
   teamKeys,
   testDialects,
   waitFor,
@@ -376,20 +377,8 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
     fleet.write(
       "teams_at_once: 2\nschedule: '0 0 1 1 *'\nfull_refresh_schedule: 'off'\nhealth: { listen: '127.0.0.1:0' }",
     );
-    const stop = new AbortController();
-    let logs = '';
-    const exit = main(['daemon'], {
-      env: fleet.env({ OCS_LOG_LEVEL: 'info' }),
-      output: { out: () => undefined, err: () => undefined },
-      logStream: new Writable({
-        write(chunk, _encoding, done) {
-          logs += chunk.toString();
-          done();
-        },
-      }),
-      signal: stop.signal,
-    });
-    const url = `http://${await waitFor(() => /"listen":"(127\.0\.0\.1:\d+)"/.exec(logs)?.[1], 'the health server')}`;
+    const daemon = startCli(['daemon'], fleet.env({ OCS_LOG_LEVEL: 'info' }));
+    const url = await daemon.healthUrl();
     const health = async (query = '') => {
       const response = await fetch(`${url}/healthz${query}`);
       return { status: response.status, body: (await response.json()) as HealthBody };
@@ -433,10 +422,10 @@ describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
     );
     expect(metrics).toMatch(/^ocs_sync_run_in_progress\{team="hang"\} 1$/m);
 
-    stop.abort();
-    expect(await exit).toBe(0);
+    expect(await daemon.stop()).toBe(0);
     expect((await lastRunOf(hang))?.status).toBe('interrupted');
-    const failures = logs
+    const failures = daemon
+      .logs()
       .trim()
       .split('\n')
       .map((line) => JSON.parse(line) as Record<string, unknown>)
@@ -455,26 +444,13 @@ describe('choosing the teams a daemon runs', () => {
       "schedule: '0 0 1 1 *'\nfull_refresh_schedule: 'off'\nhealth: { listen: '127.0.0.1:0' }",
     );
     const teamsOf = async (argv: string[]) => {
-      const stop = new AbortController();
-      let logs = '';
-      const exit = main(argv, {
-        env: fleet!.env({ OCS_LOG_LEVEL: 'info' }),
-        output: { out: () => undefined, err: () => undefined },
-        logStream: new Writable({
-          write(chunk, _encoding, done) {
-            logs += chunk.toString();
-            done();
-          },
-        }),
-        signal: stop.signal,
-      });
+      const daemon = startCli(argv, fleet!.env({ OCS_LOG_LEVEL: 'info' }));
       const started = await waitFor(
-        () => /"teams":(\[[^\]]*\]).*"msg":"Daemon started for/.exec(logs)?.[1],
+        () => /"teams":(\[[^\]]*\]).*"msg":"Daemon started for/.exec(daemon.logs())?.[1],
         'the daemon to start',
         120_000,
       );
-      stop.abort();
-      expect(await exit).toBe(0);
+      expect(await daemon.stop()).toBe(0);
       return JSON.parse(started) as string[];
     };
     expect(await teamsOf(['daemon', '--teams', 'uganda,kenya'])).toEqual(['uganda', 'kenya']);

@@ -5,9 +5,9 @@
  * between teams: names and warehouses (and blob stores, checkpoint files) are each a team's own.
  * Pure, but `readApiKey`, which reads a team's key when a command needs it.
  */
-import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { ConfigError } from '../errors.js';
+import { ConfigError, describeError } from '../errors.js';
+import { readKeyFile } from '../sealing/keys.js';
 import { recordByName } from '../names.js';
 import { layerSources, originFinder, type ConfigSources } from './layers.js';
 import {
@@ -389,7 +389,7 @@ function describe(value: unknown): string {
 export function readApiKey(
   team: Pick<TeamSetup, 'name' | 'index' | 'apiKey'>,
   env: Readonly<Record<string, string | undefined>>,
-  read: (path: string) => string = (path) => readFileSync(path, 'utf8'),
+  read: (path: string) => string = (path) => readKeyFile(path, 'API key file'),
 ): string {
   const who = teamLabel(team.index, team.name);
   const source = team.apiKey;
@@ -411,16 +411,7 @@ export function readApiKey(
   try {
     text = read(source.file);
   } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    const reason =
-      code === 'ENOENT'
-        ? 'does not exist'
-        : code === 'EACCES' || code === 'EPERM'
-          ? 'cannot be read (permission denied)'
-          : code === 'EISDIR'
-            ? 'is a folder, not a file'
-            : `cannot be read (${code ?? 'error'})`;
-    throw new ConfigError([`${who}.api_key_file: ${source.file} ${reason}`]);
+    throw new ConfigError([`${who}.api_key_file: ${describeError(error)}`]);
   }
   const key = text.trim();
   if (key === '') throw new ConfigError([`${who}.api_key_file: ${source.file} is empty`]);

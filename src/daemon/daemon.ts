@@ -13,34 +13,21 @@
  * waiting for it (an uncommitted page rolls back; the lock goes stale) so the process can exit.
  */
 import type { ListenAddress } from '../listen-address.js';
-import type { ResourceStatus } from '../interfaces.js';
 import type { Logger } from '../log.js';
-import type { SyncReport } from '../sync/engine.js';
 import { CleanupStack } from './cleanup-stack.js';
 import type { HealthReport } from './health.js';
 import { startHealthServer, type HealthAnswer, type HealthServer } from './health-server.js';
 import { SyncMetrics } from './metrics.js';
 import type { BackoffPolicy, ScheduleFunction, Scheduler, SchedulerClock } from './scheduler.js';
-import { TeamRunner, type DaemonSyncRequest } from './team-runner.js';
+import { TeamRunner, type TeamJobs } from './team-runner.js';
 
 export type { DaemonSyncRequest } from './team-runner.js';
 
-export interface DaemonOptions {
-  /** Cron expression of incremental syncs. */
-  schedule: string;
-  /** Cron expression of full refreshes; null = none. */
-  fullRefreshSchedule: string | null;
-  timezone: string;
+export interface DaemonOptions extends TeamJobs {
   health: { listen: ListenAddress | null; maxAgeSeconds: number };
   logger: Logger;
   /** Aborting it stops the daemon. */
   signal: AbortSignal;
-  /** One sync pass (the CLI passes `syncOnce`). Throws when the run could not complete. */
-  sync(request: DaemonSyncRequest): Promise<SyncReport>;
-  /** The warehouse's per-resource status, read after each run for the lag and row metrics. */
-  readStatus?(): Promise<ResourceStatus[]>;
-  /** When the warehouse's last successful run finished (epoch ms), read once at start. */
-  readLastSuccess?(): Promise<number | undefined>;
   scheduleFunction?: ScheduleFunction;
   clock?: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;

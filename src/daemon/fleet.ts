@@ -14,9 +14,7 @@
 import { setMaxListeners } from 'node:events';
 import { Registry, collectDefaultMetrics } from 'prom-client';
 import type { ListenAddress } from '../listen-address.js';
-import type { ResourceStatus } from '../interfaces.js';
 import type { Logger } from '../log.js';
-import type { SyncReport } from '../sync/engine.js';
 import { CleanupStack } from './cleanup-stack.js';
 import {
   DEFAULT_SHUTDOWN_GRACE_MS,
@@ -31,19 +29,13 @@ import type { HealthAnswer, HealthServer } from './health-server.js';
 import { SyncMetrics, renderMetrics } from './metrics.js';
 import type { BackoffPolicy, ScheduleFunction, SchedulerClock } from './scheduler.js';
 import { Slots } from './slots.js';
-import { TeamRunner, type DaemonSyncRequest } from './team-runner.js';
+import { TeamRunner, type TeamJobs } from './team-runner.js';
 
-export interface FleetTeam {
+export interface FleetTeam extends TeamJobs {
   name: string;
-  schedule: string;
-  fullRefreshSchedule: string | null;
-  timezone: string;
   maxAgeSeconds: number;
   /** The team's logger: every line carries its name. */
   logger: Logger;
-  sync(request: DaemonSyncRequest): Promise<SyncReport>;
-  readStatus?(): Promise<ResourceStatus[]>;
-  readLastSuccess?(): Promise<number | undefined>;
 }
 
 export interface FleetOptions {

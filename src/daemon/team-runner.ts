@@ -37,22 +37,26 @@ export interface DaemonSyncRequest {
   onAttempt: (event: RequestEvent) => void;
 }
 
-export interface TeamRunnerOptions {
+/** A team as the daemon runs it: its schedules, its sync, and what it reads of its warehouse. */
+export interface TeamJobs {
   /** Cron expression of incremental syncs. */
   schedule: string;
   /** Cron expression of full refreshes; null = none. */
   fullRefreshSchedule: string | null;
   timezone: string;
-  maxAgeSeconds: number;
-  logger: Logger;
-  /** The daemon's: aborting it stops every run. */
-  signal: AbortSignal;
-  /** One sync pass. Throws when the run could not complete. */
+  /** One sync pass (the CLI passes `syncOnce`). Throws when the run could not complete. */
   sync(request: DaemonSyncRequest): Promise<SyncReport>;
   /** The warehouse's per-resource status, read after each run for the lag and row metrics. */
   readStatus?(): Promise<ResourceStatus[]>;
   /** When the warehouse's last successful run finished (epoch ms), read once at start. */
   readLastSuccess?(): Promise<number | undefined>;
+}
+
+export interface TeamRunnerOptions extends TeamJobs {
+  maxAgeSeconds: number;
+  logger: Logger;
+  /** The daemon's: aborting it stops every run. */
+  signal: AbortSignal;
   scheduleFunction?: ScheduleFunction;
   clock: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;
