@@ -107,13 +107,14 @@ export type ProgressListener = (progress: StageProgress) => void;
 
 /** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
 export interface ExportSource {
-  manifest(): Promise<Manifest>;
-  team(): Promise<Record<string, unknown>>;
+  /** `signal` (the run's) ends retries, their waits and pacing at once, as for every request. */
+  manifest(signal?: AbortSignal): Promise<Manifest>;
+  team(signal?: AbortSignal): Promise<Record<string, unknown>>;
   /**
    * The export OpenAPI document, or undefined when the server does not publish it (404, not JSON
    * or YAML, no answer): the schema is optional, the rows are the fallback.
    */
-  openApi(): Promise<unknown>;
+  openApi(signal?: AbortSignal): Promise<unknown>;
   /**
    * `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol.
    * `onHead`: told, as soon as an answer's first bytes hold them, the page's `cursor` and
@@ -334,8 +335,13 @@ export interface Warehouse {
   readonly description: string;
   /** Apply the project's own migrations from `schema/<dialect>/`; idempotent. */
   migrate(): Promise<void>;
-  /** Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder. */
-  acquireLock(waitMs: number): Promise<Lock>;
+  /**
+   * Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder, or
+   * InterruptedError as soon as `signal` aborts while waiting. The lock dies with its process (the
+   * kernel or the database frees it), so a restart never waits for its own dead holder; runs a
+   * dead holder left `running` are closed as `interrupted` once it is taken.
+   */
+  acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock>;
 
   startRun(kind: RunKind, schemaChecksum: string | null): Promise<number>;
   finishRun(runId: number, summary: RunSummary): Promise<void>;

@@ -105,11 +105,7 @@ async function checkWarehouse(
 ): Promise<WarehouseProbe | undefined> {
   let probe: WarehouseProbe;
   try {
-    probe = await probeWarehouse({
-      url: config.warehouse.url,
-      schema: config.warehouse.schema,
-      lockStaleAfterSeconds: config.lock.staleAfterSeconds,
-    });
+    probe = await probeWarehouse({ url: config.warehouse.url, schema: config.warehouse.schema });
   } catch (error) {
     results.push(failure(NAMES.warehouse, error));
     results.push(skipped(NAMES.writable, 'the warehouse cannot be reached'));
@@ -142,8 +138,8 @@ async function checkWarehouse(
       name: NAMES.lock,
       status: 'ok',
       detail:
-        lock.state === 'stale'
-          ? `free (a stale record of pid ${lock.holder?.pid ?? '?'} is taken over by the next sync)`
+        lock.state === 'left'
+          ? `free (pid ${lock.holder?.pid ?? '?'} on ${lock.holder?.host ?? '?'} ended without releasing it; the next sync takes it over at once)`
           : 'free',
     });
   }
@@ -233,8 +229,9 @@ async function privateFilesResult(config: Config): Promise<CheckResult> {
     ...(target.dialect === 'sqlite' && target.path !== ':memory:'
       ? sqliteFiles(resolve(target.path))
       : []),
-    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
+    // Before the blob store, whose files would otherwise fill the five named.
     ...(config.audit.checkpointFile !== undefined ? [config.audit.checkpointFile] : []),
+    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
   ].filter((path) => existsSync(path));
   const { wider, examined, complete } = await findWiderThanPrivate(paths, modes);
   const allowed = `files ${formatMode(modes.file)}, folders ${formatMode(modes.folder)}`;

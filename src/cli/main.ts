@@ -9,7 +9,9 @@ import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
 import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
 import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 import { processOutput, terminalSafe } from './output.js';
+import { watchClosedPipes } from './closed-pipes.js';
 import { packageVersion } from '../package-info.js';
+import { installCrashGuard } from '../crash-guard.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 
@@ -259,30 +261,41 @@ export function buildProgram(
 
 /** Run the CLI; resolves to the exit code. Never throws. */
 export async function main(argv: string[], environment?: Partial<CliEnvironment>): Promise<number> {
+  // Only the real process has stdout and stderr a reader can close (closed-pipes.ts).
+  const pipes = environment === undefined ? watchClosedPipes(process, process) : undefined;
+  const exit = (code: number) => pipes?.exitCode(code) ?? code;
+  const output = environment?.output ?? processOutput;
   const env: CliEnvironment = {
     env: environment?.env ?? process.env,
-    output: terminalSafe(environment?.output ?? processOutput),
+    output: terminalSafe(pipes ? pipes.guard(output) : output),
     logStream: environment?.logStream,
     signal: environment?.signal,
     // Only the real process may ask a person; tests and embedders pass their own (or none).
     confirm: environment === undefined ? terminalConfirm() : environment.confirm,
   };
+  // The real process (not a test or an embedder calling main) ends cleanly on any crash.
+  if (environment === undefined) {
+    installCrashGuard({
+      write: (line) => env.output.err(line),
+      exit: (code) => process.exit(code),
+    });
+  }
   let exitCode: number = ExitCode.ok;
   const program = buildProgram(env, (code) => (exitCode = code));
   try {
     if (argv.length === 0) {
       program.outputHelp();
-      return ExitCode.usage;
+      return exit(ExitCode.usage);
     }
     await program.parseAsync(argv, { from: 'user' });
-    return exitCode;
+    return exit(exitCode);
   } catch (error) {
     if (error instanceof CommanderError) {
       const helpOrVersion = ['commander.helpDisplayed', 'commander.help', 'commander.version'];
-      return helpOrVersion.includes(error.code) ? ExitCode.ok : ExitCode.usage;
+      return exit(helpOrVersion.includes(error.code) ? ExitCode.ok : ExitCode.usage);
     }
     env.output.err(`ocs-sync: ${describeError(error)}`);
-    return error instanceof UsageError ? ExitCode.usage : exitCodeOf(error);
+    return exit(error instanceof UsageError ? ExitCode.usage : exitCodeOf(error));
   }
 }
 

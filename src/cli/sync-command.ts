@@ -15,6 +15,7 @@ import {
 import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
+import { stopOnSignals } from './stop-signals.js';
 import {
   inFleet,
   createFiles,
@@ -55,7 +56,11 @@ export async function runSyncCommand(
   }
   const config = context.config({ server: true }, flags);
   const logger = context.logger(config);
-  const stop = context.environment.signal ? undefined : stopOnSignals(logger);
+  // SIGTERM/SIGINT: the page in flight commits or rolls back, the lock is released, and the next
+  // run resumes there.
+  const stop = context.environment.signal
+    ? undefined
+    : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
     const report = await syncOnce(config, logger, {
       fullRefresh: options.fullRefresh,
@@ -93,7 +98,9 @@ async function syncEveryTeam(
   options: SyncCommandOptions,
 ): Promise<number> {
   const logger = context.logger(fleet.teams[0]!.config);
-  const stop = context.environment.signal ? undefined : stopOnSignals(logger);
+  const stop = context.environment.signal
+    ? undefined
+    : stopOnSignals(logger, 'Stopping after the page in flight');
   const signal = context.environment.signal ?? stop!.signal;
   const slots = new Slots(fleet.teamsAtOnce);
   // Each team hangs one listener on the signal (its run's, or its wait for a slot's): no leak.
@@ -166,28 +173,6 @@ async function syncEveryTeam(
   } finally {
     stop?.dispose();
   }
-}
-
-/**
- * SIGTERM/SIGINT end the run after the page in flight commits or rolls back (the lock is released
- * and the next run resumes there); a second signal exits at once.
- */
-function stopOnSignals(logger: Logger): { signal: AbortSignal; dispose(): void } {
-  const controller = new AbortController();
-  const onSignal = (name: NodeJS.Signals) => {
-    if (controller.signal.aborted) process.exit(128 + (name === 'SIGINT' ? 2 : 15));
-    logger.warn({ signal: name }, 'Stopping after the page in flight');
-    controller.abort();
-  };
-  process.on('SIGTERM', onSignal);
-  process.on('SIGINT', onSignal);
-  return {
-    signal: controller.signal,
-    dispose: () => {
-      process.off('SIGTERM', onSignal);
-      process.off('SIGINT', onSignal);
-    },
-  };
 }
 
 /** One sync pass with the real parts; the daemon and `demo` use it too. */

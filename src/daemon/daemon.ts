@@ -10,7 +10,8 @@
  * stops after the page in flight commits or rolls back and releases the writer lock; the cron
  * jobs stop; the HTTP server closes. Every part registers its cleanup when it starts and
  * cleanups run in reverse. If the run does not stop within `shutdownGraceMs` the daemon stops
- * waiting for it (an uncommitted page rolls back; the lock goes stale) so the process can exit.
+ * waiting for it (an uncommitted page rolls back; the lock dies with the process, and the next
+ * start closes the run as interrupted) so the process can exit.
  */
 import type { ListenAddress } from '../listen-address.js';
 import type { Logger } from '../log.js';
@@ -186,7 +187,7 @@ export function stopOnSignal(options: {
       abandonedRun = true;
       logger.warn(
         { graceSeconds: graceMs / 1000 },
-        'The run in progress did not stop in time; exiting without it (an uncommitted page rolls back, the writer lock goes stale)',
+        'The run in progress did not stop in time; exiting without it (an uncommitted page rolls back, the writer lock is freed with the process, and the next start closes the run as interrupted)',
       );
     }
   });

@@ -1,8 +1,9 @@
 /**
  * A faithful double of the Open Chat Studio team-export API (REFERENCE.md), over real HTTP: auth,
  * paging, sealing, rate limiting and error bodies as the real server answers them, plus
- * deterministic fault knobs (5xx, HTML proxy pages, 429, dropped connections, truncated bodies,
- * latency) for tests, `ocs-sync demo` and the benchmark.
+ * deterministic fault knobs (faults.ts: 5xx, HTML proxy pages, 429, a 503 with Retry-After,
+ * dropped connections, truncated bodies, latency, headers a proxy rewrote, a file replaced under
+ * its row) for tests, `ocs-sync demo`, the benchmark and the soak.
  */
 import { djangoNotFound } from '../export-api/pages.js';
 import { createPublicKey, type KeyObject } from 'node:crypto';
@@ -33,7 +34,6 @@ import {
   type FakeManifestDocument,
   type FakeManifestEntry,
 } from './openapi.js';
-import { SeededRandom } from './random.js';
 import { ChatbotScopeView, scopeClassOfModel } from './chatbot-scope.js';
 import { SELECTION_CHANGED_DETAIL, selectionKey } from '../export-api/selection.js';
 import {
@@ -41,38 +41,25 @@ import {
   contentSize,
   guessContentType,
   sampleFileContent,
+  type FakeFileContent,
   type FakeFileContentFor,
 } from './file-contents.js';
+import {
+  JSON_TYPE,
+  createFaultQueue,
+  faultReply,
+  jsonReply,
+  proxiedHeaders,
+  type FakeFault,
+  type FaultController,
+  type RandomFaults,
+  type Reply,
+} from './faults.js';
+
+export type { FakeFault, FaultController, FaultMatch, RandomFaults } from './faults.js';
 
 export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
 export const DEFAULT_MEMBER_API_KEY = 'test-member-key';
-
-/** What the server does instead of (or before) answering a request normally. */
-export type FakeFault =
-  /** An error status. 5xx bodies are JSON `{"detail"}`, or a proxy's HTML page with `html`. */
-  | { kind: 'status'; status: number; html?: boolean; body?: unknown }
-  /** A 429 with `Retry-After` and the real body, whatever the budget says. */
-  | { kind: 'rate_limit'; retryAfterSeconds: number }
-  /** The socket is destroyed without an answer. */
-  | { kind: 'drop' }
-  /**
-   * The real answer is computed, then only part of its body is sent: by default chunked and
-   * ended cleanly (a 200 whose JSON does not parse); with `declareLength` the full
-   * Content-Length is announced and the socket is destroyed mid-body.
-   */
-  | { kind: 'truncate'; declareLength?: boolean }
-  /** The answer is delayed by `ms`, then served normally. */
-  | { kind: 'latency'; ms: number };
-
-export interface FaultMatch {
-  /**
-   * Endpoint name: a resource, or `manifest`, `team`, `schema`, or `file_content`
-   * (`/api/files/{id}/content`). Absent: any request.
-   */
-  resource?: string;
-  /** Only file content requests for this file id. */
-  fileId?: string;
-}
 
 /** The endpoint name of `GET /api/files/{id}/content` in faults and the request log. */
 export const FILE_CONTENT_ENDPOINT = 'file_content';
@@ -150,8 +137,13 @@ export interface FakeServerOptions {
   beforePageTail?: (info: PageServedInfo) => Promise<void>;
   /** Served instead of the computed schema checksum. */
   manifestChecksum?: string;
-  /** Faults at a seeded random rate (for the demo). */
-  randomFaults?: { seed: number; rate: number; kinds: FakeFault[]; resources?: string[] };
+  /** Faults at a seeded random rate (the demo, the soak); read at each request. */
+  randomFaults?: RandomFaults;
+  /**
+   * Headers a proxy in front of the server sets on every answer, over the server's own (e.g.
+   * `{'x-ratelimit-limit': ''}`); read at each request. Default: none, as the real server.
+   */
+  proxyHeaders?: Record<string, string>;
   /** Called right after a page is produced, before it is sent (tests edit rows here). */
   onPageServed?: (info: PageServedInfo) => void | Promise<void>;
   /** Rewrites the manifest before it is served and used for routing (hostile-server tests). */
@@ -185,15 +177,6 @@ export interface FakeServerOptions {
   now?: () => number;
 }
 
-export interface FaultController {
-  /** The next `count` requests matching `match` get `fault`; queued faults apply in order. */
-  failNext(count: number, fault: FakeFault, match?: FaultMatch): void;
-  /** Forget every queued fault. */
-  clear(): void;
-  /** How many queued faults are left. */
-  pending(): number;
-}
-
 /** The team's chatbot choice on a server started with `chatbotChoice`. */
 export interface ChoiceController {
   /** Public ids of the chosen chatbots, as set (empty: the whole team). */
@@ -217,6 +200,8 @@ export interface FakeServer {
   readonly options: FakeServerOptions;
   readonly faults: FaultController;
   readonly requests: RequestLogEntry[];
+  /** The bytes served for a `files` row now (a `replace_file` fault changes them); null: 404. */
+  fileContent(row: Row): FakeFileContent | null;
   /** The manifest as currently served. */
   manifest(): FakeManifestDocument;
   /** The OpenAPI document as currently served. */
@@ -226,20 +211,6 @@ export interface FakeServer {
     documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown },
   ): void;
   close(): Promise<void>;
-}
-
-interface Reply {
-  status: number;
-  headers: OutgoingHttpHeaders;
-  body: string;
-  /** Send the body's first `at` characters, await `tail`, then the rest (beforePageTail). */
-  split?: { at: number; tail: () => Promise<void> };
-}
-
-interface QueuedFault {
-  remaining: number;
-  fault: FakeFault;
-  match: FaultMatch;
 }
 
 interface ServedDocuments {
@@ -253,7 +224,6 @@ interface ServedDocuments {
   json?: string;
 }
 
-const jsonType = 'application/json';
 const notProvided = 'Authentication credentials were not provided.';
 const invalidToken = 'Invalid token.';
 const forbidden = 'You do not have permission to perform this action.';
@@ -262,62 +232,6 @@ const defaultLimit = 100;
 const maxLimit = 1000;
 const floatMarker = '\u0001ocs-float:';
 const floatMarkerPattern = /"\\u0001ocs-float:(-?\d+)"/g;
-
-const reasonPhrases: Record<number, string> = {
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Temporarily Unavailable',
-  504: 'Gateway Time-out',
-};
-
-function jsonReply(status: number, value: unknown, headers: OutgoingHttpHeaders = {}): Reply {
-  return {
-    status,
-    headers: { 'content-type': jsonType, vary: 'Accept', ...headers },
-    body: JSON.stringify(value),
-  };
-}
-
-function proxyErrorPage(status: number): Reply {
-  const title = `${status} ${reasonPhrases[status] ?? 'Error'}`;
-  return {
-    status,
-    headers: { 'content-type': 'text/html' },
-    body: `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n`,
-  };
-}
-
-function defaultErrorBody(status: number): unknown {
-  switch (status) {
-    case 400:
-      return ['Invalid pagination cursor.'];
-    case 401:
-      return { detail: invalidToken };
-    case 403:
-      return { detail: forbidden };
-    case 404:
-      return { detail: 'Unknown resource.' };
-    case 429:
-      return { detail: 'Rate limit exceeded.', available_in: 1 };
-    default:
-      return { detail: status >= 500 ? 'A server error occurred.' : `HTTP ${status}` };
-  }
-}
-
-function faultReply(fault: Extract<FakeFault, { kind: 'status' | 'rate_limit' }>): Reply {
-  if (fault.kind === 'rate_limit') {
-    const seconds = Math.max(0, Math.ceil(fault.retryAfterSeconds));
-    return jsonReply(
-      429,
-      { detail: 'Rate limit exceeded.', available_in: seconds },
-      { 'retry-after': String(seconds) },
-    );
-  }
-  if (fault.html) return proxyErrorPage(fault.status);
-  const headers: OutgoingHttpHeaders =
-    fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
-  return jsonReply(fault.status, fault.body ?? defaultErrorBody(fault.status), headers);
-}
 
 /** Django's `FileResponse(as_attachment=True)` header, named after the row. */
 function attachmentDisposition(row: Row): string {
@@ -381,12 +295,11 @@ export function serializeJson(value: unknown): string {
 export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
   const dataset = options.dataset;
   const requests: RequestLogEntry[] = [];
-  const queue: QueuedFault[] = [];
+  const faultQueue = createFaultQueue(() => options.randomFaults);
   const timers = new Set<NodeJS.Timeout>();
   const pageCounters = new Map<string, number>();
-  const randomFaultSource = options.randomFaults
-    ? new SeededRandom(options.randomFaults.seed)
-    : undefined;
+  /** Files replaced by a `replace_file` fault: what the server now holds for them. */
+  const replacedFiles = new Map<string, FakeFileContent>();
   let window: { start: number; count: number } | undefined;
   let documents: ServedDocuments | undefined;
   let documentSources: unknown[] = [];
@@ -468,36 +381,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return documents;
   };
 
-  const faults: FaultController = {
-    failNext(count, fault, match = {}) {
-      if (count > 0) queue.push({ remaining: Math.floor(count), fault, match });
-    },
-    clear() {
-      queue.length = 0;
-    },
-    pending() {
-      return queue.reduce((total, item) => total + item.remaining, 0);
-    },
-  };
-
-  const takeFault = (endpoint: string | undefined, fileId?: string): FakeFault | undefined => {
-    for (let index = 0; index < queue.length; index += 1) {
-      const item = queue[index] as QueuedFault;
-      if (item.match.resource !== undefined && item.match.resource !== endpoint) continue;
-      if (item.match.fileId !== undefined && item.match.fileId !== fileId) continue;
-      item.remaining -= 1;
-      if (item.remaining <= 0) queue.splice(index, 1);
-      return item.fault;
-    }
-    const random = options.randomFaults;
-    if (random && randomFaultSource && random.kinds.length > 0) {
-      if (random.resources && (endpoint === undefined || !random.resources.includes(endpoint))) {
-        return undefined;
-      }
-      if (randomFaultSource.chance(random.rate)) return randomFaultSource.pick(random.kinds);
-    }
-    return undefined;
-  };
+  const faults = faultQueue.controller;
+  const takeFault = faultQueue.take;
 
   const delay = (ms: number): Promise<void> =>
     new Promise((resolve) => {
@@ -679,7 +564,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return {
       status: 200,
       headers: {
-        'content-type': jsonType,
+        'content-type': JSON_TYPE,
         vary: 'Accept',
         allow: 'GET, HEAD, OPTIONS',
         ...extraHeaders,
@@ -733,13 +618,23 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return resourcePage(endpoint, entry, params, served, throttled.headers);
   };
 
+  /** The headers of an answer as the client gets them: a proxy's rewrites (option, fault) on top. */
+  const proxied = (headers: OutgoingHttpHeaders, fault: FakeFault | undefined) =>
+    proxiedHeaders(
+      headers,
+      options.proxyHeaders,
+      fault?.kind === 'proxy_headers' ? fault.headers : undefined,
+    );
+
   const send = (
     request: IncomingMessage,
     response: ServerResponse,
-    reply: Reply,
-    truncate?: Extract<FakeFault, { kind: 'truncate' }>,
+    served: Reply,
+    fault?: FakeFault,
   ): void => {
     if (response.destroyed) return;
+    const reply = { ...served, headers: proxied(served.headers, fault) };
+    const truncate = fault?.kind === 'truncate' ? fault : undefined;
     const body = Buffer.from(reply.body, 'utf8');
     if (truncate) {
       const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
@@ -767,6 +662,22 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     response.end(request.method === 'HEAD' ? undefined : body);
   };
 
+  /** The bytes the server holds for a `files` row now; null: none (404). */
+  const contentOf = (row: Row): FakeFileContent | null =>
+    replacedFiles.get(String(row.id)) ?? (options.fileContent ?? sampleFileContent)(row);
+
+  /**
+   * Replaces a file's bytes by `extraBytes` more, as a person uploading a new version: the server
+   * sets the row's `content_size` from the new file and its `updated_at` moves (File.save).
+   */
+  const replaceFile = (row: Row, extraBytes: number): Row => {
+    const id = String(row.id);
+    const before = contentOf(row);
+    const size = (before === null ? 0 : contentSize(before)) + Math.max(1, Math.floor(extraBytes));
+    replacedFiles.set(id, { size, seed: `replaced:${id}:${dataset.now()}` });
+    return dataset.edit('files', [row.id], 'content_size' in row ? { content_size: size } : {})[0]!;
+  };
+
   /** `GET /api/files/{id}/content`: the raw bytes, as the server's FileResponse sends them. */
   const serveFileContent = async (
     request: IncomingMessage,
@@ -783,7 +694,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (fault?.kind === 'latency') await delay(fault.ms);
     const reply = (answer: Reply) => {
       log.status = answer.status;
-      send(request, response, answer);
+      // An error answer here is never cut short (`truncate` cuts the bytes below).
+      send(request, response, answer, fault?.kind === 'truncate' ? undefined : fault);
     };
     if (fault?.kind === 'status' || fault?.kind === 'rate_limit') return reply(faultReply(fault));
     const method = request.method ?? 'GET';
@@ -800,18 +712,25 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (refused) return reply(refused);
     const throttled = throttle();
     if (throttled.reply) return reply(throttled.reply);
-    const row = dataset.hasResource('files') ? dataset.get('files', fileId) : undefined;
-    const content = row ? (options.fileContent ?? sampleFileContent)(row) : null;
+    let row = dataset.hasResource('files') ? dataset.get('files', fileId) : undefined;
+    if (row && fault?.kind === 'replace_file') row = replaceFile(row, fault.extraBytes ?? 1024);
+    const content = row ? contentOf(row) : null;
     if (!row || !content) return reply(jsonReply(404, { detail: 'Not found.' }, throttled.headers));
 
     const size = contentSize(content);
     log.status = 200;
-    response.writeHead(200, {
-      'content-type': guessContentType(row.name),
-      'content-disposition': attachmentDisposition(row),
-      'content-length': String(size),
-      ...throttled.headers,
-    });
+    response.writeHead(
+      200,
+      proxied(
+        {
+          'content-type': guessContentType(row.name),
+          'content-disposition': attachmentDisposition(row),
+          'content-length': String(size),
+          ...throttled.headers,
+        },
+        fault,
+      ),
+    );
     if (method === 'HEAD') {
       response.end();
       return;
@@ -948,7 +867,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       }
     }
     log.status = reply.status;
-    send(request, response, reply, fault?.kind === 'truncate' ? fault : undefined);
+    send(request, response, reply, fault);
   };
 
   const server: Server = createServer({ keepAlive: true }, (request, response) => {
@@ -956,7 +875,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     request.resume();
     handle(request, response).catch((error: unknown) => {
       if (!response.headersSent && !response.destroyed) {
-        response.writeHead(500, { 'content-type': jsonType });
+        response.writeHead(500, { 'content-type': JSON_TYPE });
         response.end(JSON.stringify({ detail: 'A server error occurred.' }));
       }
       process.emitWarning(
@@ -984,6 +903,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     options,
     faults,
     requests,
+    fileContent: contentOf,
     ...(choice ? { choice } : {}),
     manifest: () => currentDocuments().manifest,
     openApi: () => currentDocuments().openApi,

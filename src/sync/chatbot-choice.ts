@@ -5,6 +5,7 @@
  */
 import { WHOLE_TEAM_KEY, compareCodePoints, selectionKey } from '../export-api/selection.js';
 import type { ChatbotChoiceRecord, ManifestEntry } from '../interfaces.js';
+import { printable } from '../printable.js';
 
 export { WHOLE_TEAM_KEY, selectionKey };
 /**
@@ -213,6 +214,9 @@ export function describeChoice(choice: ChatbotChoice | undefined): string {
   if (!choice) return 'not chosen by this server';
   if (choice.key === WHOLE_TEAM_KEY) return 'the whole team (key all)';
   if (choice.key === UNKNOWN_CHOICE_KEY) return 'not said by the server (unknown)';
-  const names = choice.chatbots.map((chatbot) => chatbot.name || chatbot.publicId);
+  // Names are the server's text, kept as given: shown escaped (line breaks too), and cut.
+  const names = choice.chatbots.map((chatbot) =>
+    printable(chatbot.name || chatbot.publicId, { max: 80 }),
+  );
   return `${names.join(', ')} (key ${choice.key})`;
 }

@@ -68,7 +68,7 @@ import {
 import { assertSafeSchemaChanges } from '../schema-changes.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from '../values.js';
-import type { WarehouseLogger } from '../writer-lock.js';
+import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
 
 export { advisoryLockKey, describePostgresUrl, postgresClientConfig } from './connection.js';
 export {
@@ -106,6 +106,7 @@ export class PostgresWarehouse implements Warehouse {
   private readonly connection: PostgresConnection;
   private readonly pages: PostgresPageWriter;
   private readonly lock: PostgresWriterLock;
+  private readonly logger?: WarehouseLogger;
   private readonly failedWalks = new FailedWalks();
   /** Per table, the last page handed over, settled either way: the next commits after it. */
   private readonly lastPageOf = new Map<string, Promise<void>>();
@@ -125,6 +126,7 @@ export class PostgresWarehouse implements Warehouse {
     this.schema = this.connection.schema;
     this.description = this.connection.description;
     this.pages = new PostgresPageWriter(this.connection);
+    this.logger = options.logger;
     this.lock = new PostgresWriterLock(
       this.connection,
       (options.lockStaleAfterSeconds ?? 600) * 1000,
@@ -695,8 +697,15 @@ export class PostgresWarehouse implements Warehouse {
 
   // ---------------------------------------------------------------- lock
 
-  acquireLock(waitMs: number): Promise<Lock> {
-    return this.lock.acquire(waitMs);
+  async acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock> {
+    return closeRunsOfDeadHolders(
+      await this.lock.acquire(waitMs, signal),
+      (note, endOf) =>
+        this.guard('Closing the runs of a process that ended', () =>
+          this.bookkeeping.closeRunsLeftRunning(note, endOf),
+        ),
+      this.logger,
+    );
   }
 
   get archive(): PostgresArchiveStore {

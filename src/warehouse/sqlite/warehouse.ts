@@ -57,7 +57,9 @@ import { SQLITE_MIGRATION_CODE } from './migrations.js';
 import { decodeValue, encodeValue } from './values.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText, toJsonText } from '../values.js';
-import type { WarehouseLogger } from '../writer-lock.js';
+import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
+import type { PrivateModes } from '../../private-files.js';
+import { sqliteLockFile } from './file.js';
 
 export type { WarehouseLogger } from '../writer-lock.js';
 
@@ -68,6 +70,8 @@ export interface SqliteWarehouseOptions {
   lockStaleAfterSeconds?: number;
   /** How long a statement waits for another connection's write lock. Default 10 000. */
   busyTimeoutMs?: number;
+  /** Modes the writer lock's side file is created with (default 0600). */
+  fileModes?: PrivateModes;
   logger?: WarehouseLogger;
 }
 
@@ -80,6 +84,7 @@ export class SqliteWarehouse implements Warehouse {
   /** Walks with a page that failed before reaching the committer (a value that does not fit). */
   private readonly failedWalks = new FailedWalks();
   private readonly lock: SqliteWriterLock;
+  private readonly logger?: WarehouseLogger;
   private archiveStore?: SqliteArchiveStore;
   private readonly auditStore: KyselyAuditStore;
   /** History versions closed on this connection (full refreshes). */
@@ -101,8 +106,11 @@ export class SqliteWarehouse implements Warehouse {
             busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
             storedColumnsQuery: this.connection.storedColumnsQuery(),
           });
+    this.logger = options.logger;
     this.lock = new SqliteWriterLock(
       this.connection,
+      options.path === ':memory:' ? undefined : sqliteLockFile(options.path),
+      options.fileModes,
       (options.lockStaleAfterSeconds ?? 600) * 1000,
       options.logger,
     );
@@ -572,8 +580,16 @@ export class SqliteWarehouse implements Warehouse {
 
   // ---------------------------------------------------------------- lock
 
-  acquireLock(waitMs: number): Promise<Lock> {
-    return this.lock.acquire(waitMs);
+  async acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock> {
+    return closeRunsOfDeadHolders(
+      await this.lock.acquire(waitMs, signal),
+      (note, endOf) =>
+        this.exclusive(
+          () => this.bookkeeping.closeRunsLeftRunning(note, endOf),
+          'Closing the runs of a process that ended',
+        ),
+      this.logger,
+    );
   }
 
   get archive(): SqliteArchiveStore {
