@@ -88,14 +88,10 @@ export class CommandContext {
     return this.loaded.value;
   }
 
-  /**
-   * The teams `--team` names in a `teams:` list: every team for `all` (or, with `allByDefault`,
-   * when it is not given); undefined for a configuration of one team.
-   */
-  teams(fleet: Fleet, filePath: string | undefined, allByDefault = false): TeamSetup[] {
+  /** The teams `--team` names in a `teams:` list: one, or every team for `all`. */
+  teams(fleet: Fleet, filePath: string | undefined): TeamSetup[] {
     const team = this.globals.team;
-    if (team === ALL_TEAMS || (team === undefined && allByDefault)) return fleet.teams;
-    return [pickTeam(fleet, team, filePath)];
+    return team === ALL_TEAMS ? fleet.teams : [pickTeam(fleet, team, filePath)];
   }
 
   /** The settings given as command-line flags, as the config loader takes them. */
