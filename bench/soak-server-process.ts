@@ -11,9 +11,9 @@ import { SeededRandom } from '../src/fake-server/random.js';
 import {
   DEFAULT_ADMIN_API_KEY,
   startFakeServer,
-  type FakeFault,
   type FakeServer,
 } from '../src/fake-server/server.js';
+import { REAL_FAULTS } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
 
 export type SoakServerRequest =
@@ -36,15 +36,6 @@ export interface SoakServerStarted {
   url: string;
   apiKey: string;
 }
-
-/** The faults of a real deployment: a proxy's 502 page, 503s, resets, cut bodies, a 429. */
-const FAULTS: FakeFault[] = [
-  { kind: 'status', status: 503 },
-  { kind: 'status', status: 502, html: true },
-  { kind: 'drop' },
-  { kind: 'truncate' },
-  { kind: 'rate_limit', retryAfterSeconds: 1 },
-];
 
 let server: FakeServer | undefined;
 let timer: NodeJS.Timeout | undefined;
@@ -91,7 +82,7 @@ async function handle(request: SoakServerRequest): Promise<unknown> {
         rateLimit: { limit: 2000, windowSeconds: 300 },
         randomFaults:
           request.faultRate > 0
-            ? { seed: request.seed, rate: request.faultRate, kinds: FAULTS }
+            ? { seed: request.seed, rate: request.faultRate, kinds: REAL_FAULTS }
             : undefined,
       });
       server = started;

@@ -24,6 +24,8 @@ export const ExitCode = {
   statusAuditBroken: 7,
   /** Stopped by SIGINT or SIGTERM before the end; committed pages are kept (128 + SIGINT). */
   interrupted: 130,
+  /** The reader of stdout or stderr went away (128 + SIGPIPE, as a shell reports it). */
+  closedPipe: 141,
 } as const;
 export type ExitCode = (typeof ExitCode)[keyof typeof ExitCode];
 
@@ -97,11 +99,18 @@ export class ServerUnavailableError extends OcsSyncError {
 export class ProtocolError extends OcsSyncError {}
 
 /**
- * An answer bigger than its limit (a page past `http.max_page_mib`, a file past its row's
- * `content_size` or `files.max_file_mib`): the request was cut off while the body streamed.
+ * An answer bigger than its limit (a page past `http.max_page_mib`, a file past
+ * `files.max_file_mib`): the request was cut off while the body streamed.
  * Not retried: the server would send the same again. That resource or file fails; the rest go on.
  */
 export class ResponseTooLargeError extends OcsSyncError {}
+
+/**
+ * The blob store (`files.dir`) could not be written: no permission, a read-only or full disk, too
+ * many open files. The file being stored fails (recorded, fetched again next run); the rest of
+ * the files step would fail the same way, so it stops there.
+ */
+export class BlobStoreError extends OcsSyncError {}
 
 /** A name from the server that is not a safe SQL identifier. */
 export class UnsafeNameError extends OcsSyncError {

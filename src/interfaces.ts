@@ -37,17 +37,30 @@
  *   digits) goes with every page request as `selection` (src/sync/chatbot-choice.ts).
  * - Scope: how the manifest classes a resource under a choice: `owned` (a chatbot's own rows),
  *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
- * - Out of scope: a row the server still has but no longer serves under the current choice;
+ * - Out of scope: a row the current choice does not serve (the server may still have it);
  *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
  * - Page pipeline: a walk's pages, from the bytes the sync's thread fetched to rows committed with
  *   their cursors: the page thread parses and prepares them, a page sink writes them (SQLite's on
  *   its writer thread) in walk order (src/sync/pipeline/).
+ * - Deletion proof: under a choice, what shows a missing row is gone from the server and not
+ *   merely out of scope: the rows served in the same full refresh still reach it
+ *   (src/sync/choice-reach.ts).
  * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
  *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
  *   counts any step as life and names the latest.
  */
 
 import type { TransferListItem } from 'node:worker_threads';
+import type { FileLedgerStore } from './file-ledger-types.js';
+
+export type {
+  FileCandidate,
+  FileLedger,
+  FileLedgerStore,
+  FileRecord,
+  FileStatus,
+  FileTotals,
+} from './file-ledger-types.js';
 
 export type CursorKind = 'pk' | 'updated_at_id';
 
@@ -126,13 +139,14 @@ export type ProgressListener = (progress: StageProgress) => void;
 
 /** The server's export API, seen from the sync engine. `HttpExportSource` is the real one. */
 export interface ExportSource {
-  manifest(): Promise<Manifest>;
-  team(): Promise<Record<string, unknown>>;
+  /** `signal` (the run's) ends retries, their waits and pacing at once, as for every request. */
+  manifest(signal?: AbortSignal): Promise<Manifest>;
+  team(signal?: AbortSignal): Promise<Record<string, unknown>>;
   /**
    * The export OpenAPI document, or undefined when the server does not publish it (404, not JSON
    * or YAML, no answer): the schema is optional, the rows are the fallback.
    */
-  openApi(): Promise<unknown>;
+  openApi(signal?: AbortSignal): Promise<unknown>;
   /**
    * `selection`: the chatbot choice's key, sent only to a server that speaks the scoped protocol.
    * `onHead`: told, as soon as an answer's first bytes hold them, the page's `cursor` and
@@ -346,10 +360,38 @@ export type DeleteMode = 'mark' | 'remove';
 
 export interface MissingUnderChoice {
   selection: string;
-  deleteServedUnderSameChoice: boolean;
+  /**
+   * Given after a complete full refresh under the choice: a missing row last served under it is
+   * deleted (marked or removed by `mode`) when one of these shows the server no longer has it.
+   * Absent: nothing is deleted, every missing row is marked out of scope.
+   */
+  proofs?: readonly DeletionProof[];
   mode: DeleteMode;
   history: boolean;
 }
+
+/**
+ * Why a row that a full refresh under a chatbot choice did not see is gone from the server,
+ * rather than out of the choice (planned in sync/choice-reach.ts, tested in SQL by the
+ * warehouse). "Served" means written by this run under this choice.
+ * - `every_row`: the resource is served whole under any choice (users, tags, ...).
+ * - `named_by`: a served row of `table` names it in `column` (a list of ids when `list`), a link
+ *   the choice follows: the server would have served it.
+ * - `names`: it names a served row of `table` in `column`, the link the choice reaches it by.
+ * - `names_nothing`: `column` is null: served under any choice (a team-level channel).
+ * - `names_typed`: `typeColumn` is `type` and `idColumn` names a served row of `table` (a
+ *   generic foreign key).
+ * - `parent_gone`: its required `column` names a row of `table` (walked completely in this run)
+ *   the warehouse holds as deleted, or not at all: the server cannot keep a row whose required
+ *   parent it deleted.
+ */
+export type DeletionProof =
+  | { kind: 'every_row' }
+  | { kind: 'named_by'; table: string; column: string; list: boolean }
+  | { kind: 'names'; column: string; table: string }
+  | { kind: 'names_nothing'; column: string }
+  | { kind: 'names_typed'; typeColumn: string; idColumn: string; type: string; table: string }
+  | { kind: 'parent_gone'; column: string; table: string };
 
 /** A chatbot choice as recorded: its key and the chatbots (public id, name) it stood for. */
 export interface ChatbotChoiceRecord {
@@ -401,8 +443,13 @@ export interface Warehouse {
   readonly description: string;
   /** Apply the project's own migrations from `schema/<dialect>/`; idempotent. */
   migrate(): Promise<void>;
-  /** Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder. */
-  acquireLock(waitMs: number): Promise<Lock>;
+  /**
+   * Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder, or
+   * InterruptedError as soon as `signal` aborts while waiting. The lock dies with its process (the
+   * kernel or the database frees it), so a restart never waits for its own dead holder; runs a
+   * dead holder left `running` are closed as `interrupted` once it is taken.
+   */
+  acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock>;
 
   startRun(kind: RunKind, schemaChecksum: string | null): Promise<number>;
   finishRun(runId: number, summary: RunSummary): Promise<void>;
@@ -442,8 +489,8 @@ export interface Warehouse {
   /**
    * After a complete walk from the start under a chatbot choice: rows of `table` not written by
    * `runId` under `selection` are marked out of scope (a `scope_exit` history version each), or,
-   * with `deleteServedUnderSameChoice`, marked or removed when they were last served under this
-   * same choice. Never deletes anything else.
+   * with `proofs`, marked or removed when they were last served under this same choice and a
+   * proof holds for them. Never deletes anything else.
    */
   markMissingUnderChoice(
     table: string,
@@ -535,67 +582,6 @@ export interface ArchiveStore {
   readRows(query: ArchiveRowQuery): Promise<Row[]>;
   /** Whether `<table>__history` exists. */
   hasHistory(table: string): Promise<boolean>;
-}
-
-/** What the last attempt to fetch a file's bytes found: stored, 404 (no blob), or an error. */
-export type FileStatus = 'ok' | 'missing' | 'failed';
-
-/** One `_ocs_files` row: the newest fetch attempt of one `files` row's content. */
-export interface FileRecord {
-  /** The `files` row id, decimal. */
-  fileId: string;
-  /** Hex digest of the stored blob; set when status is `ok`. */
-  sha256: string | null;
-  size: number | null;
-  /** As the server sent it with the bytes. */
-  contentType: string | null;
-  status: FileStatus;
-  /** Why the last attempt failed (safe to show). */
-  error: string | null;
-  /** The row's `updated_at` and `file` the attempt was made for (a change makes us refetch). */
-  updatedAt: string | null;
-  file: string | null;
-  /** When the last attempt finished, ISO text. */
-  fetchedAt: string;
-  /** Attempts in a row that did not store the blob (0 once stored). */
-  attempts: number;
-  /** A `missing` row waits until then before another attempt (ISO text); null otherwise. */
-  nextAttemptAt: string | null;
-}
-
-export interface FileTotals {
-  ok: number;
-  missing: number;
-  failed: number;
-  /** Distinct blobs referenced by `ok` rows, and their bytes (each content counted once). */
-  blobs: number;
-  bytes: number;
-}
-
-/** The read side of the file ledger: what `serve` and `status` need. */
-export interface FileLedger {
-  get(fileId: string): Promise<FileRecord | undefined>;
-  totals(): Promise<FileTotals>;
-}
-
-/** A `files` row as stored, with its ledger record, for planning what to fetch. */
-export interface FileCandidate {
-  fileId: string;
-  file: string | null;
-  /** The row's `updated_at` in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, or null. */
-  updatedAt: string | null;
-  /** The row's `content_size` when it is a positive whole number (null and 0 say nothing). */
-  contentSize: number | null;
-  record: FileRecord | undefined;
-}
-
-/** The whole file ledger, as the files step of a sync and `files verify` use it. */
-export interface FileLedgerStore extends FileLedger {
-  /** Live `files` rows with id above `afterId` (null: from the start), in id order. */
-  candidates(afterId: string | null, limit: number): Promise<FileCandidate[]>;
-  /** Ledger rows with file id above `afterId`, in id order. */
-  records(afterId: string | null, limit: number): Promise<FileRecord[]>;
-  record(record: FileRecord): Promise<void>;
 }
 
 // ---------------------------------------------------------------- audit

@@ -61,6 +61,9 @@ export function createLogger(options: LoggerOptions): Logger {
         sync: true,
         colorize: destination.isTTY === true,
         ignore: 'pid,hostname',
+        // An `error` field stays on its event's line like any other (by default pino-pretty
+        // gives it lines of its own, where the server's text it quotes would start a line).
+        errorLikeObjectKeys: ['err'],
         // One line per event, so the live progress line below stays in place.
         singleLine: true,
         translateTime: 'SYS:HH:MM:ss',
@@ -69,7 +72,14 @@ export function createLogger(options: LoggerOptions): Logger {
   }
   if (destination === process.stderr || destination === process.stdout) {
     const fd = destination === process.stderr ? 2 : 1;
-    return pino(base, pino.destination({ dest: fd, sync: true }));
+    const direct = pino.destination({ dest: fd, sync: true });
+    // Written to the fd directly, past the stream: a write error there (a reader that went away,
+    // EPIPE, which pino itself then drops quietly) is told to the stream's own listeners, as a
+    // write through the stream would be (the CLI's closed-pipes.ts).
+    direct.on('error', (error: Error) => {
+      if (destination.listenerCount('error') > 0) destination.emit('error', error);
+    });
+    return pino(base, direct);
   }
   return pino(base, destination);
 }

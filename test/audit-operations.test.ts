@@ -341,6 +341,62 @@ describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
     await verify();
   });
 
+  it('a checkpoint line cut short is a torn write: verify warns (exit 0), the next run repairs it and appends only what is new, an edited line is still tampering', async () => {
+    await sync();
+    await sync();
+    const whole = readFileSync(keys.checkpointFile, 'utf8');
+    const [first, second] = whole.trim().split('\n');
+    // A kill or a full disk in the middle of writing the second line.
+    const cut = `${first}\n${second!.slice(0, 57)}`;
+    writeFileSync(keys.checkpointFile, cut);
+    const torn = await verifyJson(env, keys);
+    expect(torn.result.code).toBe(0);
+    expect(torn.report.problems).toEqual([]);
+    expect(torn.report.warnings).toEqual([
+      expect.stringMatching(
+        /^line 2 of the checkpoint file .* is cut short: it is the start of the checkpoint of run 2 \(seq \d+\), which is whole in _ocs_audit_checkpoints \(a write torn by a crash or a full disk, not a change\)$/,
+      ),
+    ]);
+    const text = await runCli(
+      ['audit', 'verify', '--public-key', keys.publicKeyFile, '--checkpoints', keys.checkpointFile],
+      env,
+    );
+    expect(text.stdout).toMatch(/^Audit chain intact/);
+    expect(text.stdout).toMatch(/^warning: line 2 of the checkpoint file .* is cut short/m);
+
+    // The next run keeps the fragment on its own line, writes run 2's checkpoint whole and its
+    // own: nothing twice, nothing removed.
+    const third = await runCli(['sync'], { ...env, OCS_LOG_LEVEL: 'warn' });
+    expect(third.code).toBe(0);
+    expect(third.logs).toMatch(/The last line of the checkpoint file was cut short/);
+    const repaired = readFileSync(keys.checkpointFile, 'utf8').split('\n');
+    expect(repaired.slice(0, 3)).toEqual([first, second!.slice(0, 57), second]);
+    expect(repaired).toHaveLength(5);
+    expect(repaired[4]).toBe('');
+    expect((JSON.parse(repaired[3]!) as SignedCheckpoint).run, "the third run's checkpoint").toBe(
+      3,
+    );
+    const after = await verifyJson(env, keys);
+    expect(after.result.code).toBe(0);
+    expect(after.report.warnings).toHaveLength(1);
+    // A fourth run finds a whole file: one more line, no repair.
+    await sync();
+    expect(readFileSync(keys.checkpointFile, 'utf8').split('\n')).toHaveLength(6);
+
+    // Any other change is still tampering: a character of a whole line changed.
+    const lines = readFileSync(keys.checkpointFile, 'utf8').split('\n');
+    lines[0] = lines[0]!.replace('"run":1', '"run":7');
+    writeFileSync(keys.checkpointFile, lines.join('\n'));
+    const edited = await verifyJson(env, keys);
+    expect(edited.result.code).toBe(3);
+    expect(edited.report.first?.kind).toMatch(/^checkpoint_/);
+    // And a fragment that begins no signed checkpoint is not taken for a torn write.
+    writeFileSync(keys.checkpointFile, `${whole}{"format":"forged`);
+    const forged = await verifyJson(env, keys);
+    expect(forged.result.code).toBe(3);
+    expect(forged.report.first?.kind).toBe('checkpoint_edited');
+  });
+
   it('a reset is chained; reset --drop-table and dropping a stored field are refused while audit is on', async () => {
     await sync();
     const reset = await runCli(['reset', 'chats', '--yes'], env);

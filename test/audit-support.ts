@@ -163,6 +163,7 @@ export interface VerifyJson {
   problem_count: number;
   first: ProblemJson | null;
   problems: ProblemJson[];
+  warnings: string[];
 }
 
 /** What an audit test starts from: a fake server, a fresh warehouse, a signing key, the env. */

@@ -105,6 +105,37 @@ describe('fake server: file contents', () => {
   });
 });
 
+describe('fake server: a file replaced under its row (replace_file)', () => {
+  it('serves the new, longer bytes; the row says the new size and moves; later requests get them too', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 2 });
+    server = await startFakeServer({ dataset });
+    const row = dataset.rows('files').find((candidate) => sampleFileContent(candidate) !== null)!;
+    const before = { ...row };
+    const oldSize = contentDigest(sampleFileContent(row)!).size;
+    server.faults.failNext(
+      1,
+      { kind: 'replace_file', extraBytes: 100 },
+      { fileId: String(row.id) },
+    );
+    const replaced = await get(`/api/files/${String(row.id)}/content`);
+    expect(replaced.status).toBe(200);
+    expect(replaced.body.length).toBe(oldSize + 100);
+    expect(replaced.headers['content-length']).toBe(String(oldSize + 100));
+    const after = dataset.get('files', row.id)!;
+    expect(after.content_size).toBe(oldSize + 100);
+    expect(after.updated_at).not.toBe(before.updated_at);
+    expect(after.id).toBe(before.id);
+    const again = await get(`/api/files/${String(row.id)}/content`);
+    expect(again.body.equals(replaced.body)).toBe(true);
+    expect(contentDigest(server.fileContent(after)!).sha256).toBe(
+      createHash('sha256').update(replaced.body).digest('hex'),
+    );
+    // On any other request the fault is no fault: the answer is the server's own.
+    server.faults.failNext(1, { kind: 'replace_file' });
+    expect((await get('/api/export/users/')).status).toBe(200);
+  });
+});
+
 describe('HTTP source: file contents', () => {
   it('retries resets, cut-off bodies, 5xx and 429 within one request count, then stores the bytes', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 12, seed: 2 });

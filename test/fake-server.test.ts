@@ -695,6 +695,45 @@ describe('faults', () => {
     expect(answer.json).toEqual({ detail: 'Rate limit exceeded.', available_in: 7 });
   });
 
+  it('injects a 503 with Retry-After, JSON or a proxy page', async () => {
+    const { server } = await start();
+    server.faults.failNext(1, { kind: 'status', status: 503, retryAfterSeconds: 600 });
+    server.faults.failNext(1, { kind: 'status', status: 503, html: true, retryAfterSeconds: 30 });
+    const json = await get(server, '/api/export/manifest/', {});
+    expect(json.status).toBe(503);
+    expect(json.headers.get('retry-after')).toBe('600');
+    expect(json.json).toEqual({ detail: 'A server error occurred.' });
+    const html = await get(server, '/api/export/users/');
+    expect(html.headers.get('retry-after')).toBe('30');
+    expect(html.text).toContain('503 Service Temporarily Unavailable');
+    // Without the option, no Retry-After: the real server's own 5xx do not send one.
+    server.faults.failNext(1, { kind: 'status', status: 503 });
+    expect((await get(server, '/api/export/users/')).headers.get('retry-after')).toBeNull();
+  });
+
+  it('sends rate-limit headers as a proxy rewrote them: on one answer (fault) or on every one (option)', async () => {
+    const { server } = await start({ rateLimit: { limit: 50, windowSeconds: 300 } });
+    server.faults.failNext(
+      1,
+      { kind: 'proxy_headers', headers: { 'X-RateLimit-Limit': '', 'x-ratelimit-reset': '-1' } },
+      { resource: 'users' },
+    );
+    const rewritten = await get(server, '/api/export/users/');
+    expect(rewritten.status).toBe(200);
+    expect(rewritten.headers.get('x-ratelimit-limit')).toBe('');
+    expect(rewritten.headers.get('x-ratelimit-reset')).toBe('-1');
+    expect(rewritten.headers.get('x-ratelimit-remaining')).toBe('49');
+    expect(rewritten.json).toHaveProperty('results');
+    expect((await get(server, '/api/export/users/')).headers.get('x-ratelimit-limit')).toBe('50');
+
+    server.options.proxyHeaders = { 'x-ratelimit-limit': '0' };
+    for (const path of ['/api/export/team/', '/api/export/users/', '/api/export/nope/']) {
+      expect((await get(server, path)).headers.get('x-ratelimit-limit')).toBe('0');
+    }
+    server.options.proxyHeaders = undefined;
+    expect((await get(server, '/api/export/team/')).headers.get('x-ratelimit-limit')).toBe('50');
+  });
+
   it('drops the connection without an answer', async () => {
     const { server } = await start();
     server.faults.failNext(1, { kind: 'drop' }, { resource: 'users' });

@@ -165,7 +165,7 @@ describe.each(testDialects)('file contents (%s)', (dialect) => {
     const down = await sync();
     expect(down.code).toBe(3);
     expect(down.stdout).toMatch(
-      /problem: The files step stopped early: GET files\/\d+\/content failed after 4 attempts: HTTP 500/,
+      /problem: The files step stopped early: at file \d+: GET files\/\d+\/content failed after 4 attempts: HTTP 500/,
     );
     expect(
       (await readLedger(warehouse)).find((row) => row.file_id === String(first!.id))?.attempts,

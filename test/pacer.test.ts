@@ -208,7 +208,7 @@ describe('RequestPacer with a fake clock', () => {
         const ticket = await pacer.beforeRequest();
         const response = budget.request();
         await new Promise((resolve) => setImmediate(resolve));
-        pacer.observe(readRateLimitHeaders(response.headers), ticket);
+        pacer.observe(readRateLimitHeaders(response.headers).reading, ticket);
         answered += 1;
       }
     };
@@ -232,7 +232,7 @@ describe('RequestPacer with a fake clock', () => {
         await pacer.beforeRequest();
         delays.push({ remainingBefore: remaining, delay: clock.now() - before });
         const response = budget.request();
-        pacer.observe(readRateLimitHeaders(response.headers));
+        pacer.observe(readRateLimitHeaders(response.headers).reading);
         remaining = Number(response.headers['x-ratelimit-remaining']);
       }
       expect(budget.statuses.filter((status) => status === 429)).toEqual([]);
@@ -256,21 +256,62 @@ describe('RequestPacer with a fake clock', () => {
 });
 
 describe('readRateLimitHeaders', () => {
-  it('reads the three headers and ignores junk', () => {
+  it('reads the three headers; a repeated header counts once; a missing one is absent', () => {
     expect(
       readRateLimitHeaders({
         'x-ratelimit-limit': '2000',
         'x-ratelimit-remaining': '17',
         'x-ratelimit-reset': '42',
       }),
-    ).toEqual({ limit: 2000, remaining: 17, resetSeconds: 42 });
+    ).toEqual({ reading: { limit: 2000, remaining: 17, resetSeconds: 42 }, unusable: [] });
     expect(
-      readRateLimitHeaders({ 'x-ratelimit-remaining': 'lots', 'x-ratelimit-reset': ['5', '6'] }),
+      readRateLimitHeaders({ 'x-ratelimit-remaining': ['0', '6'], 'x-ratelimit-reset': '0' }),
     ).toEqual({
-      limit: undefined,
-      remaining: undefined,
-      resetSeconds: 5,
+      reading: { limit: undefined, remaining: 0, resetSeconds: 0 },
+      unusable: [],
     });
+  });
+
+  it.each([
+    ['x-ratelimit-limit', ''],
+    ['x-ratelimit-limit', '0'],
+    ['x-ratelimit-limit', '-5'],
+    ['x-ratelimit-limit', 'lots'],
+    ['x-ratelimit-limit', '0.5'],
+    ['x-ratelimit-limit', '0x10'],
+    ['x-ratelimit-remaining', ' '],
+    ['x-ratelimit-remaining', '-1'],
+    ['x-ratelimit-remaining', 'NaN'],
+    ['x-ratelimit-reset', ''],
+    ['x-ratelimit-reset', '-3'],
+    ['x-ratelimit-reset', 'Infinity'],
+  ])('a %s of %j makes the answer no reading, and names it', (header, value) => {
+    const valid = {
+      'x-ratelimit-limit': '2000',
+      'x-ratelimit-remaining': '0',
+      'x-ratelimit-reset': '30',
+    };
+    const { reading, unusable } = readRateLimitHeaders({ ...valid, [header]: value });
+    expect(reading).toEqual({});
+    const names: Record<string, string> = {
+      'x-ratelimit-limit': 'X-RateLimit-Limit',
+      'x-ratelimit-remaining': 'X-RateLimit-Remaining',
+      'x-ratelimit-reset': 'X-RateLimit-Reset',
+    };
+    expect(unusable).toEqual([{ name: names[header], value }]);
+  });
+});
+
+describe('RequestPacer never waits for an answer that cannot come', () => {
+  it('past the window of any reading (a limit of 0 too), with nothing in flight, goes at once', async () => {
+    const clock = new FakeClock();
+    const pacer = new RequestPacer(0, clock);
+    const first = await pacer.beforeRequest();
+    // Given as is (readRateLimitHeaders would have refused it): nothing left, a limit of 0.
+    pacer.observe({ limit: 0, remaining: 0, resetSeconds: 1 }, first);
+    // Waits for the window to end; then nothing is in flight, so no answer is waited for.
+    await pacer.beforeRequest();
+    expect(clock.sleeps).toEqual([1_000 + RESET_MARGIN_MS]);
   });
 });
 

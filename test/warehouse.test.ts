@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
-import { LockHeldError, UnsafeNameError, WarehouseError } from '../src/errors.js';
+import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '../src/errors.js';
 import { COPY_MIN_ROWS } from '../src/warehouse/postgres/copy-upsert.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
@@ -52,6 +52,8 @@ interface TestDatabase {
   query(sqlText: string, params?: unknown[]): Promise<QueryRow[]>;
   /** Makes the database itself reject inserting row `id` into `table` (a mid-page failure). */
   injectFailure(table: string, id: number): Promise<void>;
+  /** SQLite: the side file whose lock is the writer lock. */
+  lockFile?: string;
   dispose(): Promise<void>;
 }
 
@@ -90,6 +92,7 @@ const sqliteHarness: DialectHarness = {
       return raw;
     };
     return {
+      lockFile: `${path}-lock`,
       async open(options) {
         const warehouse = await openWarehouse({ url: path, ...options });
         opened.push(warehouse);
@@ -1397,7 +1400,7 @@ for (const harness of dialects) {
         expect(await count(db, 'SELECT count(*) AS n FROM _ocs_lock')).toBe(0);
       });
 
-      it('takes over the lock of a process that no longer exists', async () => {
+      it('takes over the record of a process that no longer exists', async () => {
         const pid = await deadPid();
         const now = new Date().toISOString();
         await db.query(
@@ -1409,33 +1412,71 @@ for (const harness of dialects) {
         const lock = await other.acquireLock(0);
         expect(logger.warn).toHaveBeenCalledWith(
           expect.objectContaining({ holder: expect.objectContaining({ pid }) }),
-          expect.stringMatching(/stale/),
+          expect.stringMatching(/ended without releasing it/),
         );
         expect(await db.query('SELECT pid FROM _ocs_lock')).toEqual([{ pid: process.pid }]);
         await lock.release();
       });
 
-      it('takes over a lock whose heartbeat is too old, and honours a fresh one', async () => {
-        const old = new Date(Date.now() - 3600_000).toISOString();
+      it('judges only the lock itself: a fresh record of this very pid and host, or of another host, is taken over', async () => {
+        // What a container restarted after kill -9 finds: its own pid (1) and host name, a fresh heartbeat.
+        const fresh = new Date().toISOString();
+        for (const [pid, host] of [
+          [process.pid, hostname()],
+          [4242, 'some-other-host'],
+        ] as const) {
+          await db.query('DELETE FROM _ocs_lock');
+          await db.query(
+            'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
+            ['writer', pid, host, fresh, fresh, 'dead'],
+          );
+          const logger = { warn: vi.fn() };
+          const other = await db.open({ logger });
+          const lock = await other.acquireLock(0);
+          expect(logger.warn).toHaveBeenCalledOnce();
+          await lock.release();
+          await other.close();
+        }
+      });
+
+      it('closes the runs a dead holder left running as interrupted, ending at its last heartbeat', async () => {
+        const runId = await warehouse.startRun('incremental', null);
+        const beat = new Date(Date.now() + 1000).toISOString();
         await db.query(
           'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
-          ['writer', 4242, 'some-other-host', old, old, 'elsewhere'],
+          ['writer', 4242, 'some-other-host', beat, beat, 'dead'],
         );
         const logger = { warn: vi.fn() };
         const other = await db.open({ logger });
         const lock = await other.acquireLock(0);
-        expect(logger.warn).toHaveBeenCalledOnce();
+        expect(logger.warn).toHaveBeenCalledWith(
+          expect.objectContaining({ runs: [runId] }),
+          expect.stringMatching(/^Closed run \d+ as interrupted/),
+        );
+        const [run] = await db.query('SELECT status, finished_at, error FROM _ocs_runs');
+        expect(run?.status).toBe('interrupted');
+        expect(Date.parse(String(run?.finished_at))).toBe(Date.parse(beat));
+        expect(String(run?.error)).toMatch(/^Closed by the next start \(pid \d+ on /);
+        // Any run still running when the lock is taken is closed: its process let go without finishing it.
+        const own = await other.startRun('incremental', null);
         await lock.release();
+        const again = await other.acquireLock(0);
+        await again.release();
+        expect(
+          (await db.query('SELECT status FROM _ocs_runs WHERE id = ?', [own]))[0]?.status,
+        ).toBe('interrupted');
+      });
 
-        if (harness.name === 'sqlite') {
-          // On SQLite the heartbeat is the only sign of life of a holder on another host.
-          const fresh = new Date().toISOString();
-          await db.query(
-            'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
-            ['writer', 4242, 'some-other-host', fresh, fresh, 'elsewhere'],
-          );
-          await expect(other.acquireLock(0)).rejects.toThrow(/pid 4242 on some-other-host/);
-        }
+      it('stops waiting for the lock as soon as the signal aborts', async () => {
+        const lock = await warehouse.acquireLock(0);
+        const other = await db.open();
+        const controller = new AbortController();
+        const waiting = other.acquireLock(600_000, controller.signal);
+        controller.abort();
+        await expect(waiting).rejects.toThrow(/Stopped while waiting for the writer lock/);
+        await lock.release();
+        const taken = await other.acquireLock(0);
+        await taken.release();
       });
 
       it('keeps the heartbeat fresh and stops writing when the lock was taken away', async () => {
@@ -1452,12 +1493,19 @@ for (const harness of dialects) {
           },
           { timeout: 20_000, interval: 100 },
         );
-        await db.query('DELETE FROM _ocs_lock');
+        // SQLite: the side file is replaced (a second writer would lock the new one);
+        // PostgreSQL: the record is removed.
+        if (db.lockFile) {
+          rmSync(db.lockFile);
+          writeFileSync(db.lockFile, '');
+        } else {
+          await db.query('DELETE FROM _ocs_lock');
+        }
         await vi.waitFor(
           () =>
             expect(logger.warn).toHaveBeenCalledWith(
               expect.anything(),
-              expect.stringMatching(/took over/),
+              expect.stringMatching(/stopping writes/),
             ),
           {
             timeout: 20_000,
@@ -1495,6 +1543,26 @@ describe('openWarehouse (SQLite specifics)', () => {
   });
   afterEach(() => {
     rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('locks a private side file, and names it with the fix when it cannot be used', async () => {
+    const path = join(directory, 'ocs.db');
+    const warehouse = await openWarehouse({ url: path });
+    try {
+      const lock = await warehouse.acquireLock(0);
+      expect(statSync(`${path}-lock`).mode & 0o777).toBe(0o600);
+      expect(statSync(`${path}-lock`).size).toBe(0);
+      await lock.release();
+      writeFileSync(`${path}-lock`, 'not the lock file. '.repeat(10));
+      const error = await warehouse.acquireLock(0).catch((caught: unknown) => caught);
+      expect(describeError(error)).toMatch(
+        new RegExp(
+          `The writer lock file ${path}-lock of sqlite:${path} cannot be used: file is not a database\\n  hint: It is not the \\(empty\\) file ocs-sync locks`,
+        ),
+      );
+    } finally {
+      await warehouse.close();
+    }
   });
 
   it('names a parent folder that does not exist instead of creating it (a typo), and sets WAL', async () => {

@@ -23,14 +23,18 @@ export function checkpointLine(checkpoint: SignedCheckpoint): string {
 }
 
 /**
- * Appends the checkpoints newer than the file's last line (a run killed after storing its
- * checkpoint and before writing it here gets it written by the next run). Returns how many.
+ * Appends the checkpoints newer than the file's last whole checkpoint line (a run killed after
+ * storing its checkpoint and before writing it here gets it written by the next run). A last line
+ * cut short (a kill or a full disk mid-write) is a torn write, not a change: it is kept, never
+ * cut away (the file only grows, and a copy already shipped holds it too), ended with a line break,
+ * and the checkpoint it was is written whole after it; `audit verify` recognises it
+ * (`tornCheckpointLines`). Returns how many checkpoints it wrote, and whether it ended a torn line.
  */
 export async function appendCheckpoints(
   file: string,
   newerThan: (seq: number) => Promise<SignedCheckpoint[]>,
   modes: PrivateModes = DEFAULT_PRIVATE_MODES,
-): Promise<number> {
+): Promise<{ appended: number; tornLine: boolean }> {
   let handle;
   try {
     handle = await openPrivateAppendFile(file, modes);
@@ -42,22 +46,21 @@ export async function appendCheckpoints(
     const start = Math.max(0, size - TAIL_BYTES);
     const tail = Buffer.alloc(size - start);
     if (tail.length > 0) await handle.read(tail, 0, tail.length, start);
-    const lines = tail
-      .toString('utf8')
-      .split('\n')
-      .filter((line) => line.trim() !== '');
-    const last = lines.length > 0 ? parseLine(lines[lines.length - 1]!) : undefined;
-    const lastSeq = last && 'checkpoint' in last ? last.checkpoint.seq : 0;
-    const missing = await newerThan(lastSeq);
-    if (missing.length === 0) return 0;
-    // A file cut off mid-line (a disk that filled up) gets its next line on a line of its own.
-    const separator = tail.length > 0 && tail[tail.length - 1] !== 0x0a ? '\n' : '';
+    const lines = tail.toString('utf8').split('\n');
+    // After the last line break: '' in a whole file, else the start of a line cut short.
+    const fragment = lines.pop() ?? '';
+    // A tail read from mid-file starts mid-line.
+    if (start > 0) lines.shift();
+    const missing = await newerThan(lastCheckpointSeq(lines));
+    const tornLine = fragment !== '';
+    if (missing.length === 0 && !tornLine) return { appended: 0, tornLine };
     await handle.appendFile(
-      separator + missing.map((checkpoint) => `${checkpointLine(checkpoint)}\n`).join(''),
+      (tornLine ? '\n' : '') +
+        missing.map((checkpoint) => `${checkpointLine(checkpoint)}\n`).join(''),
       'utf8',
     );
     await handle.sync();
-    return missing.length;
+    return { appended: missing.length, tornLine };
   } catch (error) {
     throw fileError(file, error);
   } finally {
@@ -65,11 +68,39 @@ export async function appendCheckpoints(
   }
 }
 
+/** The sequence number of the last whole checkpoint line; 0 when there is none. */
+function lastCheckpointSeq(lines: readonly string[]): number {
+  for (let index = lines.length - 1; index >= 0; index -= 1) {
+    if (lines[index]!.trim() === '') continue;
+    const parsed = parseLine(lines[index]!);
+    if ('checkpoint' in parsed) return parsed.checkpoint.seq;
+  }
+  return 0;
+}
+
+/**
+ * Which unreadable lines are torn writes: a line that is the start of the line of a checkpoint
+ * in `signed` (whole elsewhere in the file, or in the warehouse) is what a crash or a full disk
+ * leaves, not a change. Returns the checkpoint each such line began, by line number.
+ */
+export function tornCheckpointLines(
+  file: CheckpointFile,
+  signed: readonly SignedCheckpoint[],
+): Map<number, SignedCheckpoint> {
+  const torn = new Map<number, SignedCheckpoint>();
+  const whole = signed.map((checkpoint) => ({ checkpoint, line: checkpointLine(checkpoint) }));
+  for (const { line, text } of file.unreadable) {
+    const begun = whole.find((candidate) => candidate.line.startsWith(text));
+    if (begun) torn.set(line, begun.checkpoint);
+  }
+  return torn;
+}
+
 export interface CheckpointFile {
   path: string;
   checkpoints: SignedCheckpoint[];
-  /** Lines that are not a checkpoint, with their line number (1-based). */
-  unreadable: Array<{ line: number; reason: string }>;
+  /** Lines that are not a checkpoint, with their line number (1-based) and their text. */
+  unreadable: Array<{ line: number; reason: string; text: string }>;
 }
 
 export async function readCheckpointFile(file: string): Promise<CheckpointFile> {
@@ -84,7 +115,7 @@ export async function readCheckpointFile(file: string): Promise<CheckpointFile> 
     if (line.trim() === '') return;
     const parsed = parseLine(line);
     if ('checkpoint' in parsed) result.checkpoints.push(parsed.checkpoint);
-    else result.unreadable.push({ line: index + 1, reason: parsed.reason });
+    else result.unreadable.push({ line: index + 1, reason: parsed.reason, text: line });
   });
   return result;
 }

@@ -19,7 +19,17 @@ export async function writeCheckpoint(
 ): Promise<AuditOutcome> {
   try {
     const checkpoint = await audit.checkpoint(signer);
-    const appended = await appendCheckpoints(file, (seq) => audit.checkpoints(seq), modes);
+    const { appended, tornLine } = await appendCheckpoints(
+      file,
+      (seq) => audit.checkpoints(seq),
+      modes,
+    );
+    if (tornLine) {
+      logger.warn(
+        { file },
+        'The last line of the checkpoint file was cut short (a crash or a full disk): it is kept on a line of its own, and the checkpoints after the last whole line are written whole after it',
+      );
+    }
     if (checkpoint) {
       logger.info(
         { run: checkpoint.run, seq: checkpoint.seq, key: keyId(signer.publicKey), file },

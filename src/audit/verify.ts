@@ -33,7 +33,7 @@ import {
 import { selectionKey } from '../export-api/selection.js';
 import { printable } from '../printable.js';
 import { rowContentHasher } from '../warehouse/canonical.js';
-import type { CheckpointFile } from './checkpoint-file.js';
+import { tornCheckpointLines, type CheckpointFile } from './checkpoint-file.js';
 import { keyId } from './key-id.js';
 import type { Problem } from './problems.js';
 import { replayRow } from './replay.js';
@@ -61,6 +61,8 @@ export interface VerifyReport {
   problems: Problem[];
   problemCount: number;
   first?: Problem;
+  /** What is worth knowing but changes nothing (a checkpoint line torn by a crash). */
+  warnings: string[];
 }
 
 export interface VerifyOptions {
@@ -174,7 +176,8 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
   const batchSize = options.batchSize ?? DEFAULT_BATCH;
   const findings = new Findings(options.problemLimit ?? 100);
   const stored = await snapshot.checkpoints();
-  const trusted = checkCheckpoints(stored, options, findings);
+  const warnings: string[] = [];
+  const trusted = checkCheckpoints(stored, options, findings, warnings);
   const chain = await walkChain(snapshot, trusted, batchSize, findings, options.onProgress);
   const counts = { tables: 0, versions: 0, liveRows: 0, records: 0 };
 
@@ -217,6 +220,7 @@ export async function verifyAudit(options: VerifyOptions): Promise<VerifyReport>
     problems,
     problemCount: findings.count,
     first: findings.first,
+    warnings,
   };
 }
 
@@ -247,15 +251,11 @@ function checkCheckpoints(
   stored: SignedCheckpoint[],
   options: VerifyOptions,
   findings: Findings,
+  warnings: string[],
 ): SignedCheckpoint[] {
   const file = options.checkpointFile;
-  for (const unreadable of file?.unreadable ?? []) {
-    findings.addChainBreak({
-      kind: 'checkpoint_edited',
-      detail: `line ${unreadable.line} of the checkpoint file ${file!.path} is ${unreadable.reason}`,
-    });
-  }
   const trusted = new Map<number, SignedCheckpoint>();
+  const signed: SignedCheckpoint[] = [];
   const judge = (checkpoint: SignedCheckpoint, where: string) => {
     const key = options.publicKey ?? checkpoint.key;
     if (options.publicKey !== undefined && checkpoint.key !== options.publicKey) {
@@ -274,6 +274,7 @@ function checkCheckpoints(
       });
       return;
     }
+    signed.push(checkpoint);
     if (!trusted.has(checkpoint.seq)) trusted.set(checkpoint.seq, checkpoint);
   };
   for (const checkpoint of stored) judge(checkpoint, '_ocs_audit_checkpoints');
@@ -298,7 +299,34 @@ function checkCheckpoints(
       }
     }
   }
+  if (file) checkUnreadableLines(file, signed, findings, warnings);
   return [...trusted.values()].sort((left, right) => left.seq - right.seq);
+}
+
+/**
+ * A line of the checkpoint file that is not a checkpoint is a change, unless it is the start of
+ * a signed checkpoint's line: what a crash or a full disk leaves of a write (a warning).
+ */
+function checkUnreadableLines(
+  file: CheckpointFile,
+  signed: readonly SignedCheckpoint[],
+  findings: Findings,
+  warnings: string[],
+): void {
+  const torn = tornCheckpointLines(file, signed);
+  for (const unreadable of file.unreadable) {
+    const begun = torn.get(unreadable.line);
+    if (begun) {
+      warnings.push(
+        `line ${unreadable.line} of the checkpoint file ${printable(file.path)} is cut short: it is the start of ${describeCheckpoint(begun)}, which is whole in ${file.checkpoints.includes(begun) ? 'the file' : '_ocs_audit_checkpoints'} (a write torn by a crash or a full disk, not a change)`,
+      );
+      continue;
+    }
+    findings.addChainBreak({
+      kind: 'checkpoint_edited',
+      detail: `line ${unreadable.line} of the checkpoint file ${file.path} is ${unreadable.reason}`,
+    });
+  }
 }
 
 /** Pass 1: the chain's links, its head row, and the signed heads it must pass through. */

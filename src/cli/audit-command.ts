@@ -138,6 +138,7 @@ function formatVerifyReport(report: VerifyReport): string {
     if (report.problemCount > 20)
       lines.push(`  … and ${report.problemCount - 20} more (--json lists up to 100).`);
   }
+  for (const warning of report.warnings) lines.push(`warning: ${warning}`);
   lines.push(
     `Checkpoints: ${checkpoints.stored} in the warehouse` +
       (checkpoints.filePath ? `, ${checkpoints.file} in ${checkpoints.filePath}` : '') +
@@ -187,6 +188,7 @@ function verifyJson(report: VerifyReport): Record<string, unknown> {
     problem_count: report.problemCount,
     first: report.first ? problem(report.first) : null,
     problems: report.problems.map(problem),
+    warnings: report.warnings,
   };
 }
 

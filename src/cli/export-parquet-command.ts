@@ -4,6 +4,7 @@ import type { CommandContext } from './context.js';
 import { warehouseTables } from './schema-report.js';
 import { createWarehouse } from './wiring.js';
 import { privateModes } from '../private-files.js';
+import { stopOnSignals } from './stop-signals.js';
 
 export async function runExportParquetCommand(
   context: CommandContext,
@@ -11,7 +12,11 @@ export async function runExportParquetCommand(
   options: { resources?: string; live?: boolean },
 ): Promise<number> {
   const config = context.config({ server: false });
-  const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
+  const logger = context.logger(config);
+  const warehouse = await createWarehouse(config, logger, { mustExist: true });
+  const stop = context.environment.signal
+    ? undefined
+    : stopOnSignals(logger, 'Stopping the export; removing what is not complete');
   try {
     const present = [...(await warehouseTables(warehouse)).keys()];
     const requested = options.resources
@@ -32,10 +37,17 @@ export async function runExportParquetCommand(
       tables,
       live: options.live ?? false,
       modes: privateModes(config.dataFileMode),
+      signal: context.environment.signal ?? stop?.signal,
       onTable: (file) => context.output.out(`${file.file}  ${file.rows} rows`),
+      onLeftoversRemoved: (paths) =>
+        logger.warn(
+          { paths },
+          `Removed ${paths.length} folder(s) an export that was killed left behind`,
+        ),
     });
     return ExitCode.ok;
   } finally {
+    stop?.dispose();
     await warehouse.close();
   }
 }

@@ -9,7 +9,9 @@ import { ExitCode, UsageError, describeError, exitCodeOf } from '../errors.js';
 import { LOG_FORMATS, LOG_LEVELS } from '../config/log-options.js';
 import type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 import { processOutput, terminalSafe } from './output.js';
+import { watchClosedPipes } from './closed-pipes.js';
 import { packageVersion } from '../package-info.js';
+import { installCrashGuard } from '../crash-guard.js';
 
 export type { CliEnvironment, CommandContext, GlobalOptions } from './context.js';
 
@@ -26,9 +28,13 @@ export function buildProgram(
   const program = new Command('ocs-sync');
   const { output } = environment;
   program
-    .description("Keep a local warehouse in step with one team's Open Chat Studio export.")
+    .description("Keep a local warehouse in step with one or many teams' Open Chat Studio export.")
     .version(packageVersion(), '-V, --version')
     .option('-c, --config <file>', 'YAML config file (environment and flags override it)')
+    .option(
+      '-t, --team <name>',
+      'with a teams: config, the team to work on (all: every team, for sync, check and status)',
+    )
     .option('-w, --warehouse <url>', 'warehouse: a file path, sqlite:PATH, or postgres://…')
     .option('--base-url <url>', 'server base URL (OCS_BASE_URL)')
     .option('--page-size <rows>', 'rows per page, 1..1000 (OCS_PAGE_SIZE)')
@@ -176,7 +182,14 @@ export function buildProgram(
 
   program
     .command('daemon')
-    .description('Sync at start, then on the schedule; serve /healthz and /metrics.')
+    .description(
+      'Sync at start, then on the schedule; serve /healthz, /livez and /metrics. With a teams: config, every team (or those of --teams or --shard).',
+    )
+    .option('--teams <names>', 'with a teams: config, only these teams (comma-separated)')
+    .option(
+      '--shard <i/n>',
+      "with a teams: config, only the teams of shard i of n (0 to n-1; a team's shard depends on its name and n only)",
+    )
     .action(lazy(async () => (await import('./daemon-command.js')).runDaemonCommand));
 
   program
@@ -248,30 +261,41 @@ export function buildProgram(
 
 /** Run the CLI; resolves to the exit code. Never throws. */
 export async function main(argv: string[], environment?: Partial<CliEnvironment>): Promise<number> {
+  // Only the real process has stdout and stderr a reader can close (closed-pipes.ts).
+  const pipes = environment === undefined ? watchClosedPipes(process, process) : undefined;
+  const exit = (code: number) => pipes?.exitCode(code) ?? code;
+  const output = environment?.output ?? processOutput;
   const env: CliEnvironment = {
     env: environment?.env ?? process.env,
-    output: terminalSafe(environment?.output ?? processOutput),
+    output: terminalSafe(pipes ? pipes.guard(output) : output),
     logStream: environment?.logStream,
     signal: environment?.signal,
     // Only the real process may ask a person; tests and embedders pass their own (or none).
     confirm: environment === undefined ? terminalConfirm() : environment.confirm,
   };
+  // The real process (not a test or an embedder calling main) ends cleanly on any crash.
+  if (environment === undefined) {
+    installCrashGuard({
+      write: (line) => env.output.err(line),
+      exit: (code) => process.exit(code),
+    });
+  }
   let exitCode: number = ExitCode.ok;
   const program = buildProgram(env, (code) => (exitCode = code));
   try {
     if (argv.length === 0) {
       program.outputHelp();
-      return ExitCode.usage;
+      return exit(ExitCode.usage);
     }
     await program.parseAsync(argv, { from: 'user' });
-    return exitCode;
+    return exit(exitCode);
   } catch (error) {
     if (error instanceof CommanderError) {
       const helpOrVersion = ['commander.helpDisplayed', 'commander.help', 'commander.version'];
-      return helpOrVersion.includes(error.code) ? ExitCode.ok : ExitCode.usage;
+      return exit(helpOrVersion.includes(error.code) ? ExitCode.ok : ExitCode.usage);
     }
     env.output.err(`ocs-sync: ${describeError(error)}`);
-    return error instanceof UsageError ? ExitCode.usage : exitCodeOf(error);
+    return exit(error instanceof UsageError ? ExitCode.usage : exitCodeOf(error));
   }
 }
 

@@ -163,13 +163,18 @@ export function formatRunLine(
   if (!run) return 'none';
   const parts = [
     `#${run.id} ${run.kind} ${run.status} ${formatAgo(run.startedAt, now)}`,
-    run.finishedAt ? `took ${formatDuration(run.durationMs)}` : 'still running',
+    run.finishedAt ? `took ${formatDuration(run.durationMs)}` : runningText(run, 'still running'),
     `${run.rows} rows`,
   ];
   const error = run.error
     ? `: ${options.errorWidth ? shorten(firstLine(run.error), options.errorWidth) : printable(run.error, { max: STORED_TEXT_LENGTH, keepNewlines: true })}`
     : '';
   return `${parts.join(', ')}${error}`;
+}
+
+/** How long a run took, for one that has not recorded its end: still going, or dead. */
+export function runningText(run: RunRecord, stillRunning: string): string {
+  return run.status === 'running' ? stillRunning : 'end not recorded';
 }
 
 /** "participants skipped: …" in the participants row says its name twice. */

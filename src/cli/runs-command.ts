@@ -5,7 +5,7 @@ import { openWarehouseReader } from '../warehouse/open.js';
 import type { RunRecord, WarehouseReader } from '../warehouse/reader.js';
 import { WHOLE_TEAM_KEY, describeChoice } from '../sync/chatbot-choice.js';
 import type { CommandContext } from './context.js';
-import { firstLine, formatTable, shorten } from './output.js';
+import { firstLine, formatTable, runningText, shorten } from './output.js';
 import { storedText } from '../printable.js';
 import { parseNumberOption } from './option-values.js';
 import { formatAgo, formatDuration } from './time-text.js';
@@ -67,7 +67,7 @@ export async function runRunsCommand(
         run.kind,
         run.status,
         formatAgo(run.startedAt, now),
-        run.finishedAt ? formatDuration(run.durationMs) : 'running',
+        run.finishedAt ? formatDuration(run.durationMs) : runningText(run, 'running'),
         run.rows,
         run.pages,
         run.requests,
@@ -114,7 +114,9 @@ export async function runRunsShowCommand(
   const out = (line: string) => context.output.out(line);
   out(`Run ${run.id} (${run.kind}): ${run.status}`);
   out(`  started   ${run.startedAt} (${formatAgo(run.startedAt, now)})`);
-  out(`  took      ${run.finishedAt ? formatDuration(run.durationMs) : 'still running'}`);
+  out(
+    `  took      ${run.finishedAt ? formatDuration(run.durationMs) : runningText(run, 'still running')}`,
+  );
   out(`  rows      ${run.rows} in ${run.pages} pages, ${run.requests} requests`);
   if (run.schemaChecksum) out(`  schema    ${run.schemaChecksum}`);
   if (run.selectionKey !== null) {

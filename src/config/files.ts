@@ -14,7 +14,7 @@ export interface FilesConfig {
     dir: string | undefined;
     /** Downloads at once. */
     concurrency: number;
-    /** Largest file fetched when its row gives no `content_size` (and never more), in MiB. */
+    /** Largest file fetched, whatever its row's `content_size` says, in MiB. */
     maxFileMib: number;
     /** Deadline of one file download, headers and body, in seconds. */
     requestTimeoutSeconds: number;

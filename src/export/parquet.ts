@@ -6,15 +6,17 @@
  * large the table; DuckDB then copies the staging table to Parquet. Each file is written into a
  * 0700 folder beside its final place and moved there when complete, so a reader never sees half a
  * file, and no one else sees it at all while DuckDB writes it (DuckDB creates files with the
- * default mode). The files hold team data (opened secrets too, under the `plaintext` policy): they
+ * default mode). Neither folder outlives the export, nor one a killed export left
+ * (scratch-folders.ts). The files hold team data (opened secrets too, under the `plaintext` policy): they
  * are private, 0600 by default (`data_file_mode`).
  */
 import { DuckDBInstance, type DuckDBAppender, type DuckDBConnection } from '@duckdb/node-api';
-import { chmodSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { ColumnSpec, ColumnType, StoredRow, Warehouse } from '../interfaces.js';
-import { WarehouseError } from '../errors.js';
+import { InterruptedError, WarehouseError } from '../errors.js';
+import { ScratchFolder, removeAbandonedScratchFolders } from './scratch-folders.js';
 import { quoteIdentifier as q } from '../warehouse/identifiers.js';
 import { OWN_COLUMNS } from '../warehouse/table-definitions.js';
 import { toJsonText } from '../warehouse/values.js';
@@ -35,8 +37,16 @@ export interface ParquetExportOptions {
   memoryLimit?: string;
   /** Modes of the files and of the folder when it is created (default 0600 / 0700). */
   modes?: PrivateModes;
+  /** Stops the export at the next batch (or statement): InterruptedError, nothing left behind. */
+  signal?: AbortSignal;
   onTable?(result: ParquetFile): void;
+  /** Told of the folders a killed export left, removed before this one starts. */
+  onLeftoversRemoved?(paths: string[]): void;
 }
+
+/** Where files are written until complete (beside them), and the staging database (TMPDIR). */
+const PARTIAL_PREFIX = '.partial-';
+const STAGING_PREFIX = 'ocs-parquet-';
 
 export interface ParquetFile {
   table: string;
@@ -112,38 +122,64 @@ export async function exportParquet(
 ): Promise<ParquetFile[]> {
   const directory = resolve(options.directory);
   makePrivateFolderSync(directory, options.modes);
-  // mkdtemp makes 0700 folders: the staging database, and the Parquet files being written.
-  const writing = mkdtempSync(join(directory, '.partial-'));
-  const staging = mkdtempSync(join(tmpdir(), 'ocs-parquet-'));
-  const instance = await DuckDBInstance.create(join(staging, 'stage.duckdb'), {
-    memory_limit: options.memoryLimit ?? '128MB',
-    threads: '1',
-    temp_directory: join(staging, 'spill'),
-    // Nothing is ever fetched from the network.
-    autoinstall_known_extensions: 'false',
-    autoload_known_extensions: 'false',
-  });
-  const connection = await instance.connect();
+  const removed = [
+    ...removeAbandonedScratchFolders(directory, PARTIAL_PREFIX),
+    ...removeAbandonedScratchFolders(tmpdir(), STAGING_PREFIX),
+  ];
+  if (removed.length > 0) options.onLeftoversRemoved?.(removed);
+  const { signal } = options;
+  stopIfAsked(signal);
+  // 0700 folders: the Parquet files being written, and the staging database.
+  const writing = await ScratchFolder.create(directory, PARTIAL_PREFIX);
+  let staging: ScratchFolder | undefined;
+  let instance: DuckDBInstance | undefined;
+  let connection: DuckDBConnection | undefined;
+  // A statement in progress (a COPY of a large table) stops when asked, too.
+  const interrupt = () => connection?.interrupt();
+  signal?.addEventListener('abort', interrupt);
   const results: ParquetFile[] = [];
   try {
+    staging = await ScratchFolder.create(tmpdir(), STAGING_PREFIX);
+    instance = await DuckDBInstance.create(join(staging.path, 'stage.duckdb'), {
+      memory_limit: options.memoryLimit ?? '128MB',
+      threads: '1',
+      temp_directory: join(staging.path, 'spill'),
+      // Nothing is ever fetched from the network.
+      autoinstall_known_extensions: 'false',
+      autoload_known_extensions: 'false',
+    });
+    connection = await instance.connect();
     for (const table of options.tables) {
       const result = await exportTable(
         warehouse,
         connection,
         table,
-        { directory, writing },
+        { directory, writing: writing.path },
         options,
       );
       results.push(result);
       options.onTable?.(result);
     }
+  } catch (error) {
+    stopIfAsked(signal);
+    throw error;
   } finally {
-    connection.closeSync();
-    instance.closeSync();
-    rmSync(staging, { recursive: true, force: true });
-    rmSync(writing, { recursive: true, force: true });
+    signal?.removeEventListener('abort', interrupt);
+    connection?.closeSync();
+    instance?.closeSync();
+    staging?.remove();
+    writing.remove();
   }
   return results;
+}
+
+/** Throws InterruptedError when the export was asked to stop (SIGINT, SIGTERM). */
+function stopIfAsked(signal: AbortSignal | undefined): void {
+  if (signal?.aborted) {
+    throw new InterruptedError(
+      'The export was stopped; the files already complete are kept, nothing half-written is left.',
+    );
+  }
 }
 
 async function exportTable(
@@ -170,6 +206,7 @@ async function exportTable(
   let afterId: string | null = null;
   try {
     for (;;) {
+      stopIfAsked(options.signal);
       const batch: StoredRow[] = await warehouse.readRows({
         table,
         columns: dataColumns,

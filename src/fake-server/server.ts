@@ -1,8 +1,9 @@
 /**
  * A faithful double of the Open Chat Studio team-export API (REFERENCE.md), over real HTTP: auth,
  * paging, sealing, rate limiting and error bodies as the real server answers them, plus
- * deterministic fault knobs (5xx, HTML proxy pages, 429, dropped connections, truncated bodies,
- * latency) for tests, `ocs-sync demo` and the benchmark.
+ * deterministic fault knobs (faults.ts: 5xx, HTML proxy pages, 429, a 503 with Retry-After,
+ * dropped connections, truncated bodies, latency, headers a proxy rewrote, a file replaced under
+ * its row) for tests, `ocs-sync demo`, the benchmark and the soak.
  */
 import { djangoNotFound } from '../export-api/pages.js';
 import { createPublicKey, type KeyObject } from 'node:crypto';
@@ -14,7 +15,6 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { stringify as stringifyLossless } from 'lossless-json';
 import { stringify as stringifyYaml } from 'yaml';
 import type { CursorKind, Row } from '../interfaces.js';
 import { sealValue } from '../sealing/seal.js';
@@ -24,8 +24,6 @@ import {
   lastParam,
   parsePythonInt,
 } from '../export-api/cursor.js';
-import type { FakeDataset } from './dataset.js';
-import type { FixtureResource } from './fixture-schema.js';
 import {
   manifestFromFixture,
   openApiFromFixture,
@@ -33,7 +31,6 @@ import {
   type FakeManifestDocument,
   type FakeManifestEntry,
 } from './openapi.js';
-import { SeededRandom } from './random.js';
 import { ChatbotScopeView, scopeClassOfModel } from './chatbot-scope.js';
 import { SELECTION_CHANGED_DETAIL, selectionKey } from '../export-api/selection.js';
 import {
@@ -41,214 +38,45 @@ import {
   contentSize,
   guessContentType,
   sampleFileContent,
-  type FakeFileContentFor,
+  type FakeFileContent,
 } from './file-contents.js';
+import {
+  JSON_TYPE,
+  createFaultQueue,
+  faultReply,
+  jsonReply,
+  proxiedHeaders,
+  type FakeFault,
+  type Reply,
+} from './faults.js';
 
-export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
-export const DEFAULT_MEMBER_API_KEY = 'test-member-key';
+export type { FakeFault, FaultController, FaultMatch, RandomFaults } from './faults.js';
 
-/** What the server does instead of (or before) answering a request normally. */
-export type FakeFault =
-  /** An error status. 5xx bodies are JSON `{"detail"}`, or a proxy's HTML page with `html`. */
-  | { kind: 'status'; status: number; html?: boolean; body?: unknown }
-  /** A 429 with `Retry-After` and the real body, whatever the budget says. */
-  | { kind: 'rate_limit'; retryAfterSeconds: number }
-  /** The socket is destroyed without an answer. */
-  | { kind: 'drop' }
-  /**
-   * The real answer is computed, then only part of its body is sent: by default chunked and
-   * ended cleanly (a 200 whose JSON does not parse); with `declareLength` the full
-   * Content-Length is announced and the socket is destroyed mid-body.
-   */
-  | { kind: 'truncate'; declareLength?: boolean }
-  /** The answer is delayed by `ms`, then served normally. */
-  | { kind: 'latency'; ms: number };
+import {
+  DEFAULT_ADMIN_API_KEY,
+  DEFAULT_MEMBER_API_KEY,
+  FILE_CONTENT_ENDPOINT,
+  type ChoiceController,
+  type FakeServer,
+  type FakeServerOptions,
+  type PageServedInfo,
+  type RequestLogEntry,
+} from './options.js';
 
-export interface FaultMatch {
-  /**
-   * Endpoint name: a resource, or `manifest`, `team`, `schema`, or `file_content`
-   * (`/api/files/{id}/content`). Absent: any request.
-   */
-  resource?: string;
-  /** Only file content requests for this file id. */
-  fileId?: string;
-}
+export {
+  DEFAULT_ADMIN_API_KEY,
+  DEFAULT_MEMBER_API_KEY,
+  FILE_CONTENT_ENDPOINT,
+  type ChoiceController,
+  type FakeServer,
+  type FakeServerOptions,
+  type FileContentProgress,
+  type PageServedInfo,
+  type RequestLogEntry,
+} from './options.js';
+import { markFloats, serializeJson } from './python-json.js';
 
-/** The endpoint name of `GET /api/files/{id}/content` in faults and the request log. */
-export const FILE_CONTENT_ENDPOINT = 'file_content';
-
-export interface FileContentProgress {
-  fileId: string;
-  /** Bytes of the body written so far, and the whole body's size. */
-  sentBytes: number;
-  size: number;
-}
-
-export interface PageServedInfo {
-  resource: string;
-  /** 0 for a request without cursor, then 1, 2, ... for the following pages of that walk. */
-  pageIndex: number;
-  /** The rows of the page as stored (before sealing). */
-  rows: Row[];
-  cursor: string | null;
-  hasMore: boolean;
-}
-
-export interface RequestLogEntry {
-  method: string;
-  path: string;
-  query: Record<string, string>;
-  /** The HTTP status sent; 0 when the connection was dropped without an answer. */
-  status: number;
-  /** `manifest`, `team`, `schema`, a resource name, or undefined for other paths. */
-  endpoint?: string;
-  /** Set for requests to a resource of the served manifest (whatever the answer), not others. */
-  resource?: string;
-  /** The injected fault, if any. */
-  fault?: FakeFault['kind'];
-}
-
-export interface FakeServerOptions {
-  dataset: FakeDataset;
-  /** The fixture the documents are built from (default: `dataset.fixture`). */
-  fixture?: FixtureResource[];
-  /** Serve this OpenAPI document (e.g. the real one) instead of one built from the fixture. */
-  openApi?: unknown;
-  /** Serve this manifest (real shape; `schema_checksum` is added when missing). */
-  manifest?: unknown;
-  /** Default: admin `test-admin-key`, non-admin `test-member-key`. */
-  apiKeys?: { admin: string[]; nonAdmin: string[] };
-  /**
-   * The team's registered public key (PEM). Without it sealed resources answer 400 and `team/`
-   * says `has_public_key: false`. Which fields are sealed is the fixture's `sealedFields`.
-   */
-  teamPublicKeyPem?: string;
-  /** Fields of the team object to override. */
-  team?: Record<string, unknown>;
-  /** Default true; false makes `schema/` answer 404. */
-  serveOpenApi?: boolean;
-  /** The team's API budget: a fixed window of `limit` requests per `windowSeconds`. */
-  rateLimit?: { limit: number; windowSeconds: number };
-  /** Delay before every resource page. */
-  pageLatencyMs?: number;
-  /**
-   * Benchmark only: each page's body as built, by resource, cursor, limit and selection. A page
-   * found here is sent as it is, without building it again (nor calling onPageServed), so the
-   * server costs next to nothing; whoever fills it clears it when the data changes.
-   */
-  pageBodies?: Map<string, Buffer>;
-  /** Answer pages as a bare JSON array of rows (the interface document's loose form). */
-  bareArrayPages?: boolean;
-  /**
-   * Test only. `results-first` writes `results` before `cursor` and `has_more`, as another server
-   * version or a proxy that re-encodes JSON might (the real server writes them first).
-   */
-  pageKeyOrder?: 'server' | 'results-first';
-  /**
-   * Test only. A page head that lies: the body starts with these `cursor`/`has_more` values and
-   * ends with the true ones, the keys sent twice (JSON parsers keep the last).
-   */
-  pageHeadLie?: (info: PageServedInfo) => { cursor?: string | null; hasMore?: boolean } | undefined;
-  /**
-   * Test only. Each page's body is sent up to the start of its rows (`"results":[`), then this is
-   * awaited before the rest is sent (tests hold a body's tail until the next request arrives).
-   */
-  beforePageTail?: (info: PageServedInfo) => Promise<void>;
-  /** Served instead of the computed schema checksum. */
-  manifestChecksum?: string;
-  /** Faults at a seeded random rate (for the demo). */
-  randomFaults?: { seed: number; rate: number; kinds: FakeFault[]; resources?: string[] };
-  /** Called right after a page is produced, before it is sent (tests edit rows here). */
-  onPageServed?: (info: PageServedInfo) => void | Promise<void>;
-  /** Rewrites the manifest before it is served and used for routing (hostile-server tests). */
-  transformManifest?: (manifest: FakeManifestDocument) => FakeManifestDocument;
-  /**
-   * The bytes of each `files` row (default: `sampleFileContent`); null answers 404 as the real
-   * server does for a row without a blob.
-   */
-  fileContent?: FakeFileContentFor;
-  /** Called after each chunk of a file content body is written (tests kill clients here). */
-  onFileContent?: (progress: FileContentProgress) => void | Promise<void>;
-  /**
-   * Seal every value afresh on every request, as the real server does (default: once per row
-   * version, which only saves time), for tests of what a client makes of new sealed text.
-   */
-  sealAfresh?: boolean;
-  /** Rewrites each row as sent (after sealing). */
-  transformRow?: (resource: string, row: Record<string, unknown>) => Record<string, unknown>;
-  /**
-   * Speak the next server version's export scoped to chosen chatbots (REFERENCE.md, last section):
-   * every manifest entry gets `scope`, `team/` gets `exportable_chatbots` and `require_mfa`, a
-   * `selection` that is not the current choice's key gets the 409, and pages serve only what the
-   * choice reaches (chatbot-scope.ts). `chosen`: public ids of working-version chatbots (empty:
-   * the whole team). Change it with `server.choice`.
-   */
-  chatbotChoice?: { chosen: string[] };
-  host?: string;
-  /** Default 0: any free port. */
-  port?: number;
-  /** Clock for the rate-limit window, in milliseconds (default Date.now). */
-  now?: () => number;
-}
-
-export interface FaultController {
-  /** The next `count` requests matching `match` get `fault`; queued faults apply in order. */
-  failNext(count: number, fault: FakeFault, match?: FaultMatch): void;
-  /** Forget every queued fault. */
-  clear(): void;
-  /** How many queued faults are left. */
-  pending(): number;
-}
-
-/** The team's chatbot choice on a server started with `chatbotChoice`. */
-export interface ChoiceController {
-  /** Public ids of the chosen chatbots, as set (empty: the whole team). */
-  current(): string[];
-  set(publicIds: string[]): void;
-  /** Sets the choice once `requests` more requests have arrived, before the next one is answered. */
-  changeAfter(requests: number, publicIds: string[]): void;
-  /** The selection key of the choice now (chosen chatbots deleted since do not count). */
-  key(): string;
-  /** What `team/` lists now. */
-  exportable(): Array<{ public_id: string; name: string }>;
-}
-
-export interface FakeServer {
-  /** Base URL without trailing slash, e.g. `http://127.0.0.1:40123`. */
-  readonly url: string;
-  readonly dataset: FakeDataset;
-  /** Present when started with `chatbotChoice`. */
-  readonly choice?: ChoiceController;
-  /** The live options: changes (onPageServed, pageLatencyMs, keys, ...) apply to the next request. */
-  readonly options: FakeServerOptions;
-  readonly faults: FaultController;
-  readonly requests: RequestLogEntry[];
-  /** The manifest as currently served. */
-  manifest(): FakeManifestDocument;
-  /** The OpenAPI document as currently served. */
-  openApi(): unknown;
-  /** Serve new documents (a schema change on the server); rows are not touched. */
-  setSchema(
-    documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown },
-  ): void;
-  close(): Promise<void>;
-}
-
-interface Reply {
-  status: number;
-  headers: OutgoingHttpHeaders;
-  body: string;
-  /** The body as bytes already (a page kept in pageBodies); `body` is then unused. */
-  bytes?: Buffer;
-  /** Send the body's first `at` characters, await `tail`, then the rest (beforePageTail). */
-  split?: { at: number; tail: () => Promise<void> };
-}
-
-interface QueuedFault {
-  remaining: number;
-  fault: FakeFault;
-  match: FaultMatch;
-}
+export { serializeJson } from './python-json.js';
 
 interface ServedDocuments {
   openApi: unknown;
@@ -261,71 +89,12 @@ interface ServedDocuments {
   json?: string;
 }
 
-const jsonType = 'application/json';
 const notProvided = 'Authentication credentials were not provided.';
 const invalidToken = 'Invalid token.';
 const forbidden = 'You do not have permission to perform this action.';
 const noPublicKey = 'Team has no registered public key; secret data cannot be sealed.';
 const defaultLimit = 100;
 const maxLimit = 1000;
-const floatMarker = '\u0001ocs-float:';
-const floatMarkerPattern = /"\\u0001ocs-float:(-?\d+)"/g;
-
-const reasonPhrases: Record<number, string> = {
-  500: 'Internal Server Error',
-  502: 'Bad Gateway',
-  503: 'Service Temporarily Unavailable',
-  504: 'Gateway Time-out',
-};
-
-function jsonReply(status: number, value: unknown, headers: OutgoingHttpHeaders = {}): Reply {
-  return {
-    status,
-    headers: { 'content-type': jsonType, vary: 'Accept', ...headers },
-    body: JSON.stringify(value),
-  };
-}
-
-function proxyErrorPage(status: number): Reply {
-  const title = `${status} ${reasonPhrases[status] ?? 'Error'}`;
-  return {
-    status,
-    headers: { 'content-type': 'text/html' },
-    body: `<html>\r\n<head><title>${title}</title></head>\r\n<body>\r\n<center><h1>${title}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n`,
-  };
-}
-
-function defaultErrorBody(status: number): unknown {
-  switch (status) {
-    case 400:
-      return ['Invalid pagination cursor.'];
-    case 401:
-      return { detail: invalidToken };
-    case 403:
-      return { detail: forbidden };
-    case 404:
-      return { detail: 'Unknown resource.' };
-    case 429:
-      return { detail: 'Rate limit exceeded.', available_in: 1 };
-    default:
-      return { detail: status >= 500 ? 'A server error occurred.' : `HTTP ${status}` };
-  }
-}
-
-function faultReply(fault: Extract<FakeFault, { kind: 'status' | 'rate_limit' }>): Reply {
-  if (fault.kind === 'rate_limit') {
-    const seconds = Math.max(0, Math.ceil(fault.retryAfterSeconds));
-    return jsonReply(
-      429,
-      { detail: 'Rate limit exceeded.', available_in: seconds },
-      { 'retry-after': String(seconds) },
-    );
-  }
-  if (fault.html) return proxyErrorPage(fault.status);
-  const headers: OutgoingHttpHeaders =
-    fault.status === 401 ? { 'www-authenticate': 'Api-Key' } : {};
-  return jsonReply(fault.status, fault.body ?? defaultErrorBody(fault.status), headers);
-}
 
 /** Django's `FileResponse(as_attachment=True)` header, named after the row. */
 function attachmentDisposition(row: Row): string {
@@ -350,51 +119,14 @@ function asManifest(value: unknown): FakeManifestDocument {
   return value as FakeManifestDocument;
 }
 
-/** Python writes floats with a point: integral values of float fields get `.0` back. */
-function markFloats(row: Record<string, unknown>, fields: Set<string>): Record<string, unknown> {
-  let copy: Record<string, unknown> | undefined;
-  for (const field of fields) {
-    const value = row[field];
-    if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) < 1e16) {
-      copy ??= { ...row };
-      copy[field] = floatMarker + String(value);
-    } else if (
-      Array.isArray(value) &&
-      value.some((item) => typeof item === 'number' && Number.isInteger(item))
-    ) {
-      copy ??= { ...row };
-      copy[field] = value.map((item) =>
-        typeof item === 'number' && Number.isInteger(item) && Math.abs(item) < 1e16
-          ? floatMarker + String(item)
-          : item,
-      );
-    }
-  }
-  return copy ?? row;
-}
-
-/** JSON as the server writes it: 64-bit ids with every digit, floats in Python's form. */
-export function serializeJson(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value);
-  } catch (error) {
-    // Only bigint (ids past 2^53) makes JSON.stringify throw here; keep the plain path fast.
-    if (!(error instanceof TypeError)) throw error;
-    text = stringifyLossless(value) ?? 'null';
-  }
-  return text.includes('\\u0001ocs-float:') ? text.replace(floatMarkerPattern, '$1.0') : text;
-}
-
 export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
   const dataset = options.dataset;
   const requests: RequestLogEntry[] = [];
-  const queue: QueuedFault[] = [];
+  const faultQueue = createFaultQueue(() => options.randomFaults);
   const timers = new Set<NodeJS.Timeout>();
   const pageCounters = new Map<string, number>();
-  const randomFaultSource = options.randomFaults
-    ? new SeededRandom(options.randomFaults.seed)
-    : undefined;
+  /** Files replaced by a `replace_file` fault: what the server now holds for them. */
+  const replacedFiles = new Map<string, FakeFileContent>();
   let window: { start: number; count: number } | undefined;
   let documents: ServedDocuments | undefined;
   let documentSources: unknown[] = [];
@@ -476,36 +208,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return documents;
   };
 
-  const faults: FaultController = {
-    failNext(count, fault, match = {}) {
-      if (count > 0) queue.push({ remaining: Math.floor(count), fault, match });
-    },
-    clear() {
-      queue.length = 0;
-    },
-    pending() {
-      return queue.reduce((total, item) => total + item.remaining, 0);
-    },
-  };
-
-  const takeFault = (endpoint: string | undefined, fileId?: string): FakeFault | undefined => {
-    for (let index = 0; index < queue.length; index += 1) {
-      const item = queue[index] as QueuedFault;
-      if (item.match.resource !== undefined && item.match.resource !== endpoint) continue;
-      if (item.match.fileId !== undefined && item.match.fileId !== fileId) continue;
-      item.remaining -= 1;
-      if (item.remaining <= 0) queue.splice(index, 1);
-      return item.fault;
-    }
-    const random = options.randomFaults;
-    if (random && randomFaultSource && random.kinds.length > 0) {
-      if (random.resources && (endpoint === undefined || !random.resources.includes(endpoint))) {
-        return undefined;
-      }
-      if (randomFaultSource.chance(random.rate)) return randomFaultSource.pick(random.kinds);
-    }
-    return undefined;
-  };
+  const faults = faultQueue.controller;
+  const takeFault = faultQueue.take;
 
   const delay = (ms: number): Promise<void> =>
     new Promise((resolve) => {
@@ -637,7 +341,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       return {
         status: 200,
         headers: {
-          'content-type': jsonType,
+          'content-type': JSON_TYPE,
           vary: 'Accept',
           allow: 'GET, HEAD, OPTIONS',
           ...extraHeaders,
@@ -704,7 +408,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return {
       status: 200,
       headers: {
-        'content-type': jsonType,
+        'content-type': JSON_TYPE,
         vary: 'Accept',
         allow: 'GET, HEAD, OPTIONS',
         ...extraHeaders,
@@ -758,13 +462,23 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     return resourcePage(endpoint, entry, params, served, throttled.headers);
   };
 
+  /** The headers of an answer as the client gets them: a proxy's rewrites (option, fault) on top. */
+  const proxied = (headers: OutgoingHttpHeaders, fault: FakeFault | undefined) =>
+    proxiedHeaders(
+      headers,
+      options.proxyHeaders,
+      fault?.kind === 'proxy_headers' ? fault.headers : undefined,
+    );
+
   const send = (
     request: IncomingMessage,
     response: ServerResponse,
-    reply: Reply,
-    truncate?: Extract<FakeFault, { kind: 'truncate' }>,
+    served: Reply,
+    fault?: FakeFault,
   ): void => {
     if (response.destroyed) return;
+    const reply = { ...served, headers: proxied(served.headers, fault) };
+    const truncate = fault?.kind === 'truncate' ? fault : undefined;
     const body = reply.bytes ?? Buffer.from(reply.body, 'utf8');
     if (truncate) {
       const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
@@ -792,6 +506,22 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     response.end(request.method === 'HEAD' ? undefined : body);
   };
 
+  /** The bytes the server holds for a `files` row now; null: none (404). */
+  const contentOf = (row: Row): FakeFileContent | null =>
+    replacedFiles.get(String(row.id)) ?? (options.fileContent ?? sampleFileContent)(row);
+
+  /**
+   * Replaces a file's bytes by `extraBytes` more, as a person uploading a new version: the server
+   * sets the row's `content_size` from the new file and its `updated_at` moves (File.save).
+   */
+  const replaceFile = (row: Row, extraBytes: number): Row => {
+    const id = String(row.id);
+    const before = contentOf(row);
+    const size = (before === null ? 0 : contentSize(before)) + Math.max(1, Math.floor(extraBytes));
+    replacedFiles.set(id, { size, seed: `replaced:${id}:${dataset.now()}` });
+    return dataset.edit('files', [row.id], 'content_size' in row ? { content_size: size } : {})[0]!;
+  };
+
   /** `GET /api/files/{id}/content`: the raw bytes, as the server's FileResponse sends them. */
   const serveFileContent = async (
     request: IncomingMessage,
@@ -808,7 +538,8 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (fault?.kind === 'latency') await delay(fault.ms);
     const reply = (answer: Reply) => {
       log.status = answer.status;
-      send(request, response, answer);
+      // An error answer here is never cut short (`truncate` cuts the bytes below).
+      send(request, response, answer, fault?.kind === 'truncate' ? undefined : fault);
     };
     if (fault?.kind === 'status' || fault?.kind === 'rate_limit') return reply(faultReply(fault));
     const method = request.method ?? 'GET';
@@ -825,18 +556,25 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (refused) return reply(refused);
     const throttled = throttle();
     if (throttled.reply) return reply(throttled.reply);
-    const row = dataset.hasResource('files') ? dataset.get('files', fileId) : undefined;
-    const content = row ? (options.fileContent ?? sampleFileContent)(row) : null;
+    let row = dataset.hasResource('files') ? dataset.get('files', fileId) : undefined;
+    if (row && fault?.kind === 'replace_file') row = replaceFile(row, fault.extraBytes ?? 1024);
+    const content = row ? contentOf(row) : null;
     if (!row || !content) return reply(jsonReply(404, { detail: 'Not found.' }, throttled.headers));
 
     const size = contentSize(content);
     log.status = 200;
-    response.writeHead(200, {
-      'content-type': guessContentType(row.name),
-      'content-disposition': attachmentDisposition(row),
-      'content-length': String(size),
-      ...throttled.headers,
-    });
+    response.writeHead(
+      200,
+      proxied(
+        {
+          'content-type': guessContentType(row.name),
+          'content-disposition': attachmentDisposition(row),
+          'content-length': String(size),
+          ...throttled.headers,
+        },
+        fault,
+      ),
+    );
     if (method === 'HEAD') {
       response.end();
       return;
@@ -973,7 +711,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       }
     }
     log.status = reply.status;
-    send(request, response, reply, fault?.kind === 'truncate' ? fault : undefined);
+    send(request, response, reply, fault);
   };
 
   const server: Server = createServer({ keepAlive: true }, (request, response) => {
@@ -981,7 +719,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     request.resume();
     handle(request, response).catch((error: unknown) => {
       if (!response.headersSent && !response.destroyed) {
-        response.writeHead(500, { 'content-type': jsonType });
+        response.writeHead(500, { 'content-type': JSON_TYPE });
         response.end(JSON.stringify({ detail: 'A server error occurred.' }));
       }
       process.emitWarning(
@@ -1009,6 +747,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     options,
     faults,
     requests,
+    fileContent: contentOf,
     ...(choice ? { choice } : {}),
     manifest: () => currentDocuments().manifest,
     openApi: () => currentDocuments().openApi,

@@ -9,6 +9,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
+import { BlobStoreError } from '../errors.js';
 import { DEFAULT_PRIVATE_MODES, makePrivateFolder, openPrivateFile } from '../private-files.js';
 
 const DIGEST = /^[0-9a-f]{64}$/;
@@ -45,9 +46,9 @@ export class BlobStore {
 
   /** Creates the folder and removes partial files of earlier, interrupted runs. */
   async prepare(): Promise<number> {
-    await makePrivateFolder(this.root, this.modes);
+    await this.onDisk(() => makePrivateFolder(this.root, this.modes));
     let removed = 0;
-    for (const name of await readdir(this.root)) {
+    for (const name of await this.onDisk(() => readdir(this.root))) {
       if (!name.startsWith(PARTIAL_PREFIX)) continue;
       await unlink(join(this.root, name)).catch(() => undefined);
       removed += 1;
@@ -64,39 +65,61 @@ export class BlobStore {
     check?: (blob: { sha256: string; size: number }) => void,
   ): Promise<StoredBlob> {
     const temporary = join(this.root, `${PARTIAL_PREFIX}${randomUUID()}`);
-    const handle = await openPrivateFile(temporary, this.modes);
+    const handle = await this.onDisk(() => openPrivateFile(temporary, this.modes));
     let closed = false;
     try {
       const hash = createHash('sha256');
       let size = 0;
+      // Errors of the body (a reset, a limit passed) pass as they are; the disk's are named.
       for await (const chunk of body) {
         hash.update(chunk);
         size += chunk.length;
         let offset = 0;
         while (offset < chunk.length) {
-          const { bytesWritten } = await handle.write(chunk, offset, chunk.length - offset);
+          const { bytesWritten } = await this.onDisk(() =>
+            handle.write(chunk, offset, chunk.length - offset),
+          );
           offset += bytesWritten;
         }
       }
-      await handle.sync();
-      await handle.close();
+      await this.onDisk(() => handle.sync());
+      await this.onDisk(() => handle.close());
       closed = true;
       const sha256 = hash.digest('hex');
       check?.({ sha256, size });
       const final = blobPath(this.dir, sha256);
-      // Same digest, same size: the same content is already there. A damaged copy is replaced.
-      if ((await sizeOf(final)) === size) {
-        await unlink(temporary);
-        return { sha256, size, created: false };
-      }
-      await makePrivateFolder(dirname(final), this.modes);
-      await rename(temporary, final);
-      await syncDirectory(dirname(final));
-      return { sha256, size, created: true };
+      return await this.onDisk(async () => {
+        // Same digest, same size: the same content is already there. A damaged copy is replaced.
+        if ((await sizeOf(final)) === size) {
+          await unlink(temporary);
+          return { sha256, size, created: false };
+        }
+        await makePrivateFolder(dirname(final), this.modes);
+        await rename(temporary, final);
+        await syncDirectory(dirname(final));
+        return { sha256, size, created: true };
+      });
     } catch (error) {
       if (!closed) await handle.close().catch(() => undefined);
       await unlink(temporary).catch(() => undefined);
       throw error;
+    }
+  }
+
+  /** `operation` on the store's disk, its failure said as the store's (BlobStoreError). */
+  private async onDisk<T>(operation: () => Promise<T>): Promise<T> {
+    try {
+      return await operation();
+    } catch (error) {
+      const code = (error as NodeJS.ErrnoException).code ?? '';
+      throw new BlobStoreError(
+        `Cannot write file contents to files.dir (${this.dir}): ${(error as Error).message}`,
+        {
+          hint:
+            DISK_HINTS[code] ?? 'Check the folder files.dir (OCS_FILES_DIR) names and its disk.',
+          cause: error,
+        },
+      );
     }
   }
 
@@ -125,6 +148,21 @@ export class BlobStore {
       : { status: 'corrupt', reason: `content hashes to ${actual}` };
   }
 }
+
+const NOT_WRITABLE =
+  'Make files.dir (OCS_FILES_DIR) writable by the user ocs-sync runs as, on a disk mounted read-write.';
+const NO_ROOM = 'Free space on the disk that holds files.dir (OCS_FILES_DIR), or raise its quota.';
+const TOO_MANY_OPEN =
+  "Too many open files: raise the limit (ulimit -n, or the container's nofile) or lower files.concurrency.";
+const DISK_HINTS: Record<string, string> = {
+  EACCES: NOT_WRITABLE,
+  EPERM: NOT_WRITABLE,
+  EROFS: NOT_WRITABLE,
+  ENOSPC: NO_ROOM,
+  EDQUOT: NO_ROOM,
+  EMFILE: TOO_MANY_OPEN,
+  ENFILE: TOO_MANY_OPEN,
+};
 
 async function sizeOf(path: string): Promise<number | undefined> {
   try {

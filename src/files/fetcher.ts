@@ -1,8 +1,9 @@
 /**
  * One file's bytes from the server into the blob store. The HTTP source does the pacing and the
- * retries; here the body is streamed into the store, cut off once it passes its limit (the row's
- * `content_size`, or `files.max_file_mib`), and its size checked against Content-Length (a short
- * body is retried like any other transient failure).
+ * retries; here the body is streamed into the store, cut off once it passes `files.max_file_mib`,
+ * and its size checked against Content-Length (a short body is retried like any other transient
+ * failure). The row's `content_size` bounds nothing: the server keeps it from the file's last save
+ * and a stored row can be older than the file (REFERENCE.md, File contents: trust the bytes).
  */
 import { ResponseTooLargeError } from '../errors.js';
 import type { FileContentInfo } from '../source/http-source.js';
@@ -27,11 +28,8 @@ export interface FileContentSource {
 export type FetchedFile =
   { status: 'ok'; blob: StoredBlob; contentType: string | null } | { status: 'missing' };
 
-/** What bounds a file's bytes: its row's `content_size` when it gives one, and the ceiling. */
 export interface FileFetchOptions {
   signal?: AbortSignal;
-  /** The row's `content_size` when positive; null when the row gives none (null or 0). */
-  contentSize?: number | null;
   /** `files.max_file_mib` in bytes: no file is stored larger, whatever its row says. */
   maxBytes?: number;
 }
@@ -45,13 +43,9 @@ export async function fetchFile(
   fileId: string,
   options: FileFetchOptions = {},
 ): Promise<FetchedFile> {
-  const maxBytes = options.maxBytes ?? DEFAULT_MAX_FILE_BYTES;
-  const declared = options.contentSize ?? null;
-  // The row says how big the file is (the server sets content_size from the stored file); a
-  // row without a size gets the ceiling. Counted while the body streams, not after.
-  const bySize = declared !== null && declared <= maxBytes;
-  const limit = bySize ? declared : maxBytes;
-  const tooLarge: TooLarge = (seen) => fileTooLarge(fileId, limit, bySize, seen);
+  // Counted while the body streams, not after.
+  const limit = options.maxBytes ?? DEFAULT_MAX_FILE_BYTES;
+  const tooLarge: TooLarge = (seen) => fileTooLarge(fileId, limit, seen);
   const result = await source.fileContent(
     fileId,
     async (body, info) => {
@@ -76,21 +70,10 @@ export async function fetchFile(
 function fileTooLarge(
   fileId: string,
   limit: number,
-  bySize: boolean,
   seen: { bytes: number; declared?: number },
 ): ResponseTooLargeError {
-  const received = describeSeen(seen);
-  const stored = 'nothing was stored, and the next run asks again';
-  if (bySize) {
-    return new ResponseTooLargeError(
-      `file ${fileId}: the server sent more than the ${formatByteCount(limit)} its files row declares (content_size): ${received}; ${stored}.`,
-      {
-        hint: `The row and the bytes disagree, so no setting raises this limit. If the file changed on the server, \`ocs-sync sync --full-refresh files\` brings its new size. ${CEILING_SETTING} caps files whose row gives no size.`,
-      },
-    );
-  }
   return new ResponseTooLargeError(
-    `file ${fileId}: the server sent more than the ${formatByteCount(limit)} ${CEILING_SETTING} allows: ${received}; ${stored}.`,
+    `file ${fileId}: the server sent more than the ${formatByteCount(limit)} ${CEILING_SETTING} allows: ${describeSeen(seen)}; nothing was stored, and the next run asks again.`,
     { hint: `If the team's files really are that large, raise ${CEILING_SETTING}.` },
   );
 }

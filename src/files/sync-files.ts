@@ -60,7 +60,7 @@ export interface FilesStepOptions {
   logger: Logger;
   /** Rows read from the warehouse at a time. */
   batchSize?: number;
-  /** No file is stored larger (`files.max_file_mib`); a row's `content_size` bounds it further. */
+  /** No file is stored larger (`files.max_file_mib`), whatever its row's `content_size` says. */
   maxFileBytes?: number;
   now?: () => number;
 }
@@ -78,6 +78,18 @@ const FILE_NOT_FOUND: RepeatedKind = {
   level: 'warn',
   message: 'File content not found on the server (404)',
   summary: (count) => `File content not found on the server (404) for ${count} files`,
+};
+/**
+ * A note, not a failure: the server keeps `content_size` from the file's last save, and a stored
+ * `files` row keeps the old one until a full refresh re-reads it (REFERENCE.md, File contents).
+ * The bytes are trusted and the ledger records their real size.
+ */
+const SIZE_NOT_AS_ROW_SAYS: RepeatedKind = {
+  level: 'info',
+  message:
+    "File stored with a size other than its row's content_size (a stale row; the bytes are kept as received)",
+  summary: (count) =>
+    `${count} files were stored with a size other than their row's content_size (stale rows; the bytes are kept as received, and \`ocs-sync sync --full-refresh files\` re-reads the rows)`,
 };
 const FILE_NOT_FETCHED: RepeatedKind = {
   level: 'error',
@@ -130,11 +142,17 @@ export async function syncFiles(
     try {
       const fetched = await fetchFile(options.source, store, planned.fileId, {
         signal,
-        contentSize: planned.contentSize,
         maxBytes: options.maxFileBytes,
       });
       const fetchedAt = new Date(now()).toISOString();
       if (fetched.status === 'ok') {
+        const { contentSize } = planned;
+        if (contentSize !== null && contentSize !== fetched.blob.size) {
+          repeatedEvents(logger).add(SIZE_NOT_AS_ROW_SAYS, {
+            id: planned.fileId,
+            fields: { fileId: planned.fileId, contentSize, size: fetched.blob.size },
+          });
+        }
         record = {
           ...base,
           sha256: fetched.blob.sha256,
@@ -191,7 +209,10 @@ export async function syncFiles(
       // A refused or oversized file is that file's problem; anything else (server gone, disk
       // full) would fail every file after it too.
       if (!(error instanceof HttpStatusError || error instanceof ResponseTooLargeError)) {
-        throw new StopFiles(message);
+        // Its hint is on the file's own line already.
+        throw new StopFiles(
+          `at file ${planned.fileId}: ${error instanceof Error ? error.message : message}`,
+        );
       }
       return;
     }

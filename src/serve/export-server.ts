@@ -8,6 +8,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
 import { stringify as stringifyYaml } from 'yaml';
@@ -450,13 +451,20 @@ class ExportHandler {
       response.end();
       return;
     }
-    await new Promise<void>((resolve, reject) => {
-      const stream = createReadStream(path);
-      stream.on('error', reject);
-      response.on('close', resolve);
-      stream.pipe(response);
-    });
+    try {
+      // pipeline, not pipe: when the importer hangs up mid-file, the file is closed with it.
+      await pipeline(createReadStream(path), response);
+    } catch (error) {
+      // The client went away: nothing to answer, nothing left open. A read error stays one.
+      if (response.destroyed && !response.writableFinished && isPrematureClose(error)) return;
+      throw error;
+    }
   }
+}
+
+function isPrematureClose(error: unknown): boolean {
+  const code = (error as NodeJS.ErrnoException | undefined)?.code;
+  return code === 'ERR_STREAM_PREMATURE_CLOSE' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 /** A header value as it came when HTTP can carry it (visible ASCII and spaces only). */

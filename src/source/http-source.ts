@@ -20,10 +20,17 @@ import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
 import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { RequestDeadline } from './deadline.js';
 import { MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
+import { dropBody } from './drop-body.js';
 import { describeSeen, formatByteCount, readLimitedBytes } from './limited-body.js';
 import { PageHeadReader } from './page-head.js';
 import { BodyNotJsonError, JsonTooDeepError, bodyText, decodePageBody } from './page-body.js';
-import { RequestPacer, readRateLimitHeaders, systemClock, type Clock } from './pacer.js';
+import {
+  RequestPacer,
+  readRateLimitHeaders,
+  systemClock,
+  type Clock,
+  type RateLimitReading,
+} from './pacer.js';
 import {
   TransientFailure,
   classifyNetworkError,
@@ -123,6 +130,8 @@ export class HttpExportSource implements ExportSource {
   /** Requests sent, retries included. */
   requestCount = 0;
   retryCount = 0;
+  /** Whether unusable rate-limit headers were reported (once per source, so once per run). */
+  private unusableRateLimitSaid = false;
 
   constructor(private readonly options: HttpSourceOptions) {
     this.baseUrl = options.baseUrl.replace(/\/+$/, '');
@@ -142,20 +151,20 @@ export class HttpExportSource implements ExportSource {
     return this.pacer.pausedMs;
   }
 
-  async manifest(): Promise<Manifest> {
-    const { body } = await this.getJson('manifest/', { auth: false });
+  async manifest(signal?: AbortSignal): Promise<Manifest> {
+    const { body } = await this.getJson('manifest/', { auth: false, signal });
     return parseManifest(body);
   }
 
-  async team(): Promise<Record<string, unknown>> {
-    const { body } = await this.getJson('team/');
+  async team(signal?: AbortSignal): Promise<Record<string, unknown>> {
+    const { body } = await this.getJson('team/', { signal });
     if (!isPlainObject(body) || body.id === undefined) {
       throw new ProtocolError('GET team/ did not answer with a team object (no `id`).');
     }
     return body;
   }
 
-  async openApi(): Promise<unknown> {
+  async openApi(signal?: AbortSignal): Promise<unknown> {
     const unpublished = (reason: string): undefined => {
       // The schema endpoint is optional: types then come from the rows, sealed fields from the
       // shape of their values.
@@ -167,7 +176,7 @@ export class HttpExportSource implements ExportSource {
     };
     let response: JsonResponse;
     try {
-      response = await this.getJson('schema/?format=json', { document: true });
+      response = await this.getJson('schema/?format=json', { document: true, signal });
     } catch (error) {
       if (error instanceof HttpStatusError) return unpublished(`HTTP ${error.status}`);
       if (error instanceof AuthError) return unpublished(`HTTP ${error.status}`);
@@ -354,8 +363,15 @@ export class HttpExportSource implements ExportSource {
       });
       status = response.statusCode;
       const headers = response.headers as Record<string, string | string[] | undefined>;
-      this.pacer.observe(readRateLimitHeaders(headers), ticket);
-      return await read({ response, headers, report });
+      this.pacer.observe(this.rateLimitReading(headers), ticket);
+      try {
+        return await read({ response, headers, report });
+      } catch (error) {
+        // Whatever `read` left unread (a limit passed, a consumer that failed before or while
+        // reading) is let go of here, once, for every kind of request.
+        dropBody(response.body);
+        throw error;
+      }
     } catch (error) {
       if (deadline.expired && !signal?.aborted) {
         if (!reported) report(status, 'retry');
@@ -406,7 +422,6 @@ export class HttpExportSource implements ExportSource {
             report(statusCode, 'ok');
             return { status: 'ok', value };
           } catch (error) {
-            response.body.destroy();
             if (error instanceof ResponseTooLargeError) {
               report(statusCode, 'error');
               throw error;
@@ -469,10 +484,7 @@ export class HttpExportSource implements ExportSource {
               }),
           );
         } catch (error) {
-          if (error instanceof ResponseTooLargeError) {
-            response.body.destroy();
-            report(statusCode, 'error');
-          }
+          if (error instanceof ResponseTooLargeError) report(statusCode, 'error');
           throw error;
         }
 
@@ -532,6 +544,22 @@ export class HttpExportSource implements ExportSource {
     const detail = describeErrorBody(body, text);
     if (statusCode === 401 || statusCode === 403) return new AuthError(statusCode, detail);
     return new HttpStatusError(statusCode, stripQuery(path), detail);
+  }
+
+  /** The answer's rate-limit reading; headers no budget can have are said once, then ignored. */
+  private rateLimitReading(
+    headers: Record<string, string | string[] | undefined>,
+  ): RateLimitReading {
+    const { reading, unusable } = readRateLimitHeaders(headers);
+    if (unusable.length > 0 && !this.unusableRateLimitSaid) {
+      this.unusableRateLimitSaid = true;
+      const sent = unusable.map(({ name, value }) => `${name}: ${quotedName(value, 40)}`);
+      this.options.logger.warn(
+        { headers: sent },
+        `The server's rate-limit headers cannot be used (${sent.join(', ')}): such answers are no reading, and pacing relies on http.max_requests_per_minute and the server's 429 answers (a proxy may be rewriting them; said once a run).`,
+      );
+    }
+    return reading;
   }
 
   private headers(auth: boolean): Record<string, string> {
@@ -603,6 +631,9 @@ async function readErrorBody(
     text = Buffer.concat(chunks, size).subarray(0, ERROR_BODY_BYTES).toString('utf8');
   } catch {
     // A body cut short does not change what the status says.
+  } finally {
+    // The rest of a long error page is not wanted.
+    dropBody(response.body);
   }
   let body: unknown;
   try {
@@ -636,14 +667,18 @@ export function parseManifest(body: unknown): Manifest {
       throw new ProtocolError(`Manifest entry ${index} has no \`resource\` name.`);
     }
     const cursor = raw.cursor === 'updated_at_id' ? 'updated_at_id' : 'pk';
+    // Names end up in summaries, `status`, errors and logs. One that printable() would change
+    // (a line break, an escape sequence) can never be a table either (isSafeResourceName), so
+    // from here on it is kept escaped: no server text reaches any output raw through a name.
+    const resource = printableName(raw.resource);
     if (raw.cursor !== 'pk' && raw.cursor !== 'updated_at_id') {
       throw new ProtocolError(
-        `Manifest entry ${quotedName(raw.resource)} has an unknown cursor kind ${printable(String(JSON.stringify(raw.cursor)), { max: 80 })}.`,
+        `Manifest entry ${quotedName(resource)} has an unknown cursor kind ${printable(String(JSON.stringify(raw.cursor)), { max: 80 })}.`,
       );
     }
     return {
-      model: typeof raw.model === 'string' ? raw.model : raw.resource,
-      resource: raw.resource,
+      model: typeof raw.model === 'string' ? printableName(raw.model) : resource,
+      resource,
       cursor,
       secret: raw.secret === true,
       // Kept as sent, whatever its value: chatbot-choice.ts decides what an unknown one means.
@@ -654,6 +689,11 @@ export function parseManifest(body: unknown): Manifest {
     schemaChecksum: typeof body.schema_checksum === 'string' ? body.schema_checksum : '',
     entries,
   };
+}
+
+/** A name from the manifest as it is when it is printable, else escaped (and cut). */
+function printableName(name: string): string {
+  return printable(name, { max: 200 });
 }
 
 /** An answer's JSON; `document`: a body that is not JSON is an answer too (the schema as YAML). */

@@ -175,8 +175,15 @@ export class RequestPacer {
     for (const ticket of this.inFlight) if (ticket < reading.ticket) uncounted += 1;
     if (now < windowEndsAt) return { ...reading, remaining: reading.remaining - uncounted };
     // A request answered in the new window brings a reading of its own: until one does, every
-    // request in flight may count against it.
-    if (reading.limit === undefined || this.inFlight.size < reading.limit) return undefined;
+    // request in flight may count against it. With none in flight no answer is coming, so
+    // there is nothing to wait for (whatever the limit said).
+    if (
+      reading.limit === undefined ||
+      this.inFlight.size === 0 ||
+      this.inFlight.size < reading.limit
+    ) {
+      return undefined;
+    }
     return 'wait for an answer';
   }
 }
@@ -201,20 +208,55 @@ function abortable(promise: Promise<void>, signal: AbortSignal | undefined): Pro
   });
 }
 
-export function readRateLimitHeaders(
-  headers: Record<string, string | string[] | undefined>,
-): RateLimitReading {
-  const number = (name: string): number | undefined => {
-    const raw = headers[name];
-    const value = Number(Array.isArray(raw) ? raw[0] : raw);
-    return raw === undefined || !Number.isFinite(value) ? undefined : value;
-  };
-  const resetSeconds = number('x-ratelimit-reset');
+/** A rate-limit header that was sent with a value no budget can have, as it was sent. */
+export interface UnusableHeader {
+  name: string;
+  value: string;
+}
+
+/**
+ * What each header may hold: a whole number of requests (a limit of at least one), and a
+ * non-negative number of seconds. Anything else (empty, 0 for a limit, negative, `lots`, `0x10`)
+ * is what a proxy in front of the server made of it (REFERENCE.md: treat it as absent).
+ */
+const RATE_LIMIT_HEADERS = [
+  { name: 'X-RateLimit-Limit', pattern: /^\d+$/, least: 1 },
+  { name: 'X-RateLimit-Remaining', pattern: /^\d+$/, least: 0 },
+  { name: 'X-RateLimit-Reset', pattern: /^\d+(?:\.\d+)?$/, least: 0 },
+] as const;
+
+/**
+ * The server's rate-limit headers. One that was sent but cannot be used makes the whole answer
+ * no reading (a proxy that mangles one header says nothing trustworthy in the others); it is
+ * named in `unusable`. A header not sent at all is simply absent.
+ */
+export function readRateLimitHeaders(headers: Record<string, string | string[] | undefined>): {
+  reading: RateLimitReading;
+  unusable: UnusableHeader[];
+} {
+  const values: Array<number | undefined> = [];
+  const unusable: UnusableHeader[] = [];
+  for (const { name, pattern, least } of RATE_LIMIT_HEADERS) {
+    const raw = headers[name.toLowerCase()];
+    const text = Array.isArray(raw) ? raw[0] : raw;
+    if (text === undefined) {
+      values.push(undefined);
+      continue;
+    }
+    const value = pattern.test(text.trim()) ? Number(text) : Number.NaN;
+    if (Number.isFinite(value) && value >= least) values.push(value);
+    else unusable.push({ name, value: text });
+  }
+  if (unusable.length > 0) return { reading: {}, unusable };
+  const [limit, remaining, resetSeconds] = values;
   return {
-    limit: number('x-ratelimit-limit'),
-    remaining: number('x-ratelimit-remaining'),
-    // A window longer than any real one is not waited out (MAX_SERVER_WAIT_MS).
-    resetSeconds:
-      resetSeconds === undefined ? undefined : Math.min(resetSeconds, MAX_SERVER_WAIT_MS / 1000),
+    reading: {
+      limit,
+      remaining,
+      // A window longer than any real one is not waited out (MAX_SERVER_WAIT_MS).
+      resetSeconds:
+        resetSeconds === undefined ? undefined : Math.min(resetSeconds, MAX_SERVER_WAIT_MS / 1000),
+    },
+    unusable,
   };
 }

@@ -5,6 +5,7 @@
  */
 import { WHOLE_TEAM_KEY, compareCodePoints, selectionKey } from '../export-api/selection.js';
 import type { ChatbotChoiceRecord, ManifestEntry } from '../interfaces.js';
+import { printable } from '../printable.js';
 
 export { WHOLE_TEAM_KEY, selectionKey };
 /**
@@ -133,15 +134,16 @@ export interface ResourceWalkPlan {
   /**
    * What a complete walk from the start says about rows it did not see:
    * `delete` (the whole team was walked: the server no longer has them), `out_of_scope` (a
-   * choice: they are not served; see deleteServedUnderSameChoice), or `none` (not looked at).
+   * choice: they are not served; see provesDeletions), or `none` (not looked at).
    */
   missing: 'none' | 'delete' | 'out_of_scope';
   /**
-   * With `out_of_scope`: owned rows last served under this same choice are deleted instead
-   * (a full refresh only): the server serves every version of a chosen chatbot's rows, archived
-   * ones too, so under an unchanged choice an owned row only disappears when it is deleted.
+   * With `out_of_scope`, on a full refresh under a choice: the missing rows are settled once
+   * every walk of the run is done, when the rows served can show which are gone from the server
+   * (choice-reach.ts): those last served under this same choice that the served rows still
+   * reach are deleted, whatever the resource's scope; the rest are marked out of scope.
    */
-  deleteServedUnderSameChoice: boolean;
+  provesDeletions: boolean;
 }
 
 /** True when every row served under `to` was also served under `from`. */
@@ -175,7 +177,7 @@ export function planResourceWalk(input: ResourceWalkInput): ResourceWalkPlan {
   const partOfTeam = servesPartOfTeam(scope);
   const scopeClass = scopeClassOf(entry);
   if (scope.kind === 'choice' && partOfTeam && scopeClass === 'excluded') {
-    return { excluded: true, cursor: null, missing: 'none', deleteServedUnderSameChoice: false };
+    return { excluded: true, cursor: null, missing: 'none', provesDeletions: false };
   }
   const cursorKey = input.cursorKey ?? WHOLE_TEAM_KEY;
   let restartReason: string | undefined;
@@ -200,11 +202,7 @@ export function planResourceWalk(input: ResourceWalkInput): ResourceWalkPlan {
     cursor,
     ...(restartReason !== undefined ? { restartReason } : {}),
     missing,
-    deleteServedUnderSameChoice:
-      missing === 'out_of_scope' &&
-      fullRefresh &&
-      scope.kind === 'choice' &&
-      scopeClass === 'owned',
+    provesDeletions: missing === 'out_of_scope' && fullRefresh && scope.kind === 'choice',
   };
 }
 
@@ -213,6 +211,9 @@ export function describeChoice(choice: ChatbotChoice | undefined): string {
   if (!choice) return 'not chosen by this server';
   if (choice.key === WHOLE_TEAM_KEY) return 'the whole team (key all)';
   if (choice.key === UNKNOWN_CHOICE_KEY) return 'not said by the server (unknown)';
-  const names = choice.chatbots.map((chatbot) => chatbot.name || chatbot.publicId);
+  // Names are the server's text, kept as given: shown escaped (line breaks too), and cut.
+  const names = choice.chatbots.map((chatbot) =>
+    printable(chatbot.name || chatbot.publicId, { max: 80 }),
+  );
   return `${names.join(', ')} (key ${choice.key})`;
 }

@@ -21,6 +21,7 @@ import type {
   ChatbotChoiceRecord,
   ColumnSpec,
   ExportSource,
+  Manifest,
   ManifestEntry,
   ResourceOutcomeStatus,
   ResourceState,
@@ -33,6 +34,7 @@ import type {
 import { repeatedEvents } from '../repeated-events.js';
 import type { SecretPolicy } from '../sealing/policy.js';
 import { createSealedValueOpener, type SealedValueOpener } from '../sealing/open-pool.js';
+import { onCrash } from '../crash-guard.js';
 import { planColumnsForRows, selectEntries, withoutFields } from './plan.js';
 import {
   expectedWalkMs,
@@ -48,11 +50,13 @@ import {
   planResourceWalk,
   readServerScope,
   selectionParameter,
+  walkKey,
   type ResourceWalkPlan,
   type ServerScope,
 } from './chatbot-choice.js';
 import { keepExportDocuments } from './restore-keeping.js';
 import { originalValuesOf } from '../warehouse/original-values.js';
+import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
@@ -95,10 +99,13 @@ export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
 
 /** One sync pass. Takes the writer lock for its whole duration. */
 export async function runSync(options: SyncOptions): Promise<SyncReport> {
-  const lock = await options.warehouse.acquireLock(options.lockWaitMs);
+  const lock = await options.warehouse.acquireLock(options.lockWaitMs, options.signal);
+  // Should the process crash (src/crash-guard.ts), the run is recorded first, then the lock goes.
+  const forgetLock = onCrash(() => lock.release());
   try {
     return await new SyncRun(options).run();
   } finally {
+    forgetLock();
     repeatedEvents(options.logger).flush();
     await lock.release();
   }
@@ -129,6 +136,8 @@ class SyncRun {
   private walkDurations: WalkDurations = { fromStart: {}, resumed: {} };
   /** Resources this run walked from their first page. */
   private readonly walkedFromStart = new Set<string>();
+  /** Full refreshes under a choice whose missing rows wait for every walk: resource -> key. */
+  private readonly awaitingProofs = new Map<string, string>();
 
   constructor(private readonly options: SyncOptions) {
     this.opener =
@@ -160,18 +169,19 @@ class SyncRun {
     const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
     let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
     try {
-      manifest = await source.manifest();
+      manifest = await source.manifest(this.options.signal);
     } catch (error) {
       // Unreachable server, 401, 403: a run that never started is still one to see in `status`.
+      const failure = this.stoppedBy(error);
       await recordFailedRun(
         warehouse,
         kind,
-        error,
+        failure,
         (source.requestCount ?? 0) - requestsBefore,
       ).catch((recordError: unknown) =>
         logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),
       );
-      throw error;
+      throw failure;
     }
     const { selected, unknown } = selectEntries(
       manifest.entries,
@@ -186,6 +196,40 @@ class SyncRun {
     }
     const previous = (await warehouse.getState(SCHEMA_CHECKSUM_STATE_KEY)) ?? null;
     this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
+    const forgetRun = onCrash(async (reason) => {
+      await warehouse.finishRun(this.runId, {
+        status: 'failed',
+        ...this.totals,
+        requests: (source.requestCount ?? 0) - requestsBefore,
+        error: reason,
+      });
+      return `Run ${this.runId} is recorded as failed`;
+    });
+    try {
+      return await this.walkAndFinish({
+        manifest,
+        selected,
+        unknown,
+        previous,
+        kind,
+        requestsBefore,
+      });
+    } finally {
+      forgetRun();
+    }
+  }
+
+  /** The run once recorded: everything it does, then its end, recorded. */
+  private async walkAndFinish(started: {
+    manifest: Manifest;
+    selected: ManifestEntry[];
+    unknown: string[];
+    previous: string | null;
+    kind: RunKind;
+    requestsBefore: number;
+  }): Promise<SyncReport> {
+    const { manifest, selected, unknown, previous, kind, requestsBefore } = started;
+    const { source, warehouse, logger } = this.options;
 
     for (const name of unknown) {
       this.problems.push(
@@ -211,7 +255,13 @@ class SyncRun {
       // Its thread starts while the schema and the team are read.
       this.pipeline.warm();
       await this.schema.prepare(selected, previous, manifest.schemaChecksum);
-      await keepExportDocuments(warehouse, source, manifest, this.schema.openApiDocument);
+      await keepExportDocuments(
+        warehouse,
+        source,
+        manifest,
+        this.schema.openApiDocument,
+        this.options.signal,
+      );
       const team = await this.syncTeam();
       await this.readScope(team, manifest.entries);
       this.sealed.planResources(selected, team);
@@ -224,6 +274,19 @@ class SyncRun {
         await this.pipeline.close();
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
+      await settleMissingUnderChoice(reports, {
+        warehouse,
+        runId: this.runId,
+        key: walkKey(this.scope),
+        entries: manifest.entries,
+        awaiting: this.awaitingProofs,
+        deletes: this.options.deletes,
+        historyFor: (resource) => this.historyFor(resource),
+        logger,
+        progress: (progress) => this.progress(progress),
+        onSettled: (info) => this.options.events?.onMissingSettled?.(info),
+        throwIfAborted: () => this.throwIfAborted(),
+      });
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
@@ -244,13 +307,13 @@ class SyncRun {
         await warehouse.setState(SCHEMA_CHECKSUM_STATE_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
-      runError = error;
+      runError = this.stoppedBy(error);
       // However the run ends, no thread of it is left.
       await this.pipeline.close();
       status =
-        error instanceof InterruptedError
+        runError instanceof InterruptedError
           ? 'interrupted'
-          : error instanceof SchemaChangeStoppedError
+          : runError instanceof SchemaChangeStoppedError
             ? 'partial'
             : 'failed';
     }
@@ -470,7 +533,7 @@ class SyncRun {
   /** Store the team row; returns it (its `has_public_key` says whether sealed resources answer). */
   private async syncTeam(): Promise<Record<string, unknown>> {
     const { source, warehouse } = this.options;
-    const team = await source.team();
+    const team = await source.team(this.options.signal);
     let columns = await this.schema.ensureTable(TEAM_TABLE, this.schema.schemaColumns(TEAM_TABLE));
     const row = withoutFields([team as Row], [...this.schema.excludedFields(TEAM_TABLE)])[0]!;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
@@ -642,6 +705,7 @@ class SyncRun {
       totals: this.totals,
       policyOf: (entry) => this.policyOf(entry),
       historyFor: (resource) => this.historyFor(resource),
+      awaitProofs: (resource, key) => this.awaitingProofs.set(resource, key),
       throwIfAborted: () => this.throwIfAborted(),
     };
   }
@@ -703,6 +767,16 @@ class SyncRun {
 
   private throwIfAborted(): void {
     if (this.options.signal?.aborted) throw interrupted();
+  }
+
+  /**
+   * What ended the run: once the run's signal is aborted, whatever failed (a retry's wait or a
+   * request cut short by the abort, which throw the signal's reason) is the interruption.
+   */
+  private stoppedBy(error: unknown): unknown {
+    return this.options.signal?.aborted && !(error instanceof InterruptedError)
+      ? interrupted()
+      : error;
   }
 
   private progress(progress: StageProgress): void {

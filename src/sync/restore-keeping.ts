@@ -32,6 +32,7 @@ export async function keepExportDocuments(
   source: ExportSource,
   manifest: Manifest,
   fetchedOpenApi: unknown,
+  signal?: AbortSignal,
 ): Promise<void> {
   const { archive } = warehouse;
   const checksum = manifest.schemaChecksum;
@@ -39,7 +40,7 @@ export async function keepExportDocuments(
   let document = fetchedOpenApi;
   const stored = await archive.exportDocument('openapi', checksum);
   if (document === undefined && stored === undefined) {
-    document = await source.openApi();
+    document = await source.openApi(signal);
   }
   if (document !== undefined) {
     await archive.saveExportDocument('openapi', checksum, toJsonText(document));

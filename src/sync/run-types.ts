@@ -34,6 +34,8 @@ export interface SyncEvents {
   onResourceStart?(info: { resource: string; index: number; total: number }): void;
   onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
   onResourceDone?(report: ResourceReport): void;
+  /** A full refresh under a chatbot choice settled a resource's missing rows, after every walk. */
+  onMissingSettled?(info: { resource: string; deleted: number; outOfScope: number }): void;
   onSchemaChange?(change: SchemaChange): void;
   onFilesDone?(report: FilesReport): void;
   /** Every step of every stage of the run (pages, files, deletion marking, ...). */

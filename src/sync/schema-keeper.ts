@@ -48,6 +48,8 @@ export interface SchemaKeeperOptions {
   warehouse: Warehouse;
   logger: Logger;
   events?: SyncEvents;
+  /** The run's: a stop cuts the schema's request short. */
+  signal?: AbortSignal;
   /** Fields never stored, per resource; a stored column of one is dropped. */
   excludeFields?: Readonly<Record<string, readonly string[]>>;
   onSchemaChange: 'evolve' | 'stop';
@@ -82,7 +84,7 @@ export class SchemaKeeper {
     // An unpublished schema is asked for again next run: it may have been a passing fault.
     const markedKnown = marked?.checksum === current && marked.published;
     if (previous === null || changed || missingTable || !markedKnown) {
-      const document = await source.openApi();
+      const document = await source.openApi(this.options.signal);
       this.openApiDocument = document;
       this.schema = columnsFromOpenApi(document);
       for (const refused of this.schema.refused) {

@@ -214,6 +214,47 @@ export class Bookkeeping {
     });
   }
 
+  /**
+   * Closes as `interrupted` the runs still `running`: called by a process that has just taken the
+   * writer lock, so their processes ended without recording their end (kill -9, out of memory,
+   * power loss). `endOf` says when each ended, from its start. Returns their ids.
+   */
+  closeRunsLeftRunning(note: string, endOf: (startedAt: string) => string): Promise<number[]> {
+    return this.chained(async (db) => {
+      const left = await db
+        .selectFrom('_ocs_runs')
+        .select(['id', 'started_at'])
+        .where('status', '=', 'running')
+        .orderBy('id')
+        .execute();
+      const ids: number[] = [];
+      for (const run of left) {
+        const id = Number(run.id);
+        const endedAt = endOf(toIsoText(run.started_at) ?? '');
+        await db
+          .updateTable('_ocs_runs')
+          .set({
+            status: 'interrupted',
+            finished_at: endedAt,
+            error: storedText(note),
+          })
+          .where('id', '=', id)
+          .where('status', '=', 'running')
+          .execute();
+        ids.push(id);
+      }
+      return {
+        result: ids,
+        records: ids.map((id) => ({
+          table: '_ocs_runs' as const,
+          key: id,
+          operation: 'update' as const,
+          runId: id,
+        })),
+      };
+    }, true);
+  }
+
   async runKind(runId: number): Promise<RunKind | undefined> {
     const row = await this.db
       .selectFrom('_ocs_runs')

@@ -25,11 +25,14 @@ export interface OpenWarehouseOptions {
   poolSize?: number;
   /** PostgreSQL statement_timeout (PostgreSQL only). */
   statementTimeoutSeconds?: number;
-  /** A writer lock whose heartbeat is older than this is taken over. Default 600. */
+  /**
+   * Sets the lock heartbeat's pace (a quarter of it, 1-5 s); PostgreSQL also gives its lock
+   * connection this long to answer a heartbeat. Default 600.
+   */
   lockStaleAfterSeconds?: number;
   /** Refuse an SQLite file that does not exist yet (commands that only read, like `status`). */
   mustExist?: boolean;
-  /** Modes a new SQLite file is created with (default 0600). */
+  /** Modes a new SQLite file (and its lock file) is created with (default 0600). */
   fileModes?: PrivateModes;
   logger?: WarehouseLogger;
 }
@@ -63,6 +66,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
   const warehouse = new SqliteWarehouse({
     path,
     lockStaleAfterSeconds: options.lockStaleAfterSeconds,
+    fileModes: options.fileModes,
     logger: options.logger,
   });
   return migrated(warehouse);
@@ -93,17 +97,14 @@ export async function openWarehouseReader(options: {
 export async function probeWarehouse(options: {
   url: string;
   schema: string;
-  lockStaleAfterSeconds: number;
 }): Promise<WarehouseProbe> {
   const location = parseWarehouseUrl(options.url);
-  const readLock = (reader: WarehouseReader) =>
-    readLockAndChecksum(reader, options.lockStaleAfterSeconds);
   if (location.dialect === 'postgres') {
     const { probePostgres } = await import('./postgres/reader.js');
-    return probePostgres(location.connectionString, options.schema, readLock);
+    return probePostgres(location.connectionString, options.schema, readLockAndChecksum);
   }
   const { probeSqlite } = await import('./sqlite/probe.js');
-  return probeSqlite(resolve(location.path), readLock);
+  return probeSqlite(resolve(location.path), readLockAndChecksum);
 }
 
 /** The SQL type each logical column type gets in a dialect's tables (`ocs-sync schema`). */

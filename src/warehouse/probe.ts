@@ -4,10 +4,8 @@
  * dialect looks at its own store (sqlite/probe.ts, postgres/reader.ts; open.ts picks one) and
  * reads the lock and checksum here.
  */
-import { hostname } from 'node:os';
 import { SCHEMA_CHECKSUM_STATE_KEY } from './state-keys.js';
 import type { FileTotals } from '../interfaces.js';
-import { processExists } from './writer-lock.js';
 import type { LockRecord, WarehouseReader } from './reader.js';
 
 export interface WarehouseProbe {
@@ -16,31 +14,31 @@ export interface WarehouseProbe {
   exists: boolean;
   /** Why this user could not write to it; undefined when it can. */
   notWritable?: string;
-  lock: { state: 'free' } | { state: 'held' | 'stale'; holder?: LockRecord };
+  /** `left`: free, with the record of a holder that ended without releasing it. */
+  lock: { state: 'free' } | { state: 'held' | 'left'; holder?: LockRecord };
   /** The schema checksum the last complete run brought the tables to. */
   schemaChecksum?: string;
   /** File contents kept so far (absent when the warehouse does not exist yet). */
   files?: FileTotals;
 }
 
-/** The lock as the record tells it; PostgreSQL's probe overrides `held` with the real lock. */
+/**
+ * The lock as the lock itself tells it (the SQLite side file, PostgreSQL's advisory lock), with
+ * its record for who holds it: a record nobody holds the lock of was left by a process that ended.
+ */
 export async function readLockAndChecksum(
   reader: WarehouseReader,
-  staleAfterSeconds: number,
-  held?: boolean,
 ): Promise<Pick<WarehouseProbe, 'lock' | 'schemaChecksum' | 'files'>> {
   const holder = await reader.lockHolder();
+  const held = await reader.writerLockHeld();
   const schemaChecksum = await reader.getState(SCHEMA_CHECKSUM_STATE_KEY);
   const files = await reader.fileTotals();
-  if (!holder) {
-    return { lock: held ? { state: 'held' } : { state: 'free' }, schemaChecksum, files };
-  }
-  const beat = Date.parse(holder.heartbeatAt);
-  const stale =
-    held === false ||
-    (held === undefined &&
-      (!Number.isFinite(beat) ||
-        Date.now() - beat > staleAfterSeconds * 1000 ||
-        (holder.host === hostname() && !processExists(holder.pid))));
-  return { lock: { state: stale ? 'stale' : 'held', holder }, schemaChecksum, files };
+  // When the lock cannot be asked (a side file this user may not open), the record is all there is.
+  const lock: WarehouseProbe['lock'] =
+    held === true || (held === undefined && holder)
+      ? { state: 'held', holder }
+      : holder
+        ? { state: 'left', holder }
+        : { state: 'free' };
+  return { lock, schemaChecksum, files };
 }

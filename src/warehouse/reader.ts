@@ -75,6 +75,12 @@ export interface LockRecord extends LockHolder {
   heartbeatAt: string;
 }
 
+/** What `status` and `runs` say of a run whose process died before the next start closed it. */
+export const DEAD_RUN_NOTE =
+  'Its process ended without recording its end: the next start closes it as interrupted (no ' +
+  'ocs-sync holds the writer lock; it was killed, ran out of memory, or the machine stopped). ' +
+  'Every page it committed is kept.';
+
 /** Run kinds that move data (a `reset` run only forgets cursors). */
 export const SYNC_RUN_KINDS: readonly RunKind[] = ['incremental', 'full_refresh'];
 
@@ -203,12 +209,22 @@ export async function readResourceStatuses(
 
 /** Read-only access to a warehouse's bookkeeping. */
 export class WarehouseReader {
+  /**
+   * `lockHeld`: whether a process holds the writer lock now, asked of the lock itself (the
+   * SQLite side file, PostgreSQL's advisory lock), not of the record; undefined when unknown.
+   */
   constructor(
     readonly description: string,
     private readonly rows: SqlRows,
     private readonly facts: TableFacts,
     private readonly onClose: () => Promise<void>,
+    private readonly lockHeld: () => Promise<boolean | undefined> = async () => undefined,
   ) {}
+
+  /** Whether some process holds the writer lock right now (undefined: cannot tell). */
+  writerLockHeld(): Promise<boolean | undefined> {
+    return this.lockHeld();
+  }
 
   /**
    * File contents by status, and the distinct blobs' bytes (identical contents are stored once);
@@ -255,11 +271,18 @@ export class WarehouseReader {
 
   private async toRuns(found: Array<Record<string, unknown>>): Promise<RunRecord[]> {
     const choices = await this.chatbotChoices();
-    return found.map((row) => {
+    const runs = found.map((row) => {
       const run = toRun(row);
       const choice = run.selectionKey === null ? undefined : choices?.get(run.selectionKey);
       return choice ? { ...run, choice } : run;
     });
+    // A run `running` while no process holds the writer lock died without recording its end.
+    if (runs.some((run) => run.status === 'running') && (await this.lockHeld()) === false) {
+      return runs.map((run) =>
+        run.status === 'running' ? { ...run, status: 'interrupted', error: DEAD_RUN_NOTE } : run,
+      );
+    }
+    return runs;
   }
 
   /** Newest first; `kinds` limits them (default: every kind). */
@@ -370,7 +393,7 @@ export class WarehouseReader {
     );
   }
 
-  /** Who holds the writer lock, if anyone (a stale holder is still shown). */
+  /** The writer lock's record: its holder, or one that ended without releasing it. */
   async lockHolder(): Promise<LockRecord | undefined> {
     const [row] = await this.rows.all(
       "SELECT pid, host, since, heartbeat_at FROM _ocs_lock WHERE name = 'writer'",

@@ -52,6 +52,8 @@ export interface WalkContext {
   totals: { rows: number; pages: number };
   policyOf(entry: ManifestEntry): SecretPolicy;
   historyFor(resource: string): boolean;
+  /** A full refresh under a choice: its missing rows are settled after every walk (settle-under-choice.ts). */
+  awaitProofs(resource: string, key: string): void;
   /** Throws InterruptedError when the run was asked to stop. */
   throwIfAborted(): void;
 }
@@ -254,6 +256,11 @@ async function markMissing(
   const { resource, report, missing, key, plan, history } = walk;
   if (missing === 'none') return;
   const { warehouse, deletes, events } = context.options;
+  if (missing === 'out_of_scope' && plan.provesDeletions) {
+    // Settled when every walk is done: the proofs read what the other walks served.
+    context.awaitProofs(resource, key);
+    return;
+  }
   const marking =
     missing === 'out_of_scope'
       ? `marking rows of ${resource} the chatbot choice no longer serves`
@@ -266,10 +273,9 @@ async function markMissing(
       deletes,
       history,
     );
-  } else if (missing === 'out_of_scope') {
+  } else {
     const marked = await warehouse.markMissingUnderChoice(resource, context.runId, {
       selection: key,
-      deleteServedUnderSameChoice: plan.deleteServedUnderSameChoice,
       mode: deletes,
       history,
     });

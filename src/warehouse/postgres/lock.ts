@@ -8,10 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
-import type { Lock, LockHolder } from '../../interfaces.js';
-import { LockHeldError, OcsSyncError, WarehouseError } from '../../errors.js';
+import type { LockRecord } from '../reader.js';
+import { OcsSyncError, WarehouseError } from '../../errors.js';
 import { nowIso, toIsoText } from '../bookkeeping.js';
 import {
   advisoryLockKey,
@@ -22,9 +21,10 @@ import {
 } from './connection.js';
 import {
   LOCK_NAME,
-  LOCK_POLL_MS,
   heartbeatIntervalMs,
   lockLostError,
+  nextLockAttempt,
+  type TakenLock,
   type WarehouseLogger,
 } from '../writer-lock.js';
 
@@ -66,7 +66,7 @@ export class PostgresWriterLock {
     }
   }
 
-  async acquire(waitMs: number): Promise<Lock> {
+  async acquire(waitMs: number, signal?: AbortSignal): Promise<TakenLock> {
     this.connection.assertOpen();
     if (this.heldLock) {
       throw new WarehouseError('This warehouse connection already holds the writer lock.');
@@ -77,26 +77,20 @@ export class PostgresWriterLock {
     client.on('error', (error) => this.markLockLost(held, 'its connection failed', error));
     client.on('end', () => this.markLockLost(held, 'its connection ended'));
     const started = performance.now();
+    let previous: LockRecord | undefined;
     try {
       await client.connect();
-      for (;;) {
+      for (let attempt = 0; ; attempt += 1) {
         const result = await client.query<{ locked: boolean }>(
           'SELECT pg_try_advisory_lock($1::bigint) AS locked',
           [key],
         );
         if (result.rows[0]?.locked) break;
-        const waited = performance.now() - started;
-        if (waited >= waitMs) throw new LockHeldError(await this.lockHolder(client), waited);
-        await sleep(Math.min(LOCK_POLL_MS, waitMs - waited));
+        const holder = await this.lockHolder(client);
+        await nextLockAttempt({ attempt, started, waitMs, signal, holder, logger: this.logger });
       }
       // A record left behind belongs to a holder whose session ended without releasing.
-      const previous = await this.lockHolder(client);
-      if (previous) {
-        this.logger?.warn(
-          { holder: previous, reason: 'its session ended without releasing the lock' },
-          'Taking over a stale warehouse lock record',
-        );
-      }
+      previous = await this.lockHolder(client);
       const now = nowIso();
       await client.query(
         `INSERT INTO ${this.table('_ocs_lock')} (name, pid, host, since, heartbeat_at, owner_token)
@@ -115,7 +109,7 @@ export class PostgresWriterLock {
     }
     this.heldLock = held;
     this.startHeartbeat(held);
-    return { release: () => this.releaseLock(held) };
+    return { release: () => this.releaseLock(held), previous };
   }
 
   private markLockLost(held: HeldLock, reason: string, error?: unknown): void {
@@ -170,13 +164,24 @@ export class PostgresWriterLock {
     held.heartbeat.unref();
   }
 
-  private async lockHolder(client: pg.ClientBase): Promise<LockHolder | undefined> {
-    const result = await client.query<{ pid: number; host: string; since: Date | string }>(
-      `SELECT pid, host, since FROM ${this.table('_ocs_lock')} WHERE name = $1`,
-      [LOCK_NAME],
-    );
+  private async lockHolder(client: pg.ClientBase): Promise<LockRecord | undefined> {
+    const result = await client.query<{
+      pid: number;
+      host: string;
+      since: Date | string;
+      heartbeat_at: Date | string;
+    }>(`SELECT pid, host, since, heartbeat_at FROM ${this.table('_ocs_lock')} WHERE name = $1`, [
+      LOCK_NAME,
+    ]);
     const row = result.rows[0];
-    return row ? { pid: row.pid, host: row.host, since: toIsoText(row.since) ?? '' } : undefined;
+    return row
+      ? {
+          pid: row.pid,
+          host: row.host,
+          since: toIsoText(row.since) ?? '',
+          heartbeatAt: toIsoText(row.heartbeat_at) ?? '',
+        }
+      : undefined;
   }
 
   private async releaseLock(held: HeldLock): Promise<void> {

@@ -101,17 +101,31 @@ export async function openPostgresReader(
     postgresRows(client),
     postgresTableFacts(client, options.schema),
     () => client.end(),
+    () => writerLockHeld(postgresRows(client), options.schema),
   );
+}
+
+/**
+ * Whether a session holds the writer's advisory lock, read from pg_locks (readable by every
+ * user): trying the lock would, for an instant, refuse a writer that is starting.
+ */
+async function writerLockHeld(rows: SqlRows, schema: string): Promise<boolean> {
+  const key = BigInt.asUintN(64, BigInt(advisoryLockKey('writer', schema)));
+  const [row] = await rows.all(
+    `SELECT count(*) AS held FROM pg_catalog.pg_locks
+     WHERE locktype = 'advisory' AND granted AND objsubid = 1
+       AND database = (SELECT oid FROM pg_catalog.pg_database WHERE datname = current_database())
+       AND classid = ?::oid AND objid = ?::oid`,
+    [(key >> 32n).toString(), (key & 0xffffffffn).toString()],
+  );
+  return Number(row?.held) > 0;
 }
 
 /** `check`'s look at a PostgreSQL warehouse (see ../probe.ts): privileges and the lock, no writes. */
 export async function probePostgres(
   url: string,
   schema: string,
-  readLock: (
-    reader: WarehouseReader,
-    held: boolean,
-  ) => Promise<Pick<WarehouseProbe, 'lock' | 'schemaChecksum'>>,
+  readLock: (reader: WarehouseReader) => Promise<Pick<WarehouseProbe, 'lock' | 'schemaChecksum'>>,
 ): Promise<WarehouseProbe> {
   const description = describePostgresUrl(url, schema);
   const client = new pg.Client(postgresClientConfig(url, { schema, connectTimeoutSeconds: 10 }));
@@ -145,21 +159,14 @@ export async function probePostgres(
       }
     }
     if (!exists) return { description, exists, notWritable, lock: { state: 'free' } };
-    // The writer holds a session advisory lock: try it and give it straight back.
-    const [probe] = await rows.all('SELECT pg_try_advisory_lock(?::bigint) AS free', [
-      advisoryLockKey('writer', schema),
-    ]);
-    const free = probe?.free === true;
-    if (free) {
-      await rows.all('SELECT pg_advisory_unlock(?::bigint)', [advisoryLockKey('writer', schema)]);
-    }
     const reader = new WarehouseReader(
       description,
       rows,
       postgresTableFacts(client, schema),
       async () => undefined,
+      () => writerLockHeld(rows, schema),
     );
-    return { description, exists, notWritable, ...(await readLock(reader, !free)) };
+    return { description, exists, notWritable, ...(await readLock(reader)) };
   } catch (error) {
     throw new WarehouseError(`Cannot reach ${description}: ${safeMessage(error)}`, {
       hint: connectionHint(error),

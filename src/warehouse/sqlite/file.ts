@@ -1,7 +1,8 @@
 /**
  * The SQLite warehouse file on disk. It holds team data and may hold opened secrets (the
  * `plaintext` policy), so it is created readable by its owner only (`data_file_mode`) before
- * SQLite opens it; SQLite gives its `-wal` and `-shm` files the same mode.
+ * SQLite opens it; SQLite gives its `-wal` and `-shm` files the same mode. The writer lock's side
+ * file (`-lock`, lock.ts) holds nothing, but is created with the same mode.
  */
 import { statSync } from 'node:fs';
 import { createPrivateFileSync, DEFAULT_PRIVATE_MODES } from '../../private-files.js';
@@ -11,9 +12,14 @@ export function createPrivateSqliteFile(path: string, modes = DEFAULT_PRIVATE_MO
   createPrivateFileSync(path, modes);
 }
 
+/** The side file whose lock is the writer lock (lock.ts). */
+export function sqliteLockFile(path: string): string {
+  return `${path}-lock`;
+}
+
 /** The warehouse file and its companions, as `check` looks at their modes. */
 export function sqliteFiles(path: string): string[] {
-  return [path, `${path}-wal`, `${path}-shm`];
+  return [path, `${path}-wal`, `${path}-shm`, sqliteLockFile(path)];
 }
 
 /** The warehouse file and its companions that group or others may read. */

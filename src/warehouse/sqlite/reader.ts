@@ -4,6 +4,8 @@ import { existsSync } from 'node:fs';
 import { WarehouseError } from '../../errors.js';
 import { WarehouseReader, type SqlRows, type TableFacts } from '../reader.js';
 import { toServerTimestamp } from '../../timestamps.js';
+import { fileLockHeld } from '../../file-lock.js';
+import { sqliteLockFile } from './file.js';
 
 /** The server's form of a stored date-time; text that is not one is shown as it is. */
 function serverForm(value: string): string {
@@ -84,7 +86,13 @@ export function openSqliteReader(path: string): WarehouseReader {
       { hint: 'Check the path and that this user may read the file and its folder.', cause: error },
     );
   }
-  return new WarehouseReader(`sqlite:${path}`, sqliteRows(db), sqliteTableFacts(db), async () => {
-    if (db.open) db.close();
-  });
+  return new WarehouseReader(
+    `sqlite:${path}`,
+    sqliteRows(db),
+    sqliteTableFacts(db),
+    async () => {
+      if (db.open) db.close();
+    },
+    async () => (path === ':memory:' ? undefined : fileLockHeld(sqliteLockFile(path))),
+  );
 }
