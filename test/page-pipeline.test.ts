@@ -18,9 +18,13 @@ import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js
 import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
 import { openWarehouse } from '../src/warehouse/open.js';
+import { startCliProcess } from './crash-support.js';
 import {
+  closeCliTestBed,
   createTestWarehouse,
   expectWarehouseEqualsSource,
+  openCliTestBed,
+  syncEnv,
   testDialects,
   testSource,
   waitFor,
@@ -126,6 +130,22 @@ describe.each(testDialects)('the page pipeline (%s)', (dialect) => {
     });
     // SQLite keeps the server's own text (not `{"b":1}`); jsonb writes this value so too.
     expect(row!.note).toBe('{"b": 1.0}');
+  });
+
+  it('a sync process lives until its run is recorded: waiting for the page thread to end keeps it alive', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 36 });
+    const server = await startFakeServer({ dataset });
+    const bed = await openCliTestBed(dialect, '');
+    cleanups.push(() => closeCliTestBed(bed, server));
+    // A real process: its event loop, not a test runner's, decides when it ends.
+    const cli = startCliProcess(
+      ['sync', '--resources', 'chat_messages'],
+      syncEnv(server.url, bed.warehouse.env, { OCS_PAGE_SIZE: '5' }),
+    );
+    const result = await cli.finished;
+    expect(result.code, result.stderr).toBe(0);
+    const runs = await bed.warehouse.query('SELECT status FROM "_ocs_runs"');
+    expect(runs.map((run) => run.status)).toEqual(['ok']);
   });
 
   it('a page thread that dies fails the walk at its page, stores nothing past it, leaves no thread, and the next run completes', async (context) => {

@@ -176,6 +176,8 @@ class PageThread {
   async close(): Promise<void> {
     if (!this.dead) await this.request({ type: 'close', id: 0 }).catch(() => undefined);
     this.closing = true;
+    // Waiting for its end keeps the process alive: nothing else may (a CLI's last handles).
+    this.worker.ref();
     // The thread ends once its port lets go; a thread that does not is ended here.
     const ended = await Promise.race([
       this.exited.then(() => true),
