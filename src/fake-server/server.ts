@@ -334,18 +334,19 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const cursorText = lastParam(params, 'cursor');
     const cursor = cursorText === null || cursorText === '' ? null : cursorText;
     const cursorKind: CursorKind = entry.cursor;
+    const pageHeaders: OutgoingHttpHeaders = {
+      'content-type': JSON_TYPE,
+      vary: 'Accept',
+      allow: 'GET, HEAD, OPTIONS',
+      ...extraHeaders,
+    };
     const kept = options.pageBodies;
     const keptKey = `${resource}\n${cursor ?? ''}\n${limit}\n${lastParam(params, 'selection') ?? ''}`;
     const keptBody = kept?.get(keptKey);
     if (keptBody) {
       return {
         status: 200,
-        headers: {
-          'content-type': JSON_TYPE,
-          vary: 'Accept',
-          allow: 'GET, HEAD, OPTIONS',
-          ...extraHeaders,
-        },
+        headers: pageHeaders,
         body: '',
         bytes: keptBody,
       };
@@ -407,12 +408,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const rowsStart = body.indexOf('"results":[');
     return {
       status: 200,
-      headers: {
-        'content-type': JSON_TYPE,
-        vary: 'Accept',
-        allow: 'GET, HEAD, OPTIONS',
-        ...extraHeaders,
-      },
+      headers: pageHeaders,
       body,
       ...(holdTail && !options.bareArrayPages
         ? { split: { at: rowsStart + '"results":['.length, tail: () => holdTail(info) } }

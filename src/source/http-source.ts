@@ -23,7 +23,7 @@ import { MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { dropBody } from './drop-body.js';
 import { describeSeen, formatByteCount, readLimitedBytes } from './limited-body.js';
 import { PageHeadReader } from './page-head.js';
-import { BodyNotJsonError, JsonTooDeepError, bodyText, decodePageBody } from './page-body.js';
+import { BodyNotJsonError, JsonTooDeepError, bodyJson, decodePageBody } from './page-body.js';
 import {
   RequestPacer,
   readRateLimitHeaders,
@@ -249,7 +249,7 @@ export class HttpExportSource implements ExportSource {
   ): Promise<JsonResponse> {
     const { value } = await this.withRetries(
       path,
-      () => this.attempt(path, { auth, signal, decode: (bytes) => jsonBody(bytes, document) }),
+      () => this.attempt(path, { auth, signal, decode: (bytes) => bodyJson(bytes, document) }),
       signal,
     );
     return value;
@@ -694,19 +694,4 @@ export function parseManifest(body: unknown): Manifest {
 /** A name from the manifest as it is when it is printable, else escaped (and cut). */
 function printableName(name: string): string {
   return printable(name, { max: 200 });
-}
-
-/** An answer's JSON; `document`: a body that is not JSON is an answer too (the schema as YAML). */
-function jsonBody(bytes: Uint8Array, document: boolean): JsonResponse {
-  const text = bodyText(bytes);
-  let body: unknown;
-  try {
-    body = text === '' ? undefined : parseJsonExact(text);
-  } catch (error) {
-    if (error instanceof JsonTooDeepError) throw error;
-    if (error instanceof RangeError) throw new JsonTooDeepError();
-    if (!document) throw new BodyNotJsonError(bytes.byteLength);
-  }
-  if (body === undefined && !document) throw new BodyNotJsonError(bytes.byteLength);
-  return { body, text };
 }

@@ -25,14 +25,10 @@ export function bodyText(bytes: Uint8Array): string {
 }
 
 /**
- * Parses a page body: BodyNotJsonError for text that is not JSON, JsonTooDeepError for JSON nested
- * past the limit, ProtocolError for JSON that is no page.
+ * A body's JSON (64-bit ids exact) and its text. Not JSON, or empty: BodyNotJsonError, unless it
+ * is a `document`, whose body may be something else (the schema as YAML): then `body` is undefined.
  */
-export function decodePageBody(
-  bytes: Uint8Array,
-  resource: string,
-  limit: number,
-): { page: Page; text: string } {
+export function bodyJson(bytes: Uint8Array, document: boolean): { body: unknown; text: string } {
   const text = bodyText(bytes);
   let body: unknown;
   try {
@@ -41,9 +37,22 @@ export function decodePageBody(
     if (error instanceof JsonTooDeepError) throw error;
     // V8 throws RangeError for nesting deeper than its stack: as deep as JsonTooDeepError.
     if (error instanceof RangeError) throw new JsonTooDeepError();
-    throw new BodyNotJsonError(bytes.byteLength);
+    if (!document) throw new BodyNotJsonError(bytes.byteLength);
   }
-  if (body === undefined) throw new BodyNotJsonError(bytes.byteLength);
+  if (body === undefined && !document) throw new BodyNotJsonError(bytes.byteLength);
+  return { body, text };
+}
+
+/**
+ * Parses a page body: BodyNotJsonError for text that is not JSON, JsonTooDeepError for JSON nested
+ * past the limit, ProtocolError for JSON that is no page.
+ */
+export function decodePageBody(
+  bytes: Uint8Array,
+  resource: string,
+  limit: number,
+): { page: Page; text: string } {
+  const { body, text } = bodyJson(bytes, false);
   return { page: parsePage(body, resource, limit), text };
 }
 
