@@ -10,6 +10,8 @@ import { runDaemon } from '../daemon/daemon.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
 import { openWarehouseReader } from '../warehouse/open.js';
+import type { WarehouseReader } from '../warehouse/reader.js';
+import type { Config } from '../config/schema.js';
 import { createSecrets, createWarehouse } from './wiring.js';
 
 /** Exit this long after shutdown if something (a hung request, a lock wait) still holds the process. */
@@ -40,21 +42,20 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
         events,
         onAttempt,
       }),
-    readLastSuccess: async () => {
-      // A warehouse the first run has yet to create has no success to tell.
-      const reader = await openWarehouseReader({
-        url: config.warehouse.url,
-        schema: config.warehouse.schema,
-      }).catch(() => undefined);
-      if (!reader) return undefined;
-      try {
+    readLastSuccess: () =>
+      readWarehouse(config, async (reader) => {
         // ok or partial, as the metric counts a success.
         const finishedAt = (await reader.lastSuccessfulRun(['ok', 'partial']))?.finishedAt;
         return finishedAt ? Date.parse(finishedAt) : undefined;
-      } finally {
-        await reader.close();
-      }
-    },
+      }),
+    readUnfinishedFullRefresh: () =>
+      readWarehouse(config, async (reader) => {
+        // A dead process's run reads as interrupted once nobody holds the lock.
+        const [last] = await reader.runs({ limit: 1, kinds: ['full_refresh'] });
+        return last && last.status !== 'ok' && last.status !== 'partial'
+          ? { runId: last.id, status: last.status }
+          : undefined;
+      }),
     readStatus: async () => {
       const warehouse = await createWarehouse(config, logger);
       try {
@@ -72,6 +73,24 @@ export async function runDaemonCommand(context: CommandContext): Promise<number>
     if (result.abandonedRun) logger.warn('Exiting with a run still in progress');
   }
   return ExitCode.ok;
+}
+
+/** `read` on the warehouse, opened to read only; undefined when there is none yet. */
+async function readWarehouse<T>(
+  config: Config,
+  read: (reader: WarehouseReader) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  // A warehouse the first run has yet to create has nothing to tell.
+  const reader = await openWarehouseReader({
+    url: config.warehouse.url,
+    schema: config.warehouse.schema,
+  }).catch(() => undefined);
+  if (!reader) return undefined;
+  try {
+    return await read(reader);
+  } finally {
+    await reader.close();
+  }
 }
 
 /** An AbortSignal for SIGTERM and SIGINT; a second signal exits at once. */

@@ -56,6 +56,12 @@ export interface DaemonOptions {
   readStatus?(): Promise<ResourceStatus[]>;
   /** When the warehouse's last successful run finished (epoch ms), read once at start. */
   readLastSuccess?(): Promise<number | undefined>;
+  /**
+   * The newest full refresh the warehouse records, when it did not complete (interrupted,
+   * failed, or its process died): the start's run is then a full refresh. Read once at start,
+   * with a full refresh schedule.
+   */
+  readUnfinishedFullRefresh?(): Promise<{ runId: number; status: string } | undefined>;
   scheduleFunction?: ScheduleFunction;
   clock?: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;
@@ -100,6 +106,25 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       logger.warn(
         { error: describeError(error) },
         'Could not read the last success from the warehouse',
+      );
+    }
+  }
+
+  let fullRefreshOwed = false;
+  if (options.readUnfinishedFullRefresh && options.fullRefreshSchedule !== null) {
+    try {
+      const unfinished = await options.readUnfinishedFullRefresh();
+      if (unfinished) {
+        fullRefreshOwed = true;
+        logger.info(
+          unfinished,
+          `The last full refresh (run ${unfinished.runId}) ended ${unfinished.status}: this start runs a full refresh`,
+        );
+      }
+    } catch (error) {
+      logger.warn(
+        { error: describeError(error) },
+        'Could not read the last full refresh from the warehouse',
       );
     }
   }
@@ -156,6 +181,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
     clock,
     scheduleFunction: options.scheduleFunction ?? nodeCronScheduleFunction(logger),
     backoff: options.backoff,
+    fullRefreshOwed,
     logger,
     run,
     onTickSkipped: (reason) => metrics.tickSkipped(reason),
