@@ -37,8 +37,11 @@
  *   digits) goes with every page request as `selection` (src/sync/chatbot-choice.ts).
  * - Scope: how the manifest classes a resource under a choice: `owned` (a chatbot's own rows),
  *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
- * - Out of scope: a row the server still has but no longer serves under the current choice;
+ * - Out of scope: a row the current choice does not serve (the server may still have it);
  *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
+ * - Deletion proof: under a choice, what shows a missing row is gone from the server and not
+ *   merely out of scope: the rows served in the same full refresh still reach it
+ *   (src/sync/choice-reach.ts).
  * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
  *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
  *   counts any step as life and names the latest.
@@ -280,10 +283,38 @@ export type DeleteMode = 'mark' | 'remove';
 
 export interface MissingUnderChoice {
   selection: string;
-  deleteServedUnderSameChoice: boolean;
+  /**
+   * Given after a complete full refresh under the choice: a missing row last served under it is
+   * deleted (marked or removed by `mode`) when one of these shows the server no longer has it.
+   * Absent: nothing is deleted, every missing row is marked out of scope.
+   */
+  proofs?: readonly DeletionProof[];
   mode: DeleteMode;
   history: boolean;
 }
+
+/**
+ * Why a row that a full refresh under a chatbot choice did not see is gone from the server,
+ * rather than out of the choice (planned in sync/choice-reach.ts, tested in SQL by the
+ * warehouse). "Served" means written by this run under this choice.
+ * - `every_row`: the resource is served whole under any choice (users, tags, ...).
+ * - `named_by`: a served row of `table` names it in `column` (a list of ids when `list`), a link
+ *   the choice follows: the server would have served it.
+ * - `names`: it names a served row of `table` in `column`, the link the choice reaches it by.
+ * - `names_nothing`: `column` is null: served under any choice (a team-level channel).
+ * - `names_typed`: `typeColumn` is `type` and `idColumn` names a served row of `table` (a
+ *   generic foreign key).
+ * - `parent_gone`: its required `column` names a row of `table` (walked completely in this run)
+ *   the warehouse holds as deleted, or not at all: the server cannot keep a row whose required
+ *   parent it deleted.
+ */
+export type DeletionProof =
+  | { kind: 'every_row' }
+  | { kind: 'named_by'; table: string; column: string; list: boolean }
+  | { kind: 'names'; column: string; table: string }
+  | { kind: 'names_nothing'; column: string }
+  | { kind: 'names_typed'; typeColumn: string; idColumn: string; type: string; table: string }
+  | { kind: 'parent_gone'; column: string; table: string };
 
 /** A chatbot choice as recorded: its key and the chatbots (public id, name) it stood for. */
 export interface ChatbotChoiceRecord {
@@ -373,8 +404,8 @@ export interface Warehouse {
   /**
    * After a complete walk from the start under a chatbot choice: rows of `table` not written by
    * `runId` under `selection` are marked out of scope (a `scope_exit` history version each), or,
-   * with `deleteServedUnderSameChoice`, marked or removed when they were last served under this
-   * same choice. Never deletes anything else.
+   * with `proofs`, marked or removed when they were last served under this same choice and a
+   * proof holds for them. Never deletes anything else.
    */
   markMissingUnderChoice(
     table: string,

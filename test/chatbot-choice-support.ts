@@ -10,7 +10,7 @@ import {
   type FakeServer,
   type FakeServerOptions,
 } from '../src/fake-server/server.js';
-import type { Warehouse } from '../src/interfaces.js';
+import type { Row, Warehouse } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
 import { runSync, type SyncOptions, type SyncReport } from '../src/sync/engine.js';
 import { openWarehouse } from '../src/warehouse/open.js';
@@ -24,6 +24,8 @@ export interface ScopedBed {
   warehouse: Warehouse;
   /** Every row the fake ever served: `resource/id`. */
   served: Set<string>;
+  /** Each row's last serving (`resource/id`): the choice's key then, and the row as served. */
+  lastServed: Map<string, { key: string; row: Row }>;
   /** Serves the same rows from a new server: without choices, unless the options give one. */
   replaceServer(options?: Partial<FakeServerOptions>): Promise<FakeServer>;
   /** One run through the engine; the source is opened and closed around it. */
@@ -41,30 +43,9 @@ export async function openScopedBed(
     chosen?: string[];
   } & Partial<FakeServerOptions> = {},
 ): Promise<ScopedBed> {
-  const dataset =
-    options.dataset ??
-    createSampleDataset({
-      scoped: true,
-      seed: options.seed ?? 3,
-      rowsPerResource: options.rowsPerResource ?? 8,
-      // A few chatbots with many conversations each, so every choice serves some of everything.
-      rowCounts: {
-        chatbots: 3,
-        sessions: 24,
-        chats: 20,
-        chat_messages: 40,
-        participants: 12,
-        participant_data: 16,
-        chat_attachments: 10,
-        traces: 10,
-        scheduled_messages: 10,
-        usage_records: 10,
-        custom_tagged_items: 10,
-        user_comments: 10,
-        scores: 10,
-      },
-    });
+  const dataset = options.dataset ?? scopedDataset(options.seed ?? 3, options.rowsPerResource ?? 8);
   const served = new Set<string>();
+  const lastServed = new Map<string, { key: string; row: Row }>();
   const chatbots = () => workingChatbots(dataset);
   const start = (serverOptions: Partial<FakeServerOptions>) =>
     startFakeServer({
@@ -72,7 +53,11 @@ export async function openScopedBed(
       ...serverOptions,
       dataset,
       onPageServed: (info) => {
-        for (const row of info.rows) served.add(`${info.resource}/${String(row.id)}`);
+        const key = bed.server.choice?.key() ?? 'all';
+        for (const row of info.rows) {
+          served.add(`${info.resource}/${String(row.id)}`);
+          lastServed.set(`${info.resource}/${String(row.id)}`, { key, row });
+        }
       },
     });
   const server = await start({ ...options, chatbotChoice: { chosen: options.chosen ?? [] } });
@@ -87,6 +72,7 @@ export async function openScopedBed(
     stored,
     warehouse,
     served,
+    lastServed,
     chatbots,
     async replaceServer(serverOptions = {}) {
       await bed.server.close();
@@ -121,6 +107,110 @@ export async function openScopedBed(
     },
   };
   return bed;
+}
+
+/**
+ * The scoped sample: a few chatbots with many conversations each, so every choice serves some of
+ * everything. `rowCounts` adds to or overrides the counts.
+ */
+export function scopedDataset(
+  seed: number,
+  rowsPerResource = 8,
+  rowCounts: Record<string, number> = {},
+): FakeDataset {
+  return createSampleDataset({
+    scoped: true,
+    seed,
+    rowsPerResource,
+    rowCounts: {
+      chatbots: 3,
+      sessions: 24,
+      chats: 20,
+      chat_messages: 40,
+      participants: 12,
+      participant_data: 16,
+      chat_attachments: 10,
+      traces: 10,
+      scheduled_messages: 10,
+      usage_records: 10,
+      custom_tagged_items: 10,
+      user_comments: 10,
+      scores: 10,
+      ...rowCounts,
+    },
+  });
+}
+
+/**
+ * Denser shared rows: three pipelines with many nodes each, so each chatbot reaches several rows
+ * of every provider, collection and source.
+ */
+export const SHARED_ROWS: Readonly<Record<string, number>> = {
+  pipelines: 3,
+  pipeline_nodes: 40,
+  collections: 10,
+  collection_files: 30,
+  document_sources: 20,
+  file_chunk_embeddings: 30,
+  chatbot_channels: 15,
+  source_materials: 8,
+};
+
+/**
+ * Whether the choice would serve `row` were it back on the server, every other row as it is now:
+ * then the rows served show it is gone (a deletion a full refresh under the choice must record).
+ */
+export function wouldServe(
+  dataset: FakeDataset,
+  chosen: readonly string[],
+  resource: string,
+  model: string,
+  row: Row,
+): boolean {
+  const id = String(row.id);
+  dataset.insert(resource, [row]);
+  try {
+    return idsInScope(dataset, chosen, resource, model).has(id);
+  } finally {
+    dataset.remove(resource, [id]);
+  }
+}
+
+/**
+ * Deletes rows as the server's database does: a row whose required (non-null) reference names a
+ * deleted row goes with it; a nullable reference is set to null (`nullify`) or left naming the
+ * gone row (a reference the database does not hold, as in a JSON field). Returns every row
+ * deleted, `resource/id`.
+ */
+export function deleteAsServer(
+  dataset: FakeDataset,
+  resource: string,
+  ids: readonly string[],
+  nullify: boolean,
+): string[] {
+  const fixture = dataset.fixture ?? [];
+  const deleted: string[] = [];
+  const queue = ids.map((id) => ({ resource, id }));
+  for (let next = queue.shift(); next; next = queue.shift()) {
+    if (dataset.remove(next.resource, [next.id]) === 0) continue;
+    deleted.push(`${next.resource}/${next.id}`);
+    for (const referring of fixture) {
+      if (!dataset.hasResource(referring.resource)) continue;
+      for (const [field, spec] of Object.entries(referring.fields)) {
+        if (spec.references !== next.resource) continue;
+        const naming = dataset
+          .rows(referring.resource)
+          .filter((row) => String(row[field]) === next.id)
+          .map((row) => String(row.id));
+        if (!spec.nullable) {
+          queue.push(...naming.map((id) => ({ resource: referring.resource, id })));
+        } else if (nullify && naming.length > 0) {
+          dataset.edit(referring.resource, naming, { [field]: null });
+        }
+      }
+    }
+  }
+  return deleted;
 }
 
 /** Public ids of the dataset's working-version chatbots (the ones a choice names), in id order. */

@@ -153,7 +153,7 @@ describe('planning a walk under a chatbot choice', () => {
       missing: 'none',
     });
     expect(plan({ scope: { kind: 'unscoped' }, cursorKey: null, fullRefresh: true })).toMatchObject(
-      { cursor: null, missing: 'delete', deleteServedUnderSameChoice: false },
+      { cursor: null, missing: 'delete', provesDeletions: false },
     );
   });
 
@@ -188,7 +188,7 @@ describe('planning a walk under a chatbot choice', () => {
       expect(plan({ entry: shared }), shared.resource).toMatchObject({
         cursor: null,
         missing: 'out_of_scope',
-        deleteServedUnderSameChoice: false,
+        provesDeletions: false,
       });
     }
   });
@@ -200,16 +200,19 @@ describe('planning a walk under a chatbot choice', () => {
     ).toMatchObject({ excluded: false, cursor: 'C' });
   });
 
-  it('deletes on a full refresh only owned rows last served under the same choice', () => {
-    expect(plan({ fullRefresh: true })).toMatchObject({
-      cursor: null,
-      missing: 'out_of_scope',
-      deleteServedUnderSameChoice: true,
+  it('proves deletions on a full refresh under a choice, whatever the scope, and only there', () => {
+    for (const walked of [entry('sessions', 'owned'), entry('llm_providers', 'referenced')]) {
+      expect(plan({ fullRefresh: true, entry: walked }), walked.resource).toMatchObject({
+        cursor: null,
+        missing: 'out_of_scope',
+        provesDeletions: true,
+      });
+      expect(plan({ entry: walked }).provesDeletions, walked.resource).toBe(false);
+    }
+    expect(plan({ fullRefresh: true, scope: whole })).toMatchObject({
+      missing: 'delete',
+      provesDeletions: false,
     });
-    expect(plan({ fullRefresh: true, entry: entry('llm_providers', 'referenced') })).toMatchObject({
-      deleteServedUnderSameChoice: false,
-    });
-    expect(plan({ fullRefresh: true, scope: whole })).toMatchObject({ missing: 'delete' });
   });
 
   it('never deletes and always re-reads when the server does not say its choice', () => {
@@ -217,7 +220,7 @@ describe('planning a walk under a chatbot choice', () => {
     expect(plan({ scope: unknown, fullRefresh: true })).toMatchObject({
       cursor: null,
       missing: 'out_of_scope',
-      deleteServedUnderSameChoice: false,
+      provesDeletions: false,
     });
     expect(plan({ scope: unknown }).cursor).toBeNull();
   });
@@ -941,7 +944,7 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
 describe.each(testDialects)("the docs' chatbot-choice queries (%s)", (dialect) => {
   it('run as written and find what they say', async () => {
     const queries = docsSqlBlocks('chatbot-choice-queries');
-    expect(queries.length).toBe(3);
+    expect(queries.length).toBe(4);
     const bed = await openScopedBed(dialect);
     try {
       const [a, b] = bed.chatbots();
@@ -957,11 +960,16 @@ describe.each(testDialects)("the docs' chatbot-choice queries (%s)", (dialect) =
       await bed.sync();
       bed.server.choice!.set([a!]);
       await bed.sync({ fullRefresh: true });
+      // A participant of A deleted on the server, found by the next full refresh under [a].
+      const [gone] = [...idsInScope(bed.dataset, [a!], 'participants', 'experiments.participant')];
+      bed.dataset.remove('participants', [gone!]);
+      await bed.sync({ fullRefresh: true });
       for (const query of queries) {
         const rows = await bed.stored.query(query);
         expect(rows.length, query).toBeGreaterThan(0);
       }
-      const history = await bed.stored.query(queries[1]!);
+      expect((await bed.stored.query(queries[1]!)).map((row) => String(row.id))).toEqual([gone]);
+      const history = await bed.stored.query(queries[2]!);
       expect(
         history.filter((row) => String(row.id) === back).map((row) => row._ocs_version_kind),
       ).toEqual(['scope_exit', 'scope_return', 'scope_exit']);

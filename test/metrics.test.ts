@@ -87,6 +87,8 @@ describe('SyncMetrics', () => {
     events.onResourceDone?.(
       resourceReport({ resource: 'users', status: 'failed', fullRefresh: true, rows: 5 }),
     );
+    // Under a chatbot choice a full refresh settles deletions after every walk.
+    events.onMissingSettled?.({ resource: 'llm_providers', deleted: 2, outOfScope: 3 });
     const text = (await metrics.render()).body;
     expect(sample(text, 'ocs_sync_rows_synced_total{resource="participants"}')).toBe(140);
     expect(sample(text, 'ocs_sync_rows_synced_total{resource="chats"}')).toBe(3);
@@ -99,6 +101,7 @@ describe('SyncMetrics', () => {
     );
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="participants"}')).toBe(140);
     expect(sample(text, 'ocs_sync_rows_deleted_total{resource="participants"}')).toBe(6);
+    expect(sample(text, 'ocs_sync_rows_deleted_total{resource="llm_providers"}')).toBe(2);
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="chats"}')).toBeUndefined();
     expect(sample(text, 'ocs_sync_rows_reconciled_total{resource="users"}')).toBeUndefined();
     expect(sample(text, 'ocs_sync_resource_problems_total{resource="users",status="failed"}')).toBe(

@@ -225,6 +225,9 @@ export class SyncMetrics {
         if (report.status !== 'ok' && report.status !== 'excluded')
           this.resourceProblems.inc({ resource: report.resource, status: report.status });
       },
+      onMissingSettled: ({ resource, deleted }) => {
+        this.rowsDeleted.inc({ resource }, deleted);
+      },
       onSchemaChange: (change) => {
         this.schemaChanges.inc({ kind: change.kind, reason: change.reason });
       },
@@ -312,6 +315,7 @@ export function combineEvents(...listeners: Array<SyncEvents | undefined>): Sync
     onResourceStart: hook('onResourceStart'),
     onPageWritten: hook('onPageWritten'),
     onResourceDone: hook('onResourceDone'),
+    onMissingSettled: hook('onMissingSettled'),
     onSchemaChange: hook('onSchemaChange'),
     onFilesDone: hook('onFilesDone'),
     onProgress: hook('onProgress'),

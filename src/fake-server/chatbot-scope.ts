@@ -46,11 +46,11 @@ export function scopeClassOfModel(model: string): FakeScopeClass {
   return 'referenced';
 }
 
-/** Content type ids of the generic-FK rows (`content_type_id`, `object_id`) in the fake. */
-export const FAKE_CONTENT_TYPES: Readonly<Record<number, string>> = {
-  11: 'chats',
-  12: 'chat_messages',
-  13: 'sessions',
+/** What a generic-FK row (`content_type`, `object_id`) may point at: model label -> resource. */
+export const CONTENT_TYPES: Readonly<Record<string, string>> = {
+  'chat.chat': 'chats',
+  'chat.chatmessage': 'chat_messages',
+  'experiments.experimentsession': 'sessions',
 };
 
 type IdSet = ReadonlySet<string>;
@@ -166,7 +166,8 @@ export class ChatbotScopeView {
     return new Set(
       this.rowsOf(resource)
         .filter((row) => {
-          const target = FAKE_CONTENT_TYPES[Number(row.content_type_id)];
+          const type = String(row.content_type);
+          const target = Object.hasOwn(CONTENT_TYPES, type) ? CONTENT_TYPES[type] : undefined;
           return target !== undefined && this.served(target).has(key(row.object_id) ?? '');
         })
         .map((row) => String(row.id)),

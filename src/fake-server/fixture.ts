@@ -426,15 +426,16 @@ export function scopedSampleFixture(): FixtureResource[] {
     llm_provider_model: ref('llm_provider_models', true),
     source_material: ref('source_materials', true),
   });
-  // Generic foreign keys at rows the scope can follow (content types in chatbot-scope.ts).
-  Object.assign(fieldsOf('custom_tagged_items'), {
-    object_id: ref('chat_messages'),
-    content_type_id: choice([12]),
-  });
-  Object.assign(fieldsOf('user_comments'), {
-    object_id: ref('sessions'),
-    content_type_id: choice([13]),
-  });
+  // Generic foreign keys at rows the scope can follow, as the server sends them: the target's
+  // model label in `content_type` (chatbot-scope.ts).
+  for (const [resource, target, model] of [
+    ['custom_tagged_items', 'chat_messages', 'chat.chatmessage'],
+    ['user_comments', 'sessions', 'experiments.experimentsession'],
+  ] as const) {
+    const fields = fieldsOf(resource);
+    delete fields.content_type_id;
+    Object.assign(fields, { content_type: choice([model]), object_id: ref(target) });
+  }
   const triggers = [
     resource('timeout_triggers', 'events.timeouttrigger', 'pk', {
       ...timestamps,

@@ -134,15 +134,16 @@ export interface ResourceWalkPlan {
   /**
    * What a complete walk from the start says about rows it did not see:
    * `delete` (the whole team was walked: the server no longer has them), `out_of_scope` (a
-   * choice: they are not served; see deleteServedUnderSameChoice), or `none` (not looked at).
+   * choice: they are not served; see provesDeletions), or `none` (not looked at).
    */
   missing: 'none' | 'delete' | 'out_of_scope';
   /**
-   * With `out_of_scope`: owned rows last served under this same choice are deleted instead
-   * (a full refresh only): the server serves every version of a chosen chatbot's rows, archived
-   * ones too, so under an unchanged choice an owned row only disappears when it is deleted.
+   * With `out_of_scope`, on a full refresh under a choice: the missing rows are settled once
+   * every walk of the run is done, when the rows served can show which are gone from the server
+   * (choice-reach.ts): those last served under this same choice that the served rows still
+   * reach are deleted, whatever the resource's scope; the rest are marked out of scope.
    */
-  deleteServedUnderSameChoice: boolean;
+  provesDeletions: boolean;
 }
 
 /** True when every row served under `to` was also served under `from`. */
@@ -176,7 +177,7 @@ export function planResourceWalk(input: ResourceWalkInput): ResourceWalkPlan {
   const partOfTeam = servesPartOfTeam(scope);
   const scopeClass = scopeClassOf(entry);
   if (scope.kind === 'choice' && partOfTeam && scopeClass === 'excluded') {
-    return { excluded: true, cursor: null, missing: 'none', deleteServedUnderSameChoice: false };
+    return { excluded: true, cursor: null, missing: 'none', provesDeletions: false };
   }
   const cursorKey = input.cursorKey ?? WHOLE_TEAM_KEY;
   let restartReason: string | undefined;
@@ -201,11 +202,7 @@ export function planResourceWalk(input: ResourceWalkInput): ResourceWalkPlan {
     cursor,
     ...(restartReason !== undefined ? { restartReason } : {}),
     missing,
-    deleteServedUnderSameChoice:
-      missing === 'out_of_scope' &&
-      fullRefresh &&
-      scope.kind === 'choice' &&
-      scopeClass === 'owned',
+    provesDeletions: missing === 'out_of_scope' && fullRefresh && scope.kind === 'choice',
   };
 }
 

@@ -89,6 +89,7 @@ import {
   type ServerScope,
 } from './chatbot-choice.js';
 import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
+import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
@@ -122,6 +123,8 @@ export interface SyncEvents {
   onResourceStart?(info: { resource: string; index: number; total: number }): void;
   onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
   onResourceDone?(report: ResourceReport): void;
+  /** A full refresh under a chatbot choice settled a resource's missing rows, after every walk. */
+  onMissingSettled?(info: { resource: string; deleted: number; outOfScope: number }): void;
   onSchemaChange?(change: SchemaChange): void;
   onFilesDone?(report: FilesReport): void;
   /** Every step of every stage of the run (pages, files, deletion marking, ...). */
@@ -263,6 +266,8 @@ class SyncRun {
   private walkDurations: WalkDurations = { fromStart: {}, resumed: {} };
   /** Resources this run walked from their first page. */
   private readonly walkedFromStart = new Set<string>();
+  /** Full refreshes under a choice whose missing rows wait for every walk: resource -> key. */
+  private readonly awaitingProofs = new Map<string, string>();
 
   constructor(private readonly options: SyncOptions) {
     this.opener =
@@ -378,6 +383,19 @@ class SyncRun {
         // Nothing opens a value after the walks: no thread (nor key) outlives them.
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
+      await settleMissingUnderChoice(reports, {
+        warehouse,
+        runId: this.runId,
+        key: walkKey(this.scope),
+        entries: manifest.entries,
+        awaiting: this.awaitingProofs,
+        deletes: this.options.deletes,
+        historyFor: (resource) => this.historyFor(resource),
+        logger,
+        progress: (progress) => this.progress(progress),
+        onSettled: (info) => this.options.events?.onMissingSettled?.(info),
+        throwIfAborted: () => this.throwIfAborted(),
+      });
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
@@ -1129,7 +1147,8 @@ class SyncRun {
       missing === 'out_of_scope'
         ? `marking rows of ${resource} the chatbot choice no longer serves`
         : `marking rows of ${resource} the server no longer has`;
-    if (missing !== 'none') this.progress({ stage: marking, done: 0, unit: 'rows' });
+    const marksNow = missing === 'delete' || (missing === 'out_of_scope' && !plan.provesDeletions);
+    if (marksNow) this.progress({ stage: marking, done: 0, unit: 'rows' });
     if (missing === 'delete') {
       report.deleted = await warehouse.markMissingAsDeleted(
         resource,
@@ -1137,17 +1156,19 @@ class SyncRun {
         this.options.deletes,
         history,
       );
+    } else if (missing === 'out_of_scope' && plan.provesDeletions) {
+      // Settled when every walk is done: the proofs read what the other walks served.
+      this.awaitingProofs.set(resource, key);
     } else if (missing === 'out_of_scope') {
       const marked = await warehouse.markMissingUnderChoice(resource, this.runId, {
         selection: key,
-        deleteServedUnderSameChoice: plan.deleteServedUnderSameChoice,
         mode: this.options.deletes,
         history,
       });
       report.deleted = marked.deleted;
       report.outOfScope = marked.outOfScope;
     }
-    if (missing !== 'none') {
+    if (marksNow) {
       this.progress({
         stage: marking,
         done: report.deleted + (report.outOfScope ?? 0),

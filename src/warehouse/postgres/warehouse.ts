@@ -68,6 +68,11 @@ import {
 import { assertSafeSchemaChanges } from '../schema-changes.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
 import { assertValueFits, narrowInteger, parseIdText } from '../values.js';
+import {
+  missingUnderChoiceSql,
+  proofTables,
+  type ChoiceSqlDialect,
+} from '../missing-under-choice.js';
 import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
 
 export { advisoryLockKey, describePostgresUrl, postgresClientConfig } from './connection.js';
@@ -78,6 +83,22 @@ export {
   isoTextSql,
   wideningExpression,
 } from './values.js';
+
+/** PostgreSQL's side of the clauses that settle rows missing under a chatbot choice. */
+function postgresChoiceSql(table: (name: string) => string): ChoiceSqlDialect {
+  return {
+    table,
+    placeholder: (position, type) => `$${position}::${type}`,
+    // CASE: PostgreSQL evaluates only the branch taken, so no cast meets a value it cannot take.
+    listIds: (alias, column) => {
+      const value = `${alias}.${q(column)}`;
+      return {
+        join: `CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(${value}) = 'array' THEN ${value} END) AS e(value)`,
+        id: `CASE WHEN jsonb_typeof(e.value) = 'number' AND (e.value #>> '{}') ~ '^-?[0-9]{1,18}$' THEN (e.value #>> '{}')::bigint END`,
+      };
+    },
+  };
+}
 
 export interface PostgresWarehouseOptions {
   /** postgres://user:password@host:port/database?sslmode=... (pg reads sslmode from it). */
@@ -461,18 +482,28 @@ export class PostgresWarehouse implements Warehouse {
   ): Promise<{ deleted: number; outOfScope: number }> {
     return this.guard(`Marking rows missing from ${table} under the chatbot choice`, async () => {
       assertSafeTableName(table);
-      const { selection, deleteServedUnderSameChoice, mode, history } = options;
+      const { selection, proofs, mode, history } = options;
       return this.connection.transaction(async (client) => {
         if (!(await this.connection.tableExistsOn(client, table))) {
           return { deleted: 0, outOfScope: 0 };
         }
-        // Seen: written by this run under this choice ($1 run, $2 key). IS NOT DISTINCT FROM is
-        // null-safe: rows from before choices were recorded count as missing.
-        const missing =
-          'NOT ("_run_id" IS NOT DISTINCT FROM $1::bigint AND "_ocs_served_under" IS NOT DISTINCT FROM $2::text) ' +
-          'AND "_deleted_at" IS NULL';
-        const gone = `WHERE ${missing} AND "_ocs_served_under" IS NOT DISTINCT FROM $2::text`;
-        const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
+        // The stored columns of every table the clauses may read, looked up before building them.
+        const columns = new Map<string, ColumnSpec[] | undefined>();
+        for (const name of new Set([table, ...(proofs ?? []).flatMap(proofTables)])) {
+          assertSafeTableName(name);
+          columns.set(
+            name,
+            (await this.connection.tableExistsOn(client, name))
+              ? await this.connection.storedColumns(client, name)
+              : undefined,
+          );
+        }
+        const { gone, exits } = missingUnderChoiceSql(
+          postgresChoiceSql((name) => this.table(name)),
+          table,
+          { runId, selection, ...(proofs ? { proofs } : {}) },
+          (name) => columns.get(name),
+        );
         const now = nowIso();
         const historyTable = historyTableName(table);
         const audit = this.auditStore.enabled;
@@ -480,42 +511,39 @@ export class PostgresWarehouse implements Warehouse {
           (history || audit) && (await this.connection.tableExistsOn(client, historyTable));
         const qualified = { table: this.table(table), history: this.table(historyTable) };
         let deleted = 0;
-        if (deleteServedUnderSameChoice) {
+        for (const proven of gone) {
           if (keepHistory) {
-            await closeVersions(
-              client,
-              qualified,
-              table,
-              { sql: gone, parameters: [runId, selection] },
-              { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
-            );
+            await closeVersions(client, qualified, table, proven, {
+              at: now,
+              operation: mode === 'remove' ? 'remove' : 'delete',
+              runId,
+              audit,
+            });
           }
+          const at = `$${proven.parameters.length + 1}::timestamptz`;
           const result =
             mode === 'remove'
-              ? await client.query(`DELETE FROM ${this.table(table)} ${gone}`, [runId, selection])
+              ? await client.query(
+                  `DELETE FROM ${this.table(table)} ${proven.sql}`,
+                  proven.parameters,
+                )
               : await client.query(
-                  `UPDATE ${this.table(table)} SET "_deleted_at" = $3::timestamptz ${gone}`,
-                  [runId, selection, now],
+                  `UPDATE ${this.table(table)} SET "_deleted_at" = ${at} ${proven.sql}`,
+                  [...proven.parameters, now],
                 );
-          deleted = result.rowCount ?? 0;
+          deleted += result.rowCount ?? 0;
         }
         if (keepHistory) {
           const present = await this.connection.physicalColumns(client, historyTable);
-          const columns = (await this.connection.storedColumns(client, table))
+          const names = (await this.connection.storedColumns(client, table))
             .map((column) => column.name)
             .filter((name) => present.has(name));
-          await exitScope(
-            client,
-            qualified,
-            table,
-            columns,
-            { sql: exits, parameters: [runId, selection] },
-            { at: now, runId, audit },
-          );
+          await exitScope(client, qualified, table, names, exits, { at: now, runId, audit });
         }
+        const at = `$${exits.parameters.length + 1}::timestamptz`;
         const marked = await client.query(
-          `UPDATE ${this.table(table)} SET "_ocs_out_of_scope_since" = $3::timestamptz ${exits}`,
-          [runId, selection, now],
+          `UPDATE ${this.table(table)} SET "_ocs_out_of_scope_since" = ${at} ${exits.sql}`,
+          [...exits.parameters, now],
         );
         return { deleted, outOfScope: marked.rowCount ?? 0 };
       });

@@ -56,12 +56,27 @@ import { applySqliteSchemaChange, createSqliteLiveView, dropSqliteLiveView } fro
 import { SQLITE_MIGRATION_CODE } from './migrations.js';
 import { decodeValue, encodeValue } from './values.js';
 import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
+import { missingUnderChoiceSql, type ChoiceSqlDialect } from '../missing-under-choice.js';
 import { assertValueFits, narrowInteger, parseIdText, toJsonText } from '../values.js';
 import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
 import type { PrivateModes } from '../../private-files.js';
 import { sqliteLockFile } from './file.js';
 
 export type { WarehouseLogger } from '../writer-lock.js';
+
+/** SQLite's side of the clauses that settle rows missing under a chatbot choice. */
+const SQLITE_CHOICE_SQL: ChoiceSqlDialect = {
+  table: q,
+  placeholder: () => '?',
+  // CASE, not AND: SQLite evaluates only the branch taken, and json_type fails on bad JSON.
+  listIds: (alias, column) => {
+    const value = `${alias}.${q(column)}`;
+    return {
+      join: `, json_each(CASE WHEN json_valid(${value}) THEN CASE WHEN json_type(${value}) = 'array' THEN ${value} END END) AS e`,
+      id: `CASE WHEN e.type = 'integer' THEN e.value END`,
+    };
+  },
+};
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */
@@ -369,34 +384,35 @@ export class SqliteWarehouse implements Warehouse {
     return this.exclusive(() => {
       assertSafeTableName(table);
       if (!this.connection.tableExists(table)) return { deleted: 0, outOfScope: 0 };
-      const { selection, deleteServedUnderSameChoice, mode, history } = options;
-      // Seen: written by this run under this choice. IS is null-safe: rows from before choices
-      // were recorded count as missing.
-      const missing = `NOT ("_run_id" IS ? AND "_ocs_served_under" IS ?) AND "_deleted_at" IS NULL`;
-      const gone = `WHERE ${missing} AND "_ocs_served_under" IS ?`;
-      const exits = `WHERE ${missing} AND "_ocs_out_of_scope_since" IS NULL`;
-      const seen = [runId, selection];
+      const { selection, proofs, mode, history } = options;
+      const { gone, exits } = missingUnderChoiceSql(
+        SQLITE_CHOICE_SQL,
+        table,
+        { runId, selection, ...(proofs ? { proofs } : {}) },
+        (name) =>
+          this.connection.tableExists(name) ? this.connection.storedColumns(name) : undefined,
+      );
       const now = nowIso();
       const audit = this.auditStore.enabled;
       return this.connection.writeTransaction(() => {
         const historyTable = historyTableName(table);
         const keepHistory = (history || audit) && this.connection.tableExists(historyTable);
         let deleted = 0;
-        if (deleteServedUnderSameChoice) {
+        for (const proven of gone) {
           if (keepHistory) {
-            this.history.close(
-              table,
-              historyTable,
-              { sql: gone, parameters: [...seen, selection] },
-              { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
-            );
+            this.history.close(table, historyTable, proven, {
+              at: now,
+              operation: mode === 'remove' ? 'remove' : 'delete',
+              runId,
+              audit,
+            });
           }
-          deleted = (
+          deleted += (
             mode === 'remove'
-              ? this.db.prepare(`DELETE FROM ${q(table)} ${gone}`).run(...seen, selection)
+              ? this.db.prepare(`DELETE FROM ${q(table)} ${proven.sql}`).run(...proven.parameters)
               : this.db
-                  .prepare(`UPDATE ${q(table)} SET "_deleted_at" = ? ${gone}`)
-                  .run(now, ...seen, selection)
+                  .prepare(`UPDATE ${q(table)} SET "_deleted_at" = ? ${proven.sql}`)
+                  .run(now, ...proven.parameters)
           ).changes;
         }
         if (keepHistory) {
@@ -405,17 +421,11 @@ export class SqliteWarehouse implements Warehouse {
             .storedColumns(table)
             .map((column) => column.name)
             .filter((name) => present.has(name));
-          this.history.exitScope(
-            table,
-            historyTable,
-            columns,
-            { sql: exits, parameters: seen },
-            { at: now, runId, audit },
-          );
+          this.history.exitScope(table, historyTable, columns, exits, { at: now, runId, audit });
         }
         const outOfScope = this.db
-          .prepare(`UPDATE ${q(table)} SET "_ocs_out_of_scope_since" = ? ${exits}`)
-          .run(now, ...seen).changes;
+          .prepare(`UPDATE ${q(table)} SET "_ocs_out_of_scope_since" = ? ${exits.sql}`)
+          .run(now, ...exits.parameters).changes;
         return { deleted, outOfScope };
       });
     }, `Marking rows missing from ${table} under the chatbot choice`);
