@@ -81,7 +81,9 @@ describe.each(testDialects)('soak --chaos (%s)', (dialect) => {
 
       // The report says it all.
       expect(out).toMatch(/^ocs-sync chaos soak: `ocs-sync daemon` ended at random moments/m);
-      expect(out).toContain(dialect === 'postgres' ? ', PostgreSQL;' : ', SQLite with the audit chain;');
+      expect(out).toContain(
+        dialect === 'postgres' ? ', PostgreSQL;' : ', SQLite with the audit chain;',
+      );
       expect(out).toMatch(
         /^processes: \d+ \(\d+ restarts, after back-offs of up to \d+ s\); \d+ killed with -9 \(\d+ during a run\), \d+ stopped with SIGTERM/m,
       );
