@@ -5,6 +5,7 @@
  */
 import type { Row } from '../src/interfaces.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import type { FakeFault } from '../src/fake-server/server.js';
 import {
   datasetFromFixture,
   sampleFixture,
@@ -12,6 +13,15 @@ import {
 } from '../src/fake-server/fixture.js';
 
 export const BENCH_RESOURCE = 'chat_messages';
+
+/** The faults of a real deployment: a proxy's 502 page, 503s, resets, cut bodies, a 429. */
+export const REAL_FAULTS: FakeFault[] = [
+  { kind: 'status', status: 503 },
+  { kind: 'status', status: 502, html: true },
+  { kind: 'drop' },
+  { kind: 'truncate' },
+  { kind: 'rate_limit', retryAfterSeconds: 1 },
+];
 export const DEFAULT_BENCH_SEED = 42;
 
 /** The manifest holds this one resource; `chat` is a plain integer because `chats` is not served. */

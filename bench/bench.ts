@@ -7,6 +7,7 @@
  *   npm run bench -- soak --chaos …          (the daemon killed and restarted: chaos.ts)
  *   npm run bench -- sealed …                 (sealed values on every core: sealed.ts)
  *   npm run bench -- concurrency …            (several resources at once: concurrency.ts)
+ *   npm run bench -- teams …                  (a fleet of teams: teams.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
@@ -41,6 +42,7 @@ import { sealedMain, type SealedResults } from './sealed.js';
 import { describeGoalRound, goalChecks } from './goals.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { chaosMain, type ChaosResults } from './chaos.js';
+import { teamsMain, type TeamsResults } from './teams.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
   dropPostgresSchema,
@@ -81,6 +83,7 @@ export interface BenchOutput {
   chaos?(results: ChaosResults): void;
   sealed?(results: SealedResults): void;
   concurrency?(results: ConcurrencyResults): void;
+  teams?(results: TeamsResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -108,7 +111,8 @@ const USAGE = `Usage: npm run bench -- [options]
 npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)
 npm run bench -- soak --chaos --help: the daemon killed and restarted while the server misbehaves
 npm run bench -- sealed --help: sealed values opened on every core, beside a plain walk
-npm run bench -- concurrency --help: several resources at once against 200 ms pages`;
+npm run bench -- concurrency --help: several resources at once against 200 ms pages
+npm run bench -- teams --help: a fleet of teams, sync --team all against the slowest team alone`;
 
 export class BenchUsageError extends Error {}
 
@@ -505,6 +509,7 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
   }
   if (argv[0] === 'sealed') return sealedMain(argv.slice(1), output);
   if (argv[0] === 'concurrency') return concurrencyMain(argv.slice(1), output);
+  if (argv[0] === 'teams') return teamsMain(argv.slice(1), output);
   let options: BenchOptions;
   try {
     options = parseBenchArgs(argv);

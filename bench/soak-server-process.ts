@@ -17,6 +17,7 @@ import {
   type FakeFault,
   type FakeServer,
 } from '../src/fake-server/server.js';
+import { REAL_FAULTS } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
 import { storedFormOf, type Dialect, type StoredRow } from './warehouse-rows.js';
 
@@ -69,15 +70,6 @@ export interface ServerTruth {
   /** The bytes served for each `files` row now (null: none, a 404). */
   fileContents: Record<string, { sha256: string; size: number } | null>;
 }
-
-/** The faults of a real deployment: a proxy's 502 page, 503s, resets, cut bodies, a 429. */
-const FAULTS: FakeFault[] = [
-  { kind: 'status', status: 503 },
-  { kind: 'status', status: 502, html: true },
-  { kind: 'drop' },
-  { kind: 'truncate' },
-  { kind: 'rate_limit', retryAfterSeconds: 1 },
-];
 
 let server: FakeServer | undefined;
 let timer: NodeJS.Timeout | undefined;
@@ -144,7 +136,7 @@ async function handle(request: SoakServerRequest): Promise<unknown> {
         rateLimit: { limit: request.rateLimit, windowSeconds: 300 },
         randomFaults:
           request.faultRate > 0
-            ? { seed: request.seed, rate: request.faultRate, kinds: FAULTS }
+            ? { seed: request.seed, rate: request.faultRate, kinds: REAL_FAULTS }
             : undefined,
       });
       server = started;

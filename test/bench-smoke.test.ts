@@ -18,6 +18,7 @@ import { main as auditBench, parseAuditBenchArgs } from '../bench/audit.js';
 import { heapGrowth, summarizeSnapshotFile } from '../bench/heap-snapshot.js';
 import { parseConcurrencyArgs, type ConcurrencyResults } from '../bench/concurrency.js';
 import { parseSealedArgs, type SealedResults } from '../bench/sealed.js';
+import { parseTeamsArgs, type TeamsResults } from '../bench/teams.js';
 import {
   memoryWindows,
   parseSoakArgs,
@@ -692,5 +693,47 @@ describe('sealed and concurrency modes (issue 23)', () => {
     expect(() => parseSealedArgs(['--rows', 'many'])).toThrow(/--rows must be a positive integer/);
     expect(parseSealedArgs([])).toMatchObject({ rows: 20_000, bits: 3072, latencyMs: 200 });
     expect(parseConcurrencyArgs([])).toMatchObject({ rows: 20_000, settings: [1, 2, 4] });
+  });
+});
+
+describe('teams mode (issue 37)', () => {
+  it('`teams` syncs a small fleet into SQLite (and PostgreSQL), checks every warehouse against its server, and prints the figures', async () => {
+    let results: TeamsResults | undefined;
+    let out = '';
+    const code = await main(
+      ['teams', '--teams', '2', '--rows', '20', '--teams-at-once', '2', '--latency', '0'],
+      {
+        out: (text) => (out += text),
+        progress: () => undefined,
+        teams: (measured) => (results = measured),
+      },
+    );
+    expect(code, out).toBe(0);
+    expect(results!.byDialect.map((entry) => entry.dialect)).toEqual(
+      postgresUrl ? ['sqlite', 'postgres'] : ['sqlite'],
+    );
+    for (const entry of results!.byDialect) {
+      expect(entry.fleet.exitCode).toBe(0);
+      expect(entry.exact).toEqual(['team-01', 'team-02']);
+      expect(entry.checks.exactMet).toBe(true);
+      expect(Object.keys(entry.fleet.teamSeconds)).toEqual(['team-01', 'team-02']);
+      expect(entry.slowest.team).toBe('team-02');
+      expect(entry.fleet.peakRssMb).toBeGreaterThan(0);
+    }
+    expect(out).toContain('fleet wall / slowest team alone');
+    expect(out).toMatch(/warehouses equal to their servers: 2 of 2 {2}met/);
+  }, 300_000);
+
+  it('refuses bad flags with a usage message', () => {
+    expect(() => parseTeamsArgs(['--teams-at-once', '65'])).toThrow(/from 1 to 64/);
+    expect(() => parseTeamsArgs(['--fault-rate', '1'])).toThrow(/--fault-rate/);
+    expect(parseTeamsArgs([], {})).toMatchObject({
+      teams: 20,
+      rows: 20_000,
+      teamsAtOnce: 4,
+      faultRate: 0.05,
+      budget: 2000,
+      postgresUrl: undefined,
+    });
   });
 });

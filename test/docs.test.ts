@@ -38,6 +38,9 @@ const ALLOWED: Record<string, string> = {
   'npx vite-node bench/postgres-upsert.ts': 'a benchmark of PostgreSQL page writes',
   'docker build': 'needs a Docker daemon; .ci/run builds the image',
   'docker run': 'needs a Docker daemon; the suite is given a PostgreSQL database instead',
+  'kubectl kustomize':
+    'renders the manifests: kubernetes.test.ts renders them and checks every object',
+  'kubectl apply': 'needs a cluster; kubernetes.test.ts checks what it would apply, and runs it',
   'duckdb -c': 'the DuckDB shell is not installed; export-parquet tests read the files back',
   'python -c': 'pandas is not installed; export-parquet tests read the files back',
   'python manage.py sync_team':
@@ -49,6 +52,9 @@ const SQL_RUN_ELSEWHERE: Record<string, string> = {
   'DO $$':
     'the PostgreSQL grants need a role of their own: sealed-sync.test.ts runs them as written ' +
     '("the docs\' PostgreSQL grants keep tables with sealed fields from analysts")',
+  "-- A team's schema and roles: ocs-sync writes it as ocs_kenya; kenya's analysts read it.":
+    'roles of their own, in a database of their own: teams.test.ts runs them as written ' +
+    "(\"the docs' PostgreSQL permissions keep one team's schema from another's roles\")",
 };
 
 interface Block {
@@ -170,7 +176,7 @@ class Reader {
 
   /** A value the page leaves to the reader, filled in the same way every time. */
   private fill(name: string, value: string): string {
-    if (value === '…' && name === 'OCS_API_KEY') return ADMIN_KEY;
+    if (value === '…' && /^OCS_[A-Z0-9_]*API_KEY$/.test(name)) return ADMIN_KEY;
     if (value.startsWith('https://chat.example.org')) return this.server.url;
     return value;
   }
@@ -189,6 +195,11 @@ class Reader {
   async run(command: string, block: Block): Promise<void> {
     const where = `${block.page}:${block.line}: ${command}`;
     if (allowedEntry(command) !== undefined) return;
+    const unset = /^unset((?: [A-Z_][A-Z0-9_]*)+)$/.exec(command);
+    if (unset) {
+      for (const name of unset[1]!.trim().split(' ')) delete this.env[name];
+      return;
+    }
     const exported = /^export ([A-Z_][A-Z0-9_]*)=(.*)$/.exec(command);
     if (exported) {
       const [value = ''] = words(exported[2]!, this.expand);
@@ -229,7 +240,10 @@ class Reader {
     expect(result.code, `${where}\n${result.stdout}\n${result.stderr}\n${result.logs}`).toBe(0);
   }
 
-  /** A command that runs until stopped; its exit before that fails the test, with its output. */
+  /**
+   * A command that runs until stopped (`stop` on its handle, or the page's end); its exit before
+   * that fails the test, with its output.
+   */
   private start(
     argv: string[],
     env: Record<string, string>,
@@ -251,7 +265,9 @@ class Reader {
     void done.then((code) => {
       if (!stop.signal.aborted) this.exited = `${where} exited ${code}:\n${output.join('\n')}`;
     });
-    this.background.push({ stop, done });
+    const handle = { stop, done };
+    this.background.push(handle);
+    return handle;
   }
 
   /** Set when a background command ends before it is stopped. */
@@ -275,13 +291,14 @@ class Reader {
 
   private async daemon(argv: string[], env: Record<string, string>, where: string) {
     const listen = `127.0.0.1:${await freePort()}`;
-    this.start(argv, { ...env, OCS_HEALTH_LISTEN: listen }, where);
+    const daemon = this.start(argv, { ...env, OCS_HEALTH_LISTEN: listen }, where);
     await this.waitFor(
       async () => (await fetch(`http://${listen}/healthz`)).status === 200,
       `${where}: /healthz to answer 200`,
     );
     expect((await fetch(`http://${listen}/metrics`)).status).toBe(200);
-    await this.stopBackground();
+    expect((await fetch(`http://${listen}/livez`)).status).toBe(200);
+    await this.stopBackground(daemon);
   }
 
   private async serve(argv: string[], env: Record<string, string>, where: string) {
@@ -289,18 +306,21 @@ class Reader {
     const index = argv.indexOf('--listen');
     if (index >= 0) argv[index + 1] = listen;
     else argv.push('--listen', listen);
-    this.start(argv, env, where);
+    const serve = this.start(argv, env, where);
     await this.waitFor(async () => {
       const response = await fetch(`http://${listen}/api/export/manifest/`, {
         headers: { authorization: `Bearer ${env.OCS_SERVE_API_KEY}` },
       });
       return response.status === 200;
     }, `${where}: the manifest to be served`);
-    await this.stopBackground();
+    await this.stopBackground(serve);
   }
 
-  private async stopBackground(): Promise<void> {
-    for (const { stop, done } of this.background.splice(0)) {
+  /** Stops one background command, or (none named) every one. */
+  private async stopBackground(only?: { stop: AbortController; done: Promise<number> }) {
+    const stopping = only ? [only] : this.background.splice(0);
+    if (only) this.background.splice(this.background.indexOf(only), 1);
+    for (const { stop, done } of stopping) {
       stop.abort();
       expect([0, 130]).toContain(await done);
     }

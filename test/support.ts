@@ -92,6 +92,46 @@ export async function runCli(
   return { code, stdout, stderr, logs };
 }
 
+/** A command that runs until stopped (`daemon`, `serve`), in-process, its logs kept as they come. */
+export interface BackgroundCli {
+  logs(): string;
+  /** Resolves with its exit code once it ends. */
+  readonly exit: Promise<number>;
+  /** Stops it (as SIGTERM would) and resolves with its exit code. */
+  stop(): Promise<number>;
+  /** `http://HOST:PORT` of the health server it logged it serves on. */
+  healthUrl(): Promise<string>;
+}
+
+export function startCli(argv: string[], env: Record<string, string | undefined>): BackgroundCli {
+  const controller = new AbortController();
+  let logs = '';
+  const keep = (text: string) => (logs += text);
+  const exit = main(argv, {
+    env,
+    output: { out: (line) => keep(`${line}\n`), err: (line) => keep(`${line}\n`) },
+    logStream: new Writable({
+      write(chunk, _encoding, done) {
+        keep(chunk.toString());
+        done();
+      },
+    }),
+    signal: controller.signal,
+  });
+  return {
+    logs: () => logs,
+    exit,
+    stop: () => {
+      controller.abort();
+      return exit;
+    },
+    healthUrl: () =>
+      waitFor(() => /"listen":"([\d.]+:\d+)"/.exec(logs)?.[1], 'the health server', 120_000).then(
+        (listen) => `http://${listen}`,
+      ),
+  };
+}
+
 /** Environment for a sync against a fake server into a SQLite file. */
 export function syncEnv(
   url: string,

@@ -6,7 +6,8 @@
 import type { KeyObject } from 'node:crypto';
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { loadConfig } from '../config/load.js';
+import { readApiKey } from '../config/fleet.js';
+import type { Setup } from '../config/load.js';
 import type { Config } from '../config/schema.js';
 import { unknownNameAdvice } from '../did-you-mean.js';
 import {
@@ -82,13 +83,17 @@ const skipped = (name: string, why: string): CheckResult => ({
   detail: `not checked: ${why}`,
 });
 
-export async function runChecks(config: Config): Promise<CheckResult[]> {
+export async function runChecks(
+  config: Config,
+  /** Why a team's API key could not be read (its server is then not asked). */
+  apiKeyProblem?: unknown,
+): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   const warehouse = await checkWarehouse(config, results);
   if (config.audit.enabled || config.audit.signingKeyFile !== undefined) {
     results.push(await auditResult(config));
   }
-  await checkServer(config, warehouse, results);
+  await checkServer(config, warehouse, results, apiKeyProblem);
   // Server checks read better first, as a person sets things up in that order.
   const order = Object.values(NAMES) as string[];
   return results.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
@@ -289,6 +294,7 @@ async function checkServer(
   config: Config,
   probe: WarehouseProbe | undefined,
   results: CheckResult[],
+  apiKeyProblem: unknown,
 ): Promise<void> {
   const serverNames = [
     NAMES.server,
@@ -298,6 +304,13 @@ async function checkServer(
     NAMES.publicKey,
     NAMES.privateKey,
   ];
+  if (apiKeyProblem !== undefined) {
+    results.push(failure(NAMES.apiKey, apiKeyProblem));
+    for (const name of serverNames.filter((candidate) => candidate !== NAMES.apiKey)) {
+      results.push(skipped(name, 'no API key to ask with'));
+    }
+    return;
+  }
   let source: ReturnType<typeof createSource>;
   try {
     // Two attempts at most: a check should answer in seconds, not wait out a long outage.
@@ -500,36 +513,87 @@ export async function runCheckCommand(
   context: CommandContext,
   options: { json?: boolean },
 ): Promise<number> {
-  let results: CheckResult[];
+  let setup: Setup;
+  let filePath: string | undefined;
   try {
-    const config: Config = loadConfig({
-      configPath: context.globals.config,
-      env: context.environment.env,
-      flags: context.configFlags(),
-      needs: { server: false },
-    });
-    results = [{ name: NAMES.config, status: 'ok', detail: 'valid' }, ...(await runChecks(config))];
+    ({ setup, filePath } = context.setup({ server: false }));
   } catch (error) {
     if (!(error instanceof ConfigError)) throw error;
-    results = [{ name: NAMES.config, status: 'failed', detail: error.message }];
+    return printChecks(context, options, [
+      { name: NAMES.config, status: 'failed', detail: error.message },
+    ]);
   }
-  const ok = results.every((result) => result.status !== 'failed' && result.status !== 'skipped');
+  if (setup.kind === 'single') {
+    // --team with a configuration of one team is a usage error, as for every command.
+    context.config({ server: false });
+    return printChecks(context, options, await checksOf(setup.config));
+  }
+  // Each team of a teams: list (--team NAME, or --team all), its key read as a sync reads it.
+  const teams = context.teams(setup.fleet, filePath);
+  const byTeam: Array<{ team: string; ok: boolean; checks: CheckResult[] }> = [];
+  for (const team of teams) {
+    let keyProblem: unknown;
+    let apiKey: string | undefined;
+    try {
+      apiKey = readApiKey(team, context.environment.env);
+    } catch (error) {
+      if (!(error instanceof ConfigError)) throw error;
+      keyProblem = new OcsSyncError(error.problems.join('; '), {
+        hint: "Set it to the API key of one of the team's admins, or point the team's api_key_env or api_key_file at it.",
+      });
+    }
+    const checks = await checksOf({ ...team.config, apiKey }, keyProblem);
+    byTeam.push({ team: team.name, ok: allPassed(checks), checks });
+  }
+  const ok = byTeam.every((team) => team.ok);
   if (options.json) {
-    context.output.out(JSON.stringify({ ok, checks: results }, null, 2));
+    context.output.out(JSON.stringify({ ok, teams: byTeam }, null, 2));
   } else {
-    const width = Math.max(...results.map((result) => result.name.length));
-    for (const result of results) {
-      const mark =
-        result.status === 'ok'
-          ? '✓'
-          : result.status === 'failed'
-            ? '✗'
-            : result.status === 'warning'
-              ? '!'
-              : '-';
-      context.output.out(`${mark} ${result.name.padEnd(width)}  ${result.detail}`);
-      if (result.fix) context.output.out(`  ${' '.repeat(width)}  fix: ${result.fix}`);
+    for (const { team, checks } of byTeam) {
+      context.output.out(`${team}:`);
+      printCheckLines(context, checks, '  ');
     }
   }
   return ok ? ExitCode.ok : ExitCode.failed;
+}
+
+async function checksOf(config: Config, apiKeyProblem?: unknown): Promise<CheckResult[]> {
+  return [
+    { name: NAMES.config, status: 'ok', detail: 'valid' },
+    ...(await runChecks(config, apiKeyProblem)),
+  ];
+}
+
+const allPassed = (results: readonly CheckResult[]) =>
+  results.every((result) => result.status !== 'failed' && result.status !== 'skipped');
+
+function printChecks(
+  context: CommandContext,
+  options: { json?: boolean },
+  results: CheckResult[],
+): number {
+  const ok = allPassed(results);
+  if (options.json) {
+    context.output.out(JSON.stringify({ ok, checks: results }, null, 2));
+  } else {
+    printCheckLines(context, results, '');
+  }
+  return ok ? ExitCode.ok : ExitCode.failed;
+}
+
+/** One line per check with ✓, ✗, ! or -, and the fix under a failed one. */
+function printCheckLines(context: CommandContext, results: CheckResult[], indent: string): void {
+  const width = Math.max(...results.map((result) => result.name.length));
+  for (const result of results) {
+    const mark =
+      result.status === 'ok'
+        ? '✓'
+        : result.status === 'failed'
+          ? '✗'
+          : result.status === 'warning'
+            ? '!'
+            : '-';
+    context.output.out(`${indent}${mark} ${result.name.padEnd(width)}  ${result.detail}`);
+    if (result.fix) context.output.out(`${indent}  ${' '.repeat(width)}  fix: ${result.fix}`);
+  }
 }

@@ -17,6 +17,7 @@ export async function runConfigCommand(
     env: context.environment.env,
     flags: context.configFlags(),
     needs: { server: false },
+    team: context.globals.team,
   });
   if (options.json) {
     context.output.out(

@@ -1,13 +1,18 @@
 /** What every command gets: the global options, the outside world, and validated configuration. */
-import { loadConfig } from '../config/load.js';
+import { withApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
+import { loadSetup, noTeams, pickTeam, type Setup } from '../config/load.js';
 import type { LogFormat } from '../config/log-options.js';
 import type { Config } from '../config/schema.js';
+import { ALL_TEAMS } from '../config/teams.js';
+import { UsageError } from '../errors.js';
 import { createLogger, type Logger } from '../log.js';
 import { LiveArea } from './live-area.js';
 import type { Output } from './output.js';
 
 export interface GlobalOptions {
   config?: string;
+  /** One team of a `teams:` configuration (`all`: every team, where a command allows it). */
+  team?: string;
   warehouse?: string;
   baseUrl?: string;
   logLevel?: string;
@@ -30,6 +35,10 @@ export interface CliEnvironment {
 
 export class CommandContext {
   private area?: LiveArea;
+  /** The team `config()` chose, when the configuration has a `teams:` list. */
+  private chosen?: TeamSetup;
+  /** The configuration as last loaded, and what it was loaded for. */
+  private loaded?: { key: string; value: { setup: Setup; filePath?: string } };
 
   constructor(
     readonly globals: GlobalOptions,
@@ -40,14 +49,49 @@ export class CommandContext {
     return this.environment.output;
   }
 
-  /** Validate the configuration once; every problem is reported together. */
+  /**
+   * The configuration of the one team this command works on: the configuration's only team, or
+   * the one `--team` names in a `teams:` list (its API key read when the command talks to the
+   * server). Every problem of the configuration is reported together.
+   */
   config(needs: { server: boolean }, extraFlags: Record<string, unknown> = {}): Config {
-    return loadConfig({
-      configPath: this.globals.config,
-      env: this.environment.env,
-      flags: this.configFlags(extraFlags),
-      needs,
-    });
+    const { setup, filePath } = this.setup(needs, extraFlags);
+    const team = this.globals.team;
+    if (setup.kind === 'single') {
+      if (team !== undefined) throw noTeams(team);
+      return setup.config;
+    }
+    if (team === ALL_TEAMS) {
+      throw new UsageError(
+        `--team all works with sync, check, status and daemon; this command works on one team: ${setup.fleet.teams.map((candidate) => candidate.name).join(', ')}.`,
+      );
+    }
+    this.chosen = pickTeam(setup.fleet, team, filePath);
+    return needs.server ? withApiKey(this.chosen, this.environment.env) : this.chosen.config;
+  }
+
+  /** The whole configuration: one team, or a `teams:` list (for commands that run every team). */
+  setup(
+    needs: { server: boolean },
+    extraFlags: Record<string, unknown> = {},
+  ): { setup: Setup; filePath?: string } {
+    const key = JSON.stringify([needs, extraFlags]);
+    if (this.loaded?.key !== key) {
+      const value = loadSetup({
+        configPath: this.globals.config,
+        env: this.environment.env,
+        flags: this.configFlags(extraFlags),
+        needs,
+      });
+      this.loaded = { key, value };
+    }
+    return this.loaded.value;
+  }
+
+  /** The teams `--team` names in a `teams:` list: one, or every team for `all`. */
+  teams(fleet: Fleet, filePath: string | undefined): TeamSetup[] {
+    const team = this.globals.team;
+    return team === ALL_TEAMS ? fleet.teams : [pickTeam(fleet, team, filePath)];
   }
 
   /** The settings given as command-line flags, as the config loader takes them. */
@@ -67,13 +111,15 @@ export class CommandContext {
     return this.area;
   }
 
+  /** The log; every line carries the team `config()` chose, when it chose one. */
   logger(config: Pick<Config, 'logLevel'>): Logger {
     const area = this.liveArea();
     const format = this.globals.logFormat;
-    return createLogger({
+    const logger = createLogger({
       level: config.logLevel,
       pretty: format === undefined ? area.live : format === 'pretty',
       destination: area.live ? area.logStream : area.stream,
     });
+    return this.chosen === undefined ? logger : logger.child({ team: this.chosen.name });
   }
 }

@@ -28,9 +28,13 @@ export function buildProgram(
   const program = new Command('ocs-sync');
   const { output } = environment;
   program
-    .description("Keep a local warehouse in step with one team's Open Chat Studio export.")
+    .description("Keep a local warehouse in step with one or many teams' Open Chat Studio export.")
     .version(packageVersion(), '-V, --version')
     .option('-c, --config <file>', 'YAML config file (environment and flags override it)')
+    .option(
+      '-t, --team <name>',
+      'with a teams: config, the team to work on (all: every team, for sync, check and status)',
+    )
     .option('-w, --warehouse <url>', 'warehouse: a file path, sqlite:PATH, or postgres://…')
     .option('--base-url <url>', 'server base URL (OCS_BASE_URL)')
     .option('--page-size <rows>', 'rows per page, 1..1000 (OCS_PAGE_SIZE)')
@@ -178,7 +182,14 @@ export function buildProgram(
 
   program
     .command('daemon')
-    .description('Sync at start, then on the schedule; serve /healthz and /metrics.')
+    .description(
+      'Sync at start, then on the schedule; serve /healthz, /livez and /metrics. With a teams: config, every team (or those of --teams or --shard).',
+    )
+    .option('--teams <names>', 'with a teams: config, only these teams (comma-separated)')
+    .option(
+      '--shard <i/n>',
+      "with a teams: config, only the teams of shard i of n (0 to n-1; a team's shard depends on its name and n only)",
+    )
     .action(lazy(async () => (await import('./daemon-command.js')).runDaemonCommand));
 
   program

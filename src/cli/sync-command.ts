@@ -1,4 +1,8 @@
+import { setMaxListeners } from 'node:events';
 import { ExitCode, describeError } from '../errors.js';
+import { readApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
+import { ALL_TEAMS } from '../config/teams.js';
+import { Slots, type Slot } from '../daemon/slots.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import {
@@ -13,6 +17,7 @@ import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import { stopOnSignals } from './stop-signals.js';
 import {
+  inFleet,
   createFiles,
   createSecrets,
   createSigner,
@@ -45,6 +50,10 @@ export async function runSyncCommand(
           .filter(Boolean),
       }
     : {};
+  if (context.globals.team === ALL_TEAMS) {
+    const { setup } = context.setup({ server: true }, flags);
+    if (setup.kind === 'fleet') return syncEveryTeam(context, setup.fleet, options);
+  }
   const config = context.config({ server: true }, flags);
   const logger = context.logger(config);
   // SIGTERM/SIGINT: the page in flight commits or rolls back, the lock is released, and the next
@@ -68,6 +77,104 @@ export async function runSyncCommand(
   }
 }
 
+/** How a team's run ended in `sync --team all`. */
+interface TeamOutcome {
+  team: TeamSetup;
+  report?: SyncReport;
+  /** Why it could not run (or was interrupted before a slot was free). */
+  error?: unknown;
+}
+
+/**
+ * `sync --team all`: every team of a `teams:` configuration, at most `teams_at_once` at a time
+ * (in the order of the list), each with its own logger, source, lock and warehouse; a team that
+ * cannot run never stops another. One summary per team, then one line for all. The exit code is
+ * the worst: 130 when stopped by a signal, else 1 when a team could not run, else 3 when a run
+ * was partial, else 0.
+ */
+async function syncEveryTeam(
+  context: CommandContext,
+  fleet: Fleet,
+  options: SyncCommandOptions,
+): Promise<number> {
+  const logger = context.logger(fleet.teams[0]!.config);
+  const stop = context.environment.signal
+    ? undefined
+    : stopOnSignals(logger, 'Stopping after the page in flight');
+  const signal = context.environment.signal ?? stop!.signal;
+  const slots = new Slots(fleet.teamsAtOnce);
+  // Each team hangs one listener on the signal (its run's, or its wait for a slot's): no leak.
+  setMaxListeners(Math.max(10, 2 * fleet.teams.length + 10), signal);
+  try {
+    const outcomes = await Promise.all(
+      fleet.teams.map(async (team): Promise<TeamOutcome> => {
+        const teamLogger = logger.child({ team: team.name });
+        let slot: Slot;
+        try {
+          slot = await slots.acquire(signal);
+        } catch (error) {
+          return { team, error };
+        }
+        try {
+          const report = await syncOnce(inFleet(team.config, fleet.teamsAtOnce), teamLogger, {
+            fullRefresh: options.fullRefresh,
+            acceptSchemaChange: options.acceptSchemaChange,
+            signal,
+            readApiKey: () => readApiKey(team, context.environment.env),
+          });
+          return { team, report };
+        } catch (error) {
+          teamLogger.error({ error: describeError(error) }, 'The team could not be synced');
+          return { team, error };
+        } finally {
+          slot.release();
+        }
+      }),
+    );
+    const exitCode = signal.aborted
+      ? ExitCode.interrupted
+      : outcomes.some((outcome) => outcome.report === undefined)
+        ? ExitCode.failed
+        : outcomes.some((outcome) => exitCodeFor(outcome.report!) !== ExitCode.ok)
+          ? ExitCode.partial
+          : ExitCode.ok;
+    if (options.json) {
+      context.output.out(
+        JSON.stringify(
+          {
+            teams: outcomes.map(({ team, report, error }) =>
+              report
+                ? { team: team.name, ...report }
+                : { team: team.name, status: 'failed', error: describeError(error) },
+            ),
+            exit_code: exitCode,
+          },
+          jsonReplacer,
+          2,
+        ),
+      );
+      return exitCode;
+    }
+    for (const { team, report, error } of outcomes) {
+      const text = report ? formatSyncSummary(report) : `could not run: ${describeError(error)}`;
+      context.output.out(`${team.name}: ${text.replace(/\n/g, '\n  ')}`);
+    }
+    const count = (status: string) =>
+      outcomes.filter((outcome) => (outcome.report?.status ?? 'failed') === status);
+    const failed = count('failed').map((outcome) => outcome.team.name);
+    const partial = count('partial').map((outcome) => outcome.team.name);
+    context.output.out(
+      `Teams: ${count('ok').length} ok` +
+        (partial.length > 0 ? `, ${partial.length} partial (${partial.join(', ')})` : '') +
+        (failed.length > 0 ? `, ${failed.length} could not run (${failed.join(', ')})` : '') +
+        '.',
+    );
+    return exitCode;
+  } finally {
+    stop?.dispose();
+  }
+}
+
 /** One sync pass with the real parts; the daemon and `demo` use it too. */
 export async function syncOnce(
   config: Config,
@@ -78,6 +185,8 @@ export async function syncOnce(
     signal?: AbortSignal;
     events?: SyncEvents;
     onAttempt?: Parameters<typeof createSource>[2];
+    /** Reads the API key for this run (a team's, from its file or variable, afresh each run). */
+    readApiKey?: () => string;
   } = {},
 ): Promise<SyncReport> {
   const warehouse = await createWarehouse(config, logger);
@@ -87,6 +196,7 @@ export async function syncOnce(
     let source: ReturnType<typeof createSource>;
     let signer: CheckpointSigner | undefined;
     try {
+      if (extra.readApiKey) config = { ...config, apiKey: extra.readApiKey() };
       secrets = createSecrets(config, logger);
       signer = createSigner(config, logger);
       source = createSource(config, logger, extra.onAttempt);

@@ -7,6 +7,7 @@ import type { Config } from '../config/schema.js';
 import { secretPolicyFor } from '../config/secrets.js';
 import type { Logger } from '../log.js';
 import { parseArchivePublicKey, loadPrivateKey } from '../sealing/keys.js';
+import { defaultOpenThreads } from '../sealing/open-pool.js';
 import type { SealingKeys } from '../sealing/policy.js';
 import { HttpExportSource, type RequestEvent } from '../source/http-source.js';
 import type { SecretsSettings, SyncOptions } from '../sync/engine.js';
@@ -118,6 +119,17 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
     policyFor: (resource) => secretPolicyFor(config, resource),
     openThreads: config.secrets.openThreads,
   };
+}
+
+/**
+ * A team's settings as a fleet runs them, `teams_at_once` teams together: unless the team says
+ * otherwise, each opens sealed values on its share of the cores (not on every core each), so the
+ * teams syncing together keep one thread per core between them, and 10 MB a thread each.
+ */
+export function inFleet(config: Config, teamsAtOnce: number): Config {
+  if (config.secrets.openThreads !== undefined) return config;
+  const share = Math.max(1, Math.floor(defaultOpenThreads() / teamsAtOnce));
+  return { ...config, secrets: { ...config.secrets, openThreads: share } };
 }
 
 export function syncOptionsFromConfig(

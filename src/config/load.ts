@@ -10,11 +10,20 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import type { LineCounter } from 'yaml';
-import { ConfigError } from '../errors.js';
+import { unknownNameAdvice } from '../did-you-mean.js';
+import { ConfigError, UsageError } from '../errors.js';
 import { recordByName, valueByName } from '../names.js';
 import { packageVersion } from '../package-info.js';
 import { redactUrl } from '../warehouse/url.js';
-import { parseExcludeFieldsText } from './exclude-fields.js';
+import { resolveFleet, type Fleet, type TeamSetup, type TeamView } from './fleet.js';
+import {
+  flagsToSnake,
+  fromText,
+  layerSources,
+  originFinder,
+  setAt,
+  type ConfigSources,
+} from './layers.js';
 import {
   crossKeyProblems,
   envTypoProblems,
@@ -27,12 +36,11 @@ import {
   configDefaults,
   configSchema,
   SETTINGS,
-  SETTINGS_BY_PATH,
   toConfig,
   type Config,
   type ConfigFlags,
 } from './schema.js';
-import { camelToSnake, getAt, isPlainObject, type TextKind, type Tree } from './setting.js';
+import { getAt, isPlainObject, type Tree } from './setting.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -66,7 +74,21 @@ const ENV_VARIABLES = new Set<string>([
  * never appear in the text.
  */
 export function resolveConfig(inputs: ConfigInputs, needs: ConfigNeeds): Config {
-  return resolveWithOrigins(inputs, needs).config;
+  const { setup } = resolveWithOrigins(inputs, needs);
+  if (setup.kind === 'fleet') throw teamNeeded(setup.fleet, inputs.filePath);
+  return setup.config;
+}
+
+/** Like resolveConfig, for a configuration of one team or of a `teams:` list. */
+export function resolveSetup(inputs: ConfigInputs, needs: ConfigNeeds): Setup {
+  return resolveWithOrigins(inputs, needs).setup;
+}
+
+/** The error for a command that needs one team of a `teams:` list and was not told which. */
+export function teamNeeded(fleet: Fleet, filePath: string | undefined): UsageError {
+  return new UsageError(
+    `${filePath ?? 'The configuration'} has a teams: list (${fleet.teams.map((team) => team.name).join(', ')}); this command works on one team: choose it with --team NAME.`,
+  );
 }
 
 /** One setting of the effective configuration and where its value came from. */
@@ -82,13 +104,22 @@ export interface SettingSource {
 export function explainConfig(
   inputs: ConfigInputs,
   needs: ConfigNeeds,
+  /** The team of a `teams:` list to explain. */
+  teamName?: string,
 ): { config: Config; settings: SettingSource[] } {
-  const { config, merged, originOf, placeInFile } = resolveWithOrigins(inputs, needs);
+  const { setup, view, placeInFile } = resolveWithOrigins(inputs, needs);
+  const team =
+    setup.kind === 'fleet' ? pickTeam(setup.fleet, teamName, inputs.filePath) : undefined;
+  if (setup.kind === 'single' && teamName !== undefined) throw noTeams(teamName);
+  const config = team?.config ?? (setup as Extract<Setup, { kind: 'single' }>).config;
+  const { merged, originOf } = view(team?.name)!;
   const sourceOf = (segments: string[]): string => {
     const origin = originOf(segments);
     switch (origin.kind) {
       case 'file':
         return placeInFile(segments);
+      case 'team':
+        return `${placeInFile(['teams', origin.index, ...segments])}${origin.via ? ` (${origin.via})` : ''}`;
       case 'env':
         return `env ${origin.variable}`;
       case 'flag':
@@ -98,7 +129,26 @@ export function explainConfig(
     }
   };
   const settings: SettingSource[] = [];
+  if (team !== undefined) {
+    settings.push({ key: 'team', value: team.name, source: placeInFile(['teams', team.index]) });
+    const source = team.apiKey;
+    settings.push({
+      key: 'api_key',
+      value:
+        source === undefined
+          ? 'not set'
+          : 'env' in source
+            ? `from env ${source.env}`
+            : `from file ${source.file}`,
+      source: placeInFile([
+        'teams',
+        team.index,
+        source && 'env' in source ? 'api_key_env' : 'api_key_file',
+      ]),
+    });
+  }
   for (const setting of SETTINGS) {
+    if (team !== undefined && setting.path === 'api_key') continue;
     const segments = setting.path.split('.');
     const value = getAt(merged, segments);
     if (
@@ -134,11 +184,47 @@ export function explainConfig(
   return { config, settings };
 }
 
-function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
+/**
+ * One team of a `teams:` list, by name (UsageError listing the names when it is not one of them,
+ * or when no name is given).
+ */
+export function pickTeam(
+  fleet: Fleet,
+  name: string | undefined,
+  filePath: string | undefined,
+): TeamSetup {
+  if (name === undefined) throw teamNeeded(fleet, filePath);
+  const team = fleet.teams.find((candidate) => candidate.name === name);
+  if (team === undefined) {
+    throw new UsageError(
+      `--team ${JSON.stringify(name)} is not a team of ${filePath ?? 'the configuration'}; ${unknownNameAdvice(
+        name,
+        fleet.teams.map((candidate) => candidate.name),
+      )}`,
+    );
+  }
+  return team;
+}
+
+/** --team given with a configuration of one team. */
+export function noTeams(name: string): UsageError {
+  return new UsageError(
+    `--team ${JSON.stringify(name)}: this configuration has no teams: list, so it is one team without a name; leave --team out, or give a configuration with teams: (--config FILE or OCS_CONFIG).`,
+  );
+}
+
+/** What a configuration describes: one team, or a `teams:` list of them. */
+export type Setup = { kind: 'single'; config: Config } | { kind: 'fleet'; fleet: Fleet };
+
+interface Resolved {
+  setup: Setup;
+  /** The merged values and their origins: the single team's, or one team's by name. */
+  view(team?: string): TeamView | undefined;
+  placeInFile(segments: readonly (string | number)[]): string;
+}
+
+function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds): Resolved {
   const problems: string[] = [];
-  const origins = new Map<string, Origin>();
-  // Without a prototype at every level: a key `__proto__` or `constructor` in the file is a key.
-  const merged: Tree = recordByName();
   const fileName = inputs.filePath ?? 'config file';
 
   const lineOf = (segments: readonly (string | number)[]): number | undefined => {
@@ -148,31 +234,22 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
     }
     return undefined;
   };
-  const originOf = (segments: readonly (string | number)[]): Origin => {
-    for (let length = segments.length; length > 0; length--) {
-      const origin = origins.get(segments.slice(0, length).join('.'));
-      if (origin) return origin;
-    }
-    return { kind: 'default' };
-  };
   /** `FILE:LINE` of a key of the file, or `FILE` when its line is not known. */
   const placeInFile = (segments: readonly (string | number)[]): string => {
     const line = lineOf(segments);
     return `${fileName}${line === undefined ? '' : `:${line}`}`;
   };
-  const label = (segments: readonly (string | number)[]): string =>
-    placeLabel(segments, originOf(segments), placeInFile(segments));
 
-  // Layer 0: defaults.
-  mergeInto(
-    merged,
-    configDefaults(inputs.version ?? packageVersion()),
-    { kind: 'default' },
-    [],
-    origins,
-  );
+  const sources: ConfigSources = {
+    defaults: configDefaults(inputs.version ?? packageVersion()),
+    file: undefined,
+    env: recordByName(),
+    envOrigins: new Map(),
+    flags: undefined,
+  };
+  let teams: { value: unknown } | undefined;
 
-  // Layer 1: the file.
+  // The file.
   if (inputs.file !== undefined && inputs.file !== null) {
     if (!isPlainObject(inputs.file)) {
       problems.push(
@@ -188,30 +265,60 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
           delete file[setting.path];
         }
       }
-      mergeInto(merged, file, { kind: 'file' }, [], origins);
+      if (Object.hasOwn(file, 'teams')) {
+        teams = { value: file.teams };
+        delete file.teams;
+      }
+      sources.file = file;
     }
   }
 
-  // Layer 2: the environment.
-  const envLayer: Tree = recordByName();
+  // The environment.
+  const envOrigins = new Map<string, Origin>();
   for (const setting of SETTINGS) {
     if (!setting.env) continue;
     const raw = inputs.env[setting.env];
     // Empty counts as unset: compose files often pass `VAR=${VAR}` for variables nobody set.
     if (raw === undefined || raw.trim() === '') continue;
-    setAt(envLayer, setting.path.split('.'), fromText(setting.kind, raw));
-    origins.set(setting.path, { kind: 'env', variable: setting.env });
+    setAt(sources.env, setting.path.split('.'), fromText(setting.kind, raw));
+    envOrigins.set(setting.path, { kind: 'env', variable: setting.env });
   }
-  mergeInto(merged, envLayer, undefined, [], origins);
+  sources.envOrigins = envOrigins;
   problems.push(...envTypoProblems(inputs.env, ENV_VARIABLES));
 
-  // Layer 3: command-line flags (camelCase in, snake_case here).
+  // Command-line flags (camelCase in, snake_case here).
   if (inputs.flags !== undefined) {
-    const flags = flagsToSnake(inputs.flags as Tree, [], problems);
-    mergeInto(merged, flags, { kind: 'flag' }, [], origins);
+    sources.flags = flagsToSnake(inputs.flags as Tree, [], problems);
+  }
+
+  if (teams !== undefined) {
+    const { fleet, views, trees } = resolveFleet({
+      sources,
+      teams: teams.value,
+      needs,
+      env: inputs.env,
+      placeInFile,
+      isLocated: (problem) =>
+        problem.startsWith(`${fileName}:`) ||
+        /^OCS_[A-Z0-9_]+ /.test(problem) ||
+        problem.includes('(command-line flag)'),
+      problems,
+    });
+    if (problems.length > 0 || fleet === undefined) {
+      throw new ConfigError(reportedProblems(problems, fileName, trees));
+    }
+    return {
+      setup: { kind: 'fleet', fleet },
+      view: (team) => (team === undefined ? undefined : views.get(team)),
+      placeInFile,
+    };
   }
 
   // One validation of the merged values.
+  const { merged, origins } = layerSources(sources);
+  const originOf = originFinder(origins);
+  const label = (segments: readonly (string | number)[]): string =>
+    placeLabel(segments, originOf(segments), placeInFile(segments));
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
@@ -223,102 +330,12 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds) {
   if (problems.length > 0 || !parsed.success) {
     throw new ConfigError(reportedProblems(problems, fileName, merged));
   }
-  return { config: toConfig(parsed.data), merged, originOf, placeInFile };
-}
-
-function setAt(tree: Tree, segments: readonly string[], value: unknown): void {
-  let node = tree;
-  for (const segment of segments.slice(0, -1)) {
-    if (!isPlainObject(node[segment])) node[segment] = recordByName();
-    node = node[segment] as Tree;
-  }
-  node[segments[segments.length - 1]!] = value;
-}
-
-/**
- * Deep-merges `layer` into `target`: mappings merge key by key, anything else (lists included)
- * replaces. `null` means "not set" (YAML `key:` with nothing after it) and leaves the lower value.
- * `origin` undefined keeps origins recorded by the caller.
- */
-function mergeInto(
-  target: Tree,
-  layer: Tree,
-  origin: Origin | undefined,
-  prefix: string[],
-  origins: Map<string, Origin>,
-): void {
-  for (const [key, value] of Object.entries(layer)) {
-    if (value === undefined || value === null) continue;
-    const path = [...prefix, key];
-    if (origin) origins.set(path.join('.'), origin);
-    if (isPlainObject(value)) {
-      if (!isPlainObject(target[key])) target[key] = recordByName();
-      mergeInto(target[key] as Tree, value, origin, path, origins);
-    } else {
-      target[key] = Array.isArray(value) ? [...(value as unknown[])] : value;
-    }
-  }
-}
-
-const TRUE_WORDS = new Set(['true', 'yes', 'on', '1']);
-const FALSE_WORDS = new Set(['false', 'no', 'off', '0']);
-
-/** Text from the environment or a CLI flag, as the setting's type; left as text if it does not
- * convert, so validation reports it with the setting's allowed values. */
-export function fromText(kind: TextKind, raw: string): unknown {
-  const text = raw.trim();
-  const word = text.toLowerCase();
-  switch (kind) {
-    case 'integer':
-      return /^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text) ? Number(text) : text;
-    case 'boolean':
-      if (TRUE_WORDS.has(word)) return true;
-      if (FALSE_WORDS.has(word)) return false;
-      return text;
-    case 'list':
-      return splitList(text);
-    case 'history':
-      if (TRUE_WORDS.has(word)) return true;
-      if (FALSE_WORDS.has(word)) return false;
-      return splitList(text);
-    case 'field_map':
-      return parseExcludeFieldsText(text);
-    case 'text':
-      return text;
-  }
-}
-
-function splitList(text: string): string[] {
-  return text
-    .split(',')
-    .map((item) => item.trim())
-    .filter((item) => item !== '');
-}
-
-function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
-  const out: Tree = recordByName();
-  // Keys of secrets.resources and exclude_fields are resource names, not setting names.
-  const isResourceMap = ['secrets.resources', 'exclude_fields'].includes(prefix.join('.'));
-  for (const [key, value] of Object.entries(flags)) {
-    if (value === undefined) continue;
-    const name = isResourceMap ? key : camelToSnake(key);
-    const path = [...prefix, name];
-    const setting = SETTINGS_BY_PATH.get(path.join('.'));
-    if (setting?.envOnly) {
-      problems.push(
-        `${setting.path} may only come from the environment (${setting.env}); it is not accepted as a command-line flag`,
-      );
-      continue;
-    }
-    if (isPlainObject(value) && !isResourceMap) {
-      out[name] = flagsToSnake(value, path, problems);
-    } else if (typeof value === 'string' && setting && setting.kind !== 'text') {
-      out[name] = fromText(setting.kind, value);
-    } else {
-      out[name] = value;
-    }
-  }
-  return out;
+  const config = toConfig(parsed.data);
+  return {
+    setup: { kind: 'single', config },
+    view: (team) => (team === undefined ? { merged, originOf } : undefined),
+    placeInFile,
+  };
 }
 
 // I/O: the file, the package version.
@@ -451,9 +468,15 @@ export function loadConfig(options: LoadConfigOptions): Config {
   return resolveConfig(configInputs(options), options.needs);
 }
 
-/** Like loadConfig, with where each setting came from. */
-export function loadConfigExplained(options: LoadConfigOptions) {
-  return explainConfig(configInputs(options), options.needs);
+/** Reads the config file (if any), then resolves one team or a `teams:` list. */
+export function loadSetup(options: LoadConfigOptions): { setup: Setup; filePath?: string } {
+  const inputs = configInputs(options);
+  return { setup: resolveSetup(inputs, options.needs), filePath: inputs.filePath };
+}
+
+/** Like loadConfig, with where each setting came from (`team`: one of a `teams:` list). */
+export function loadConfigExplained(options: LoadConfigOptions & { team?: string }) {
+  return explainConfig(configInputs(options), options.needs, options.team);
 }
 
 function configInputs(options: LoadConfigOptions): ConfigInputs {

@@ -19,20 +19,31 @@ import { isResourceName } from './sync.js';
 
 /** Where a value came from (later sources win): see load.ts. */
 export type Origin =
-  { kind: 'default' } | { kind: 'file' } | { kind: 'env'; variable: string } | { kind: 'flag' };
+  | { kind: 'default' }
+  | { kind: 'file' }
+  | { kind: 'env'; variable: string }
+  | { kind: 'flag' }
+  /** A team's entry in the file's `teams:` list (`via`: the variable a value was read from). */
+  | { kind: 'team'; index: number; name: string | undefined; via?: string };
 
-/** The place a problem names: "file.yaml:12: http.max_attempts", "OCS_PAGE_SIZE (page_size)", "page_size (command-line flag)". */
+/**
+ * The place a problem names: "file.yaml:12: http.max_attempts", "OCS_PAGE_SIZE (page_size)",
+ * "page_size (command-line flag)", "file.yaml:20: teams[1] (malawi).warehouse.url".
+ */
 export type Label = (segments: readonly (string | number)[]) => string;
 
 export function placeLabel(
   segments: readonly (string | number)[],
   origin: Origin,
+  /** `FILE:LINE` of the value; for a team's value, of its place in the team's entry. */
   fileLocation: string,
 ): string {
   const shown = displayPath(segments);
   switch (origin.kind) {
     case 'file':
       return `${fileLocation}: ${shown}`;
+    case 'team':
+      return `${fileLocation}: ${teamLabel(origin.index, origin.name)}.${shown}${origin.via ? ` (from ${origin.via})` : ''}`;
     case 'env':
       return `${origin.variable} (${shown})`;
     case 'flag':
@@ -42,7 +53,12 @@ export function placeLabel(
   }
 }
 
-function displayPath(segments: readonly (string | number)[]): string {
+/** `teams[1] (malawi)`, or `teams[1]` for an entry without a usable name. */
+export function teamLabel(index: number, name: string | undefined): string {
+  return `teams[${index}]${name === undefined ? '' : ` (${name})`}`;
+}
+
+export function displayPath(segments: readonly (string | number)[]): string {
   let text = '';
   for (const segment of segments) {
     if (typeof segment === 'number') text += `[${segment}]`;
@@ -133,11 +149,20 @@ export function issueProblems(issue: z.core.$ZodIssue, merged: Tree, label: Labe
   return [`${label(segments)} must be ${setting.allowed}; got ${shown}`];
 }
 
-/** Rules that span keys, and the keys a command needs (`needs.server`: it talks to the server). */
-export function crossKeyProblems(merged: Tree, needs: { server: boolean }, label: Label): string[] {
+/**
+ * Rules that span keys, and the keys a command needs (`needs.server`: it talks to the server).
+ * `teamApiKey` is set for a team of a `teams:` list: whether its entry says where its key is
+ * (its key is read when needed, never merged).
+ */
+export function crossKeyProblems(
+  merged: Tree,
+  needs: { server: boolean },
+  label: Label,
+  teamApiKey?: boolean,
+): string[] {
   const problems: string[] = [];
   const baseUrl = merged.base_url;
-  const apiKey = merged.api_key;
+  const apiKey = teamApiKey === undefined ? merged.api_key : teamApiKey ? 'set' : undefined;
 
   if (needs.server) {
     if (baseUrl === undefined) {
@@ -145,7 +170,7 @@ export function crossKeyProblems(merged: Tree, needs: { server: boolean }, label
         'base_url is required for this command: set OCS_BASE_URL, or base_url in the config file (e.g. https://chat.example.org)',
       );
     }
-    if (apiKey === undefined) {
+    if (apiKey === undefined && teamApiKey === undefined) {
       problems.push(
         "api_key is required for this command: set OCS_API_KEY (the environment is the usual place for it) to the API key of one of the team's admins",
       );
@@ -260,8 +285,16 @@ export function crossKeyProblems(merged: Tree, needs: { server: boolean }, label
 }
 
 /** Problems as reported: each once, those in the file first by line, no secret in any. */
-export function reportedProblems(problems: string[], fileName: string, merged: Tree): string[] {
-  return scrubSecrets(inFileOrder(dedupe(problems), fileName), merged);
+export function reportedProblems(
+  problems: string[],
+  fileName: string,
+  merged: Tree | readonly Tree[],
+): string[] {
+  const trees = Array.isArray(merged) ? merged : [merged as Tree];
+  return trees.reduce<string[]>(
+    (scrubbed, tree) => scrubSecrets(scrubbed, tree),
+    inFileOrder(dedupe(problems), fileName),
+  );
 }
 
 /** Problems located in the file first, by line (as someone fixing them reads it), then the rest. */

@@ -1,6 +1,6 @@
 /**
  * What ocs-sync can be configured with, put together from one file per section (server.ts,
- * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts), each holding its keys'
+ * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts, teams.ts), each holding its keys'
  * schema, defaults and environment variables: the keys a file may hold (snake_case), the zod
  * schema that validates the merged values, and the typed `Config` (camelCase, every default
  * filled in) that the rest of the program reads. Pure: no I/O.
@@ -64,6 +64,14 @@ import {
   type SyncFileValues,
 } from './sync.js';
 import {
+  TEAMS_SETTINGS,
+  teamsConfig,
+  teamsDefaults,
+  teamsFields,
+  type TeamsConfig,
+  type TeamsFileValues,
+} from './teams.js';
+import {
   WAREHOUSE_SETTINGS,
   warehouseConfig,
   warehouseDefaults,
@@ -80,7 +88,8 @@ export type Config = ServerConfig &
   SecretsConfig &
   DaemonConfig &
   FilesConfig &
-  AuditConfig;
+  AuditConfig &
+  TeamsConfig;
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
 export type ConfigFileValues = ServerFileValues &
@@ -90,7 +99,8 @@ export type ConfigFileValues = ServerFileValues &
   SecretsFileValues &
   DaemonFileValues &
   FilesFileValues &
-  AuditFileValues;
+  AuditFileValues &
+  TeamsFileValues;
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
   ? `${Head}${Capitalize<SnakeToCamel<Tail>>}`
@@ -119,6 +129,7 @@ export function configDefaults(version: string) {
     ...daemonDefaults,
     ...filesDefaults,
     ...auditDefaults,
+    ...teamsDefaults,
   } satisfies ConfigFileValues;
 }
 
@@ -131,6 +142,7 @@ const FIELDS = {
   ...daemonFields,
   ...filesFields,
   ...auditFields,
+  ...teamsFields,
 };
 
 /**
@@ -166,6 +178,7 @@ const KEY_ORDER = [
   'files',
   'audit',
   'data_file_mode',
+  'teams_at_once',
 ] as const satisfies readonly (keyof typeof FIELDS)[];
 // Fails to compile when a section's key is missing from KEY_ORDER.
 const everyKeyOrdered: Exclude<keyof typeof FIELDS, (typeof KEY_ORDER)[number]> extends never
@@ -186,6 +199,7 @@ export const SETTINGS: readonly SettingInfo[] = [
   ...DAEMON_SETTINGS,
   ...FILES_SETTINGS,
   ...AUDIT_SETTINGS,
+  ...TEAMS_SETTINGS,
 ].sort((a, b) => orderOf(a.path) - orderOf(b.path));
 
 export const SETTINGS_BY_PATH: ReadonlyMap<string, SettingInfo> = new Map(
@@ -227,5 +241,6 @@ export function toConfig(values: MergedConfigValues): Config {
     ...daemonConfig(values),
     ...filesConfig(values, warehouse.warehouse.target),
     ...auditConfig(values),
+    ...teamsConfig(values),
   };
 }

@@ -1,8 +1,9 @@
 /**
- * The long-running service: a sync at start, then one per cron tick (and full refreshes on their
- * own schedule), never two at once, backing off after failures; /healthz and /metrics over HTTP.
- * The sync itself is injected (`sync`), as are the clock and the cron function, so the whole
- * daemon runs in tests without waiting for real time.
+ * The long-running service of one team: a sync at start, then one per cron tick (and full
+ * refreshes on their own schedule), never two at once, backing off after failures
+ * (team-runner.ts); /healthz, /livez and /metrics over HTTP. A fleet of teams: fleet.ts, which
+ * shares the health server and the shutdown below. The sync itself is injected (`sync`), as are
+ * the clock and the cron function, so the whole daemon runs in tests without waiting for real time.
  *
  * Shutdown (the `signal` aborts: SIGTERM/SIGINT): the run in progress has a signal of its own that
  * follows it (released when the run ends, so nothing piles up on the daemon's), so the engine
@@ -12,56 +13,22 @@
  * waiting for it (an uncommitted page rolls back; the lock dies with the process, and the next
  * start closes the run as interrupted) so the process can exit.
  */
-import { linkedAbortController } from '../abort.js';
-import { InterruptedError, describeError } from '../errors.js';
 import type { ListenAddress } from '../listen-address.js';
-import type { ResourceStatus, RunKind, StageProgress } from '../interfaces.js';
 import type { Logger } from '../log.js';
-import type { RequestEvent } from '../source/http-source.js';
-import type { SyncEvents, SyncReport } from '../sync/engine.js';
 import { CleanupStack } from './cleanup-stack.js';
-import { evaluateHealth, type HealthReport } from './health.js';
-import { startHealthServer, type HealthServer } from './health-server.js';
-import { SyncMetrics, combineEvents } from './metrics.js';
-import {
-  Scheduler,
-  nodeCronScheduleFunction,
-  type BackoffPolicy,
-  type RunOutcome,
-  type ScheduleFunction,
-  type SchedulerClock,
-} from './scheduler.js';
+import type { HealthReport } from './health.js';
+import { startHealthServer, type HealthAnswer, type HealthServer } from './health-server.js';
+import { SyncMetrics } from './metrics.js';
+import type { BackoffPolicy, ScheduleFunction, Scheduler, SchedulerClock } from './scheduler.js';
+import { TeamRunner, type TeamJobs } from './team-runner.js';
 
-/** What the daemon hands the sync for one run. */
-export interface DaemonSyncRequest {
-  kind: RunKind;
-  signal: AbortSignal;
-  events: SyncEvents;
-  onAttempt: (event: RequestEvent) => void;
-}
+export type { DaemonSyncRequest } from './team-runner.js';
 
-export interface DaemonOptions {
-  /** Cron expression of incremental syncs. */
-  schedule: string;
-  /** Cron expression of full refreshes; null = none. */
-  fullRefreshSchedule: string | null;
-  timezone: string;
+export interface DaemonOptions extends TeamJobs {
   health: { listen: ListenAddress | null; maxAgeSeconds: number };
   logger: Logger;
   /** Aborting it stops the daemon. */
   signal: AbortSignal;
-  /** One sync pass (the CLI passes `syncOnce`). Throws when the run could not complete. */
-  sync(request: DaemonSyncRequest): Promise<SyncReport>;
-  /** The warehouse's per-resource status, read after each run for the lag and row metrics. */
-  readStatus?(): Promise<ResourceStatus[]>;
-  /** When the warehouse's last successful run finished (epoch ms), read once at start. */
-  readLastSuccess?(): Promise<number | undefined>;
-  /**
-   * The newest full refresh the warehouse records, when it did not complete (interrupted,
-   * failed, or its process died): the start's run is then a full refresh. Read once at start,
-   * with a full refresh schedule.
-   */
-  readUnfinishedFullRefresh?(): Promise<{ runId: number; status: string } | undefined>;
   scheduleFunction?: ScheduleFunction;
   clock?: SchedulerClock;
   backoff?: Partial<BackoffPolicy>;
@@ -94,166 +61,39 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const clock = options.clock ?? { now: () => Date.now() };
   const cleanup = options.cleanup ?? new CleanupStack();
   const metrics = options.metrics ?? new SyncMetrics({ clock, processMetrics: true });
-  // The run in progress: when it last moved, and the step it made (glossary: Progress).
-  let lastProgressAt: number | null = null;
-  let lastProgress: StageProgress | null = null;
-  let abandonedRun = false;
-  if (options.readLastSuccess) {
-    try {
-      const lastSuccess = await options.readLastSuccess();
-      if (lastSuccess !== undefined) metrics.restoreLastSuccess(lastSuccess);
-    } catch (error) {
-      logger.warn(
-        { error: describeError(error) },
-        'Could not read the last success from the warehouse',
-      );
-    }
-  }
-
-  let fullRefreshOwed = false;
-  if (options.readUnfinishedFullRefresh && options.fullRefreshSchedule !== null) {
-    try {
-      const unfinished = await options.readUnfinishedFullRefresh();
-      if (unfinished) {
-        fullRefreshOwed = true;
-        logger.info(
-          unfinished,
-          `The last full refresh (run ${unfinished.runId}) ended ${unfinished.status}: this start runs a full refresh`,
-        );
-      }
-    } catch (error) {
-      logger.warn(
-        { error: describeError(error) },
-        'Could not read the last full refresh from the warehouse',
-      );
-    }
-  }
-
-  const progressEvents: SyncEvents = {
-    onRunStart: () => (lastProgressAt = clock.now()),
-    onProgress: (progress) => {
-      lastProgressAt = clock.now();
-      lastProgress = progress;
-    },
-  };
-
-  const run = async (kind: RunKind): Promise<RunOutcome> => {
-    lastProgressAt = clock.now();
-    lastProgress = null;
-    metrics.runStarted();
-    logger.info({ kind }, kind === 'full_refresh' ? 'Full refresh starting' : 'Sync starting');
-    let outcome: RunOutcome;
-    // The run's own signal: what the run hangs on it goes away with the run (src/abort.ts).
-    const runAbort = linkedAbortController(signal);
-    try {
-      const report = await options.sync({
-        kind,
-        signal: runAbort.signal,
-        events: combineEvents(metrics.syncEvents(), progressEvents),
-        onAttempt: metrics.onAttempt,
-      });
-      outcome = outcomeOfReport(report);
-    } catch (error) {
-      outcome = {
-        status: signal.aborted || error instanceof InterruptedError ? 'interrupted' : 'failed',
-        error: describeError(error),
-      };
-    } finally {
-      runAbort.release();
-    }
-    if (outcome.status !== 'interrupted' && options.readStatus) {
-      try {
-        metrics.warehouseStatus(await options.readStatus());
-      } catch (error) {
-        logger.warn(
-          { error: describeError(error) },
-          'Could not read the warehouse status for metrics',
-        );
-      }
-    }
-    return outcome;
-  };
-
-  const scheduler = new Scheduler({
-    schedule: options.schedule,
-    fullRefreshSchedule: options.fullRefreshSchedule,
-    timezone: options.timezone,
-    clock,
-    scheduleFunction: options.scheduleFunction ?? nodeCronScheduleFunction(logger),
-    backoff: options.backoff,
-    fullRefreshOwed,
-    logger,
-    run,
-    onTickSkipped: (reason) => metrics.tickSkipped(reason),
-    onRunFinished: (outcome, kind, status) => {
-      const last = status.lastRun;
-      metrics.runFinished({
-        kind,
-        status: outcome.status,
-        durationMs: last ? last.finishedAt - last.startedAt : 0,
-        finishedAt: last?.finishedAt ?? clock.now(),
-        consecutiveFailures: status.consecutiveFailures,
-      });
-      lastProgressAt = null;
-      lastProgress = null;
-    },
-  });
-
-  const health = (): HealthReport => {
-    const status = scheduler.status();
-    return evaluateHealth({
-      now: clock.now(),
-      maxAgeSeconds: options.health.maxAgeSeconds,
-      running: status.running !== null,
-      lastProgressAt,
-      progress: lastProgress,
-      lastSuccessAt: status.lastSuccessAt,
-      lastRunStatus: status.lastRun?.status ?? null,
-      lastError: status.lastRun?.error ?? null,
-      consecutiveFailures: status.consecutiveFailures,
-    });
-  };
-
-  let healthServer: HealthServer | undefined;
-  try {
-    if (options.health.listen !== null) {
-      const server = await startHealthServer({
-        listen: options.health.listen,
-        health,
-        metrics: () => metrics.render(),
-        logger,
-      });
-      healthServer = server;
-      cleanup.add('health server', () => server.close());
-    }
-  } catch (error) {
-    await cleanup.runAll(logger);
-    throw error;
-  }
-
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
-  cleanup.add('scheduler', async () => {
-    await scheduler.stop();
-    const finished = await waitAtMost(scheduler.whenIdle(), graceMs);
-    if (!finished) {
-      abandonedRun = true;
-      logger.warn(
-        { graceSeconds: graceMs / 1000 },
-        'The run in progress did not stop in time; exiting without it (an uncommitted page rolls back, the writer lock is freed with the process, and the next start closes the run as interrupted)',
-      );
-    }
+  const runner = await TeamRunner.create({
+    ...options,
+    maxAgeSeconds: options.health.maxAgeSeconds,
+    clock,
+    metrics,
+    graceMs,
+  });
+  const { scheduler } = runner;
+
+  const healthServer = await serveHealth({
+    listen: options.health.listen,
+    logger,
+    cleanup,
+    health: (team) => {
+      if (team !== null) {
+        return notFound(
+          'this daemon runs one team, without a name (its configuration has no teams: list); /healthz is its health',
+        );
+      }
+      const { httpStatus, ...report } = runner.health();
+      return { httpStatus, body: report };
+    },
+    live: () => livenessAnswer([{ name: undefined, liveness: runner.liveness() }]),
+    metrics: () => metrics.render(),
   });
 
-  const stopped = new Promise<DaemonStopResult>((resolve) => {
-    const stop = () => {
-      logger.info('Stopping: finishing or rolling back the page in flight, then exiting');
-      void cleanup.runAll(logger).then(() => {
-        logger.info('Stopped');
-        resolve({ abandonedRun });
-      });
-    };
-    if (signal.aborted) stop();
-    else signal.addEventListener('abort', stop, { once: true });
+  const stopped = stopOnSignal({
+    signal,
+    cleanup,
+    logger,
+    graceMs,
+    schedulers: [scheduler],
   });
 
   if (!signal.aborted) {
@@ -267,16 +107,10 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
       },
       'Daemon started',
     );
-    const intervalMs = scheduler.scheduleIntervalMs();
-    if (intervalMs !== undefined && intervalMs > options.health.maxAgeSeconds * 1000) {
-      logger.warn(
-        { maxAgeSeconds: options.health.maxAgeSeconds, scheduleIntervalSeconds: intervalMs / 1000 },
-        'health.max_age_seconds is shorter than the time between scheduled runs, so /healthz will answer 503 between runs; raise it',
-      );
-    }
+    warnIfMaxAgeTooShort(scheduler, options.health.maxAgeSeconds, logger);
   }
 
-  return { scheduler, metrics, healthServer, health, stopped };
+  return { scheduler, metrics, healthServer, health: () => runner.health(), stopped };
 }
 
 /** Start the daemon and resolve once it has shut down. */
@@ -285,21 +119,104 @@ export async function runDaemon(options: DaemonOptions): Promise<DaemonStopResul
   return daemon.stopped;
 }
 
-function outcomeOfReport(report: SyncReport): RunOutcome {
-  if (report.status === 'ok') return { status: 'ok' };
-  const troubled = report.resources.filter((resource) => resource.status !== 'ok');
-  const details = [
-    ...troubled.map((resource) => `${resource.resource} ${resource.status}`),
-    ...report.problems,
-  ];
-  const status = report.status === 'running' ? 'failed' : report.status;
+// ---------------------------------------------------------------------------------------------
+// What the daemon of one team and a fleet share.
+
+/** The health server on `listen` (none when it is off), closed by `cleanup`. */
+export async function serveHealth(options: {
+  listen: ListenAddress | null;
+  logger: Logger;
+  cleanup: CleanupStack;
+  health(team: string | null): HealthAnswer;
+  live(): HealthAnswer;
+  metrics(): Promise<{ contentType: string; body: string }>;
+}): Promise<HealthServer | undefined> {
+  const { listen, cleanup, logger } = options;
+  if (listen === null) return undefined;
+  try {
+    const server = await startHealthServer({ ...options, listen });
+    cleanup.add('health server', () => server.close());
+    return server;
+  } catch (error) {
+    await cleanup.runAll(logger);
+    throw error;
+  }
+}
+
+export function notFound(error: string): HealthAnswer {
+  return { httpStatus: 404, body: { error } };
+}
+
+/** /livez: 200 while every team's runs can still end; 503 naming those that cannot. */
+export function livenessAnswer(
+  teams: ReadonlyArray<{ name: string | undefined; liveness: { live: boolean; reason?: string } }>,
+): HealthAnswer {
+  const stuck = teams.filter((team) => !team.liveness.live);
+  if (stuck.length === 0) return { httpStatus: 200, body: { status: 'ok' } };
   return {
-    status,
-    error:
-      details.length > 0
-        ? details.slice(0, 10).join('; ') + (details.length > 10 ? '; …' : '')
-        : undefined,
+    httpStatus: 503,
+    body: {
+      status: 'not live',
+      reason: stuck
+        .map((team) => `${team.name === undefined ? '' : `${team.name}: `}${team.liveness.reason}`)
+        .join('; '),
+    },
   };
+}
+
+/**
+ * The shutdown on the signal: the schedules stop, each run in progress gets `graceMs` to stop
+ * (then the daemon exits without it), cleanups run in reverse.
+ */
+export function stopOnSignal(options: {
+  signal: AbortSignal;
+  cleanup: CleanupStack;
+  logger: Logger;
+  graceMs: number;
+  schedulers: readonly Scheduler[];
+}): Promise<DaemonStopResult> {
+  const { signal, cleanup, logger, graceMs, schedulers } = options;
+  let abandonedRun = false;
+  cleanup.add('scheduler', async () => {
+    await Promise.all(schedulers.map((scheduler) => scheduler.stop()));
+    const finished = await waitAtMost(
+      Promise.all(schedulers.map((scheduler) => scheduler.whenIdle())),
+      graceMs,
+    );
+    if (!finished) {
+      abandonedRun = true;
+      logger.warn(
+        { graceSeconds: graceMs / 1000 },
+        'The run in progress did not stop in time; exiting without it (an uncommitted page rolls back, the writer lock is freed with the process, and the next start closes the run as interrupted)',
+      );
+    }
+  });
+  return new Promise<DaemonStopResult>((resolve) => {
+    const stop = () => {
+      logger.info('Stopping: finishing or rolling back the page in flight, then exiting');
+      void cleanup.runAll(logger).then(() => {
+        logger.info('Stopped');
+        resolve({ abandonedRun });
+      });
+    };
+    if (signal.aborted) stop();
+    else signal.addEventListener('abort', stop, { once: true });
+  });
+}
+
+/** The max age must outlast the time between runs, or /healthz answers 503 between them. */
+export function warnIfMaxAgeTooShort(
+  scheduler: Scheduler,
+  maxAgeSeconds: number,
+  logger: Logger,
+): void {
+  const intervalMs = scheduler.scheduleIntervalMs();
+  if (intervalMs !== undefined && intervalMs > maxAgeSeconds * 1000) {
+    logger.warn(
+      { maxAgeSeconds, scheduleIntervalSeconds: intervalMs / 1000 },
+      'health.max_age_seconds is shorter than the time between scheduled runs, so /healthz will answer 503 between runs; raise it',
+    );
+  }
 }
 
 /** True when `promise` settled within `ms`. */

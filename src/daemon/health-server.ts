@@ -1,17 +1,25 @@
 /**
- * The daemon's small HTTP server (node:http): `/healthz` (200 or 503 with a JSON body saying why)
- * and `/metrics` (Prometheus text). Read-only, no secrets in either answer.
+ * The daemon's small HTTP server (node:http): `/healthz` (200 or 503 with a JSON body saying why;
+ * `?team=NAME` for one team of a fleet), `/livez` (whether the process itself still works, for a
+ * liveness probe) and `/metrics` (Prometheus text). Read-only, no secrets in any answer.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConfigError } from '../errors.js';
 import { listenFailure, type ListenAddress } from '../listen-address.js';
 import type { Logger } from '../log.js';
-import type { HealthReport } from './health.js';
+
+/** An answer of /healthz or /livez: its status and its JSON body. */
+export interface HealthAnswer {
+  httpStatus: number;
+  body: unknown;
+}
 
 export interface HealthServerOptions {
   listen: ListenAddress;
-  health(): HealthReport;
+  /** `team`: the `?team=` asked for, or null. */
+  health(team: string | null): HealthAnswer;
+  live(): HealthAnswer;
   metrics(): Promise<{ contentType: string; body: string }>;
   logger: Logger;
 }
@@ -94,19 +102,22 @@ async function handle(
     send(response, 405, 'text/plain; charset=utf-8', 'method not allowed\n', false);
     return;
   }
-  const path = new URL(request.url ?? '/', 'http://localhost').pathname;
-  switch (path) {
-    case '/healthz': {
-      const { httpStatus, ...report } = options.health();
-      send(
-        response,
-        httpStatus,
-        'application/json; charset=utf-8',
-        `${JSON.stringify(report)}\n`,
-        head,
-      );
+  const url = new URL(request.url ?? '/', 'http://localhost');
+  const json = ({ httpStatus, body }: HealthAnswer) =>
+    send(
+      response,
+      httpStatus,
+      'application/json; charset=utf-8',
+      `${JSON.stringify(body)}\n`,
+      head,
+    );
+  switch (url.pathname) {
+    case '/healthz':
+      json(options.health(url.searchParams.get('team')));
       return;
-    }
+    case '/livez':
+      json(options.live());
+      return;
     case '/metrics': {
       const { contentType, body } = await options.metrics();
       send(response, 200, contentType, body, head);
@@ -117,7 +128,7 @@ async function handle(
         response,
         200,
         'text/plain; charset=utf-8',
-        'ocs-sync daemon: /healthz /metrics\n',
+        'ocs-sync daemon: /healthz /livez /metrics\n',
         head,
       );
       return;
@@ -126,7 +137,7 @@ async function handle(
         response,
         404,
         'text/plain; charset=utf-8',
-        'not found: try /healthz or /metrics\n',
+        'not found: try /healthz, /livez or /metrics\n',
         head,
       );
   }

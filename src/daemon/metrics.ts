@@ -1,9 +1,19 @@
 /**
  * Prometheus metrics of the daemon, on a registry of their own (never prom-client's global one,
  * so tests and embedders can hold several). Fed by the engine's SyncEvents, the HTTP source's
- * per-attempt events, the scheduler, and the warehouse's status after each run.
+ * per-attempt events, the scheduler, and the warehouse's status after each run. In a fleet each
+ * team has its own, every series labelled with `team`, and `renderMetrics` puts them together.
  */
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import {
+  AggregatorRegistry,
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type MetricObjectWithValues,
+  type MetricValue,
+} from 'prom-client';
 import type { ResourceStatus, RunKind, RunStatus } from '../interfaces.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { ResourceReport, SyncEvents } from '../sync/engine.js';
@@ -15,6 +25,8 @@ export interface SyncMetricsOptions {
   clock?: SchedulerClock;
   /** Also export prom-client's default process metrics (CPU, memory, event loop). */
   processMetrics?: boolean;
+  /** A fleet's team: every series is labelled `team` with it, and the fleet's own are added. */
+  team?: string;
 }
 
 export class SyncMetrics {
@@ -46,6 +58,8 @@ export class SyncMetrics {
   private readonly filesFetched: Counter;
   private readonly fileBytesFetched: Counter;
   private readonly fileFetchFailures: Counter;
+  private readonly waitingForSlotGauge: Gauge | undefined;
+  private readonly stalledRuns: Counter | undefined;
 
   constructor(options: SyncMetricsOptions = {}) {
     this.clock = options.clock ?? { now: () => Date.now() };
@@ -199,6 +213,21 @@ export class SyncMetrics {
       },
     });
 
+    if (options.team !== undefined) {
+      this.registry.setDefaultLabels({ team: options.team });
+      this.waitingForSlotGauge = new Gauge({
+        name: name('waiting_for_slot'),
+        help: "1 while a run of the team waits for one of the fleet's teams_at_once slots, else 0.",
+        registers,
+      });
+      this.stalledRuns = new Counter({
+        name: name('stalled_runs_total'),
+        help: 'Runs stopped because nothing moved for health.max_age_seconds (their slot went to the next team).',
+        registers,
+      });
+      this.waitingForSlotGauge.set(0);
+      this.stalledRuns.inc(0);
+    }
     this.lastSuccess.set(0);
     this.consecutiveFailures.set(0);
     this.runInProgress.set(0);
@@ -275,6 +304,14 @@ export class SyncMetrics {
     this.lastSuccess.set(finishedAtMs / 1000);
   }
 
+  waitingForSlot(waiting: boolean): void {
+    this.waitingForSlotGauge?.set(waiting ? 1 : 0);
+  }
+
+  runStalled(): void {
+    this.stalledRuns?.inc();
+  }
+
   tickSkipped(reason: SkipReason): void {
     this.skippedTicks.inc({ reason });
   }
@@ -298,6 +335,24 @@ export class SyncMetrics {
   async render(): Promise<{ contentType: string; body: string }> {
     return { contentType: this.registry.contentType, body: await this.registry.metrics() };
   }
+}
+
+/**
+ * One exposition of several registries (a fleet's teams, each series labelled with its team, and
+ * the process's own): each metric's help and type once, then every registry's series of it.
+ */
+export async function renderMetrics(
+  registries: readonly Registry[],
+): Promise<{ contentType: string; body: string }> {
+  const all = await Promise.all(registries.map((registry) => registry.getMetricsAsJSON()));
+  // Series are told apart by their labels (the team), so no two are ever combined: `first` keeps
+  // each as it is (the default aggregators would also leave out process_start_time_seconds).
+  const merged = AggregatorRegistry.aggregate(
+    all.map((metrics) =>
+      metrics.map((metric) => ({ ...metric, aggregator: 'first' as const })),
+    ) as Array<Array<MetricObjectWithValues<MetricValue<string>>>>,
+  );
+  return { contentType: merged.contentType, body: await merged.metrics() };
 }
 
 /** Several SyncEvents as one: each hook calls every listener that has it. */

@@ -1,0 +1,427 @@
+/**
+ * A configuration with a `teams:` list: each entry is a team (its name, server, API key source,
+ * private key, warehouse, and any setting it overrides) layered over the shared settings, and
+ * validated as a configuration of its own, every problem named with the team. Then the rules
+ * between teams: names and warehouses (and blob stores, checkpoint files) are each a team's own.
+ * Pure, but `readApiKey`, which reads a team's key when a command needs it.
+ */
+import { resolve } from 'node:path';
+import { ConfigError, describeError } from '../errors.js';
+import { readKeyFile } from '../sealing/keys.js';
+import { recordByName } from '../names.js';
+import { layerSources, originFinder, type ConfigSources } from './layers.js';
+import {
+  crossKeyProblems,
+  issueProblems,
+  placeLabel,
+  teamLabel,
+  type Label,
+  type Origin,
+} from './problems.js';
+import { configSchema, toConfig, type Config } from './schema.js';
+import { isPlainObject, type Tree } from './setting.js';
+import {
+  ENV_NAME,
+  PROCESS_SETTINGS,
+  TEAM_NAME_RULE,
+  isTeamName,
+  type ApiKeySource,
+} from './teams.js';
+
+/** One team of a `teams:` list, ready to run. */
+export interface TeamSetup {
+  name: string;
+  /** Its place in the list (for messages). */
+  index: number;
+  /** Where its API key is read from when a command needs it (undefined: its entry names none). */
+  apiKey: ApiKeySource | undefined;
+  /** Its settings: the shared ones, its entry over them, flags over both. `apiKey` is unset. */
+  config: Config;
+}
+
+export interface Fleet {
+  teams: TeamSetup[];
+  teamsAtOnce: number;
+}
+
+/** What a command may look up about one team's settings (for `ocs-sync config`). */
+export interface TeamView {
+  merged: Tree;
+  originOf(segments: readonly (string | number)[]): Origin;
+}
+
+export interface FleetContext {
+  sources: ConfigSources;
+  /** The file's `teams:` value, as parsed. */
+  teams: unknown;
+  needs: { server: boolean };
+  env: Readonly<Record<string, string | undefined>>;
+  /** `FILE:LINE` of a path of the file. */
+  placeInFile(segments: readonly (string | number)[]): string;
+  /** Whether a problem already names where it is (a line of the file, a variable, a flag). */
+  isLocated(problem: string): boolean;
+  /** Collects every problem. */
+  problems: string[];
+}
+
+const ENTRY_SHAPE =
+  'a mapping with name, base_url, api_key_env or api_key_file, private_key_file and warehouse (and any shared setting it overrides)';
+
+/** Every team validated; problems are pushed to `context.problems`. */
+export function resolveFleet(context: FleetContext): {
+  fleet: Fleet | undefined;
+  views: Map<string, TeamView>;
+  trees: Tree[];
+} {
+  const { problems, placeInFile, sources } = context;
+  const views = new Map<string, TeamView>();
+  const trees: Tree[] = [];
+  problems.push(...sharedKeyProblems(context));
+  if (!Array.isArray(context.teams) || context.teams.length === 0) {
+    problems.push(
+      Array.isArray(context.teams)
+        ? `${placeInFile(['teams'])}: teams is an empty list; name at least one team, or remove teams: for a configuration of one team`
+        : `${placeInFile(['teams'])}: teams must be a list of teams, each ${ENTRY_SHAPE}`,
+    );
+    return { fleet: undefined, views, trees };
+  }
+  const teams: TeamSetup[] = [];
+  const labels = new Map<TeamSetup, Label>();
+  const firstIndexOf = new Map<string, number>();
+  context.teams.forEach((value: unknown, index) => {
+    const entry = readEntry(value, index, context, firstIndexOf);
+    if (entry === undefined) return;
+    const origin: Origin = { kind: 'team', index, name: entry.name };
+    const { merged, origins } = layerSources(sources, { entry: entry.settings, origin });
+    for (const [path, variable] of entry.readFrom) {
+      origins.set(path, { ...origin, via: variable });
+    }
+    const originOf = originFinder(origins);
+    const label: Label = (segments) => {
+      const found = originOf(segments);
+      return placeLabel(
+        segments,
+        found,
+        placeInFile(found.kind === 'team' ? ['teams', index, ...segments] : segments),
+      );
+    };
+    trees.push(merged);
+    if (entry.name !== undefined) views.set(entry.name, { merged, originOf });
+    // A problem that names no place (a key the command needs) is named with the team.
+    const who = teamLabel(index, entry.name);
+    const named = (problem: string) =>
+      context.isLocated(problem) || problem.includes(who) ? problem : `${who}: ${problem}`;
+    const parsed = configSchema.safeParse(merged);
+    const own = teamProblems(merged, entry, context.needs, label).map(named);
+    if (!parsed.success) {
+      for (const issue of parsed.error.issues) {
+        own.push(...issueProblems(issue, merged, label).map(named));
+      }
+    }
+    problems.push(...own);
+    if (
+      !parsed.success ||
+      own.length > 0 ||
+      entry.problems.length > 0 ||
+      entry.name === undefined
+    ) {
+      return;
+    }
+    const team = { name: entry.name, index, apiKey: entry.apiKey, config: toConfig(parsed.data) };
+    teams.push(team);
+    labels.set(team, label);
+  });
+  problems.push(...sharedPlaceProblems(teams, (team) => labels.get(team)!));
+  const teamsAtOnce = teams[0]?.config.teamsAtOnce ?? 1;
+  return { fleet: { teams, teamsAtOnce }, views, trees };
+}
+
+/** Keys that never come from the shared settings of a `teams:` configuration. */
+function sharedKeyProblems(context: FleetContext): string[] {
+  const problems: string[] = [];
+  if (context.sources.file?.api_key !== undefined && context.sources.file.api_key !== null) {
+    problems.push(
+      `${context.placeInFile(['api_key'])}: api_key: with teams:, each team's API key comes from its own entry (api_key_env or api_key_file), never from the file; remove it`,
+    );
+  }
+  const fromEnv = context.sources.envOrigins.get('api_key');
+  if (fromEnv?.kind === 'env') {
+    problems.push(
+      `${fromEnv.variable} is set, but with teams: each team's API key comes from its own entry (api_key_env or api_key_file); unset ${fromEnv.variable} (the value is not shown)`,
+    );
+  }
+  return problems;
+}
+
+interface Entry {
+  name: string | undefined;
+  apiKey: ApiKeySource | undefined;
+  /** The entry's settings, in the file's shape, without the team's own keys. */
+  settings: Tree;
+  /** Settings read from a variable the entry names (`warehouse.url_env`), by path. */
+  readFrom: Map<string, string>;
+  /** Problems of the entry's own keys. */
+  problems: string[];
+}
+
+/** One entry's own keys checked and taken out; undefined when it is not a mapping. */
+function readEntry(
+  value: unknown,
+  index: number,
+  context: FleetContext,
+  firstIndexOf: Map<string, number>,
+): Entry | undefined {
+  const { placeInFile, problems } = context;
+  const at = (path: (string | number)[]) => placeInFile(['teams', index, ...path]);
+  if (!isPlainObject(value)) {
+    problems.push(`${at([])}: teams[${index}] must be ${ENTRY_SHAPE}; got ${describe(value)}`);
+    return undefined;
+  }
+  const settings = recordByName(Object.entries(value));
+  const own: string[] = [];
+  let name: string | undefined;
+  const rawName = settings.name;
+  if (rawName === undefined || rawName === null) {
+    own.push(`${at([])}: teams[${index}] has no name; every team needs one: ${TEAM_NAME_RULE}`);
+  } else if (typeof rawName !== 'string' || !isTeamName(rawName)) {
+    own.push(
+      `${at(['name'])}: teams[${index}].name must be ${TEAM_NAME_RULE}; got ${describe(rawName)}`,
+    );
+  } else {
+    name = rawName;
+    const first = firstIndexOf.get(rawName);
+    if (first !== undefined) {
+      own.push(
+        `${at(['name'])}: ${teamLabel(index, name)}.name is also the name of teams[${first}]; each team needs a name of its own`,
+      );
+    } else {
+      firstIndexOf.set(rawName, index);
+    }
+  }
+  const label = (path: string) => `${at(path.split('.'))}: ${teamLabel(index, name)}.${path}`;
+
+  if (settings.api_key !== undefined && settings.api_key !== null) {
+    own.push(
+      `${label('api_key')}: an API key is never written in the configuration file; name the environment variable that holds it (api_key_env: OCS_${(name ?? 'TEAM').toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY) or a file that does (api_key_file: /run/secrets/${name ?? 'team'}-api-key); the value is not shown`,
+    );
+  }
+  const apiKey = readKeySource(settings, label, own);
+  for (const path of PROCESS_SETTINGS) {
+    const [section, key] = path.split('.') as [string, string | undefined];
+    const given = key === undefined ? settings[section] : (settings[section] as Tree)?.[key];
+    if (
+      given !== undefined &&
+      given !== null &&
+      (key === undefined || isPlainObject(settings[section]))
+    ) {
+      own.push(
+        `${label(path)} is a setting of the whole process, the same for every team; set it at the top level of the file, not in a team's entry`,
+      );
+    }
+  }
+  if (settings.teams !== undefined) {
+    own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
+  }
+  const readFrom = readWarehouseUrlEnv(settings, context.env, label, own);
+  for (const key of ['name', 'api_key', 'api_key_env', 'api_key_file', 'teams'])
+    delete settings[key];
+  problems.push(...own);
+  return { name, apiKey, settings, readFrom, problems: own };
+}
+
+/** `api_key_env` or `api_key_file` (one of them), checked. */
+function readKeySource(
+  settings: Tree,
+  label: (path: string) => string,
+  problems: string[],
+): ApiKeySource | undefined {
+  const env = settings.api_key_env;
+  const file = settings.api_key_file;
+  const given = (value: unknown) => value !== undefined && value !== null;
+  if (given(env) && given(file)) {
+    problems.push(
+      `${label('api_key_env')} and api_key_file are both set; give the team's API key one way`,
+    );
+    return undefined;
+  }
+  if (given(env)) {
+    if (typeof env !== 'string' || !ENV_NAME.test(env)) {
+      problems.push(
+        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; got ${describe(env)}`,
+      );
+      return undefined;
+    }
+    return { env };
+  }
+  if (given(file)) {
+    if (typeof file !== 'string' || file.trim() === '') {
+      problems.push(`${label('api_key_file')} must be the path of a file holding the API key`);
+      return undefined;
+    }
+    return { file: file.trim() };
+  }
+  return undefined;
+}
+
+/** `warehouse.url_env`: the team's warehouse URL (a password of its own) from a variable. */
+function readWarehouseUrlEnv(
+  settings: Tree,
+  env: Readonly<Record<string, string | undefined>>,
+  label: (path: string) => string,
+  problems: string[],
+): Map<string, string> {
+  const readFrom = new Map<string, string>();
+  const warehouse = settings.warehouse;
+  if (!isPlainObject(warehouse) || warehouse.url_env === undefined || warehouse.url_env === null) {
+    return readFrom;
+  }
+  const variable = warehouse.url_env;
+  const copy = recordByName(Object.entries(warehouse));
+  delete copy.url_env;
+  settings.warehouse = copy;
+  if (typeof variable !== 'string' || !ENV_NAME.test(variable)) {
+    problems.push(
+      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _); got ${describe(variable)}`,
+    );
+  } else if (warehouse.url !== undefined && warehouse.url !== null) {
+    problems.push(`${label('warehouse.url_env')} and warehouse.url are both set; give one of them`);
+  } else if ((env[variable] ?? '').trim() === '') {
+    problems.push(
+      `${label('warehouse.url_env')}: ${variable} is not set; set it to the team's warehouse URL`,
+    );
+  } else {
+    copy.url = env[variable]!.trim();
+    readFrom.set('warehouse.url', variable);
+  }
+  return readFrom;
+}
+
+/** Problems of the keys a command needs and of the rules that span keys, for one team. */
+function teamProblems(merged: Tree, entry: Entry, needs: { server: boolean }, label: Label) {
+  const problems = crossKeyProblems(merged, needs, label, entry.apiKey !== undefined);
+  if (needs.server && entry.apiKey === undefined && entry.problems.length === 0) {
+    problems.push(
+      'it has no API key: name the environment variable that holds it (api_key_env) or a file that does (api_key_file)',
+    );
+  }
+  return problems;
+}
+
+/** Two teams never share a warehouse, a blob store or a checkpoint file. */
+function sharedPlaceProblems(
+  teams: readonly TeamSetup[],
+  labelOf: (team: TeamSetup) => Label,
+): string[] {
+  const problems: string[] = [];
+  const seen = new Map<string, TeamSetup>();
+  const claim = (team: TeamSetup, key: string, path: string[], what: string, advice: string) => {
+    const first = seen.get(key);
+    if (first === undefined) {
+      seen.set(key, team);
+      return;
+    }
+    const label = labelOf(team)(path);
+    const who = teamLabel(team.index, team.name);
+    problems.push(
+      `${label.includes(who) ? label : `${who}: ${label}`}: ${what} is ${teamLabel(first.index, first.name)}'s too; ${advice}`,
+    );
+  };
+  for (const team of teams) {
+    const { warehouse, files, audit } = team.config;
+    const target = warehouse.target;
+    if (target.dialect === 'sqlite' && target.path !== ':memory:') {
+      claim(
+        team,
+        `sqlite ${resolve(target.path)}`,
+        ['warehouse', 'url'],
+        `the SQLite file ${target.path}`,
+        'give each team a file of its own (warehouse: { url: ./NAME.db })',
+      );
+    } else if (target.dialect === 'postgres') {
+      claim(
+        team,
+        `postgres ${databaseOf(target.connectionString)} ${warehouse.schema}`,
+        ['warehouse', 'schema'],
+        `the schema ${warehouse.schema} of PostgreSQL database ${databaseOf(target.connectionString)}`,
+        'give each team a schema of its own (warehouse: { schema: NAME })',
+      );
+    }
+    if (files.enabled && files.dir !== undefined) {
+      claim(
+        team,
+        `files ${resolve(files.dir)}`,
+        ['files', 'dir'],
+        `the blob store ${files.dir}`,
+        "give each team a folder of its own (files: { dir: … }): a run clears the folder's unfinished downloads when it starts",
+      );
+    }
+    if (audit.checkpointFile !== undefined) {
+      claim(
+        team,
+        `checkpoints ${resolve(audit.checkpointFile)}`,
+        ['audit', 'checkpoint_file'],
+        `the checkpoint file ${audit.checkpointFile}`,
+        "give each team a file of its own: a team's checkpoints sign its own chain",
+      );
+    }
+  }
+  return problems;
+}
+
+/** host:port/database of a PostgreSQL URL (who connects does not make it another database). */
+function databaseOf(connectionString: string): string {
+  const url = new URL(connectionString);
+  const host = (url.hostname || url.searchParams.get('host') || 'localhost').toLowerCase();
+  const database = decodeURIComponent(url.pathname.replace(/^\//, '')) || url.username;
+  return `${host}:${url.port || '5432'}/${database}`;
+}
+
+function describe(value: unknown): string {
+  const text = JSON.stringify(value) ?? String(value);
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/**
+ * The team's API key, read from where its entry says (the environment or a file), when a command
+ * needs it: each run reads it afresh, so a rotated key file is picked up. ConfigError names the
+ * team and the source, never the key.
+ */
+export function readApiKey(
+  team: Pick<TeamSetup, 'name' | 'index' | 'apiKey'>,
+  env: Readonly<Record<string, string | undefined>>,
+  read: (path: string) => string = (path) => readKeyFile(path, 'API key file'),
+): string {
+  const who = teamLabel(team.index, team.name);
+  const source = team.apiKey;
+  if (source === undefined) {
+    throw new ConfigError([
+      `${who} has no API key: name the environment variable that holds it (api_key_env) or a file (api_key_file)`,
+    ]);
+  }
+  if ('env' in source) {
+    const key = env[source.env]?.trim();
+    if (!key) {
+      throw new ConfigError([
+        `${who}.api_key_env: ${source.env} is not set (or empty); set it to the API key of one of the team's admins`,
+      ]);
+    }
+    return key;
+  }
+  let text: string;
+  try {
+    text = read(source.file);
+  } catch (error) {
+    throw new ConfigError([`${who}.api_key_file: ${describeError(error)}`]);
+  }
+  const key = text.trim();
+  if (key === '') throw new ConfigError([`${who}.api_key_file: ${source.file} is empty`]);
+  return key;
+}
+
+/** A team's settings with its API key read (for a command that talks to its server). */
+export function withApiKey(
+  team: TeamSetup,
+  env: Readonly<Record<string, string | undefined>>,
+): Config {
+  return { ...team.config, apiKey: readApiKey(team, env) };
+}
