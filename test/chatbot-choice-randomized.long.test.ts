@@ -5,34 +5,17 @@
  * loses a row the server still has nor marks one deleted that it still has. The deterministic
  * cases are in chatbot-choice.test.ts.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { selectionKey } from '../src/export-api/selection.js';
 import { SeededRandom } from '../src/fake-server/random.js';
-import {
-  idsInScope,
-  openScopedBed,
-  storedFlags,
-  type ScopedBed,
-} from './chatbot-choice-support.js';
+import { scopedBeds, storedFlags } from './chatbot-choice-support.js';
 import { sourceRowsAsStored, testDialects } from './support.js';
 
 /** Many runs in one test: generous, so a busy machine slows them without failing them. */
 const PROPERTY_TEST_TIMEOUT_MS = 600_000;
 
 describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dialect) => {
-  let bed: ScopedBed | undefined;
-  afterEach(async () => {
-    await bed?.close();
-    bed = undefined;
-  });
-  const open = async (options: Parameters<typeof openScopedBed>[1] = {}) => {
-    bed = await openScopedBed(dialect, options);
-    return bed;
-  };
-  const modelOf = (current: ScopedBed, resource: string) =>
-    current.server.manifest().entries.find((e) => e.resource === resource)!.model;
-  const inScope = (current: ScopedBed, chosen: string[], resource: string) =>
-    idsInScope(current.dataset, chosen, resource, modelOf(current, resource));
+  const { open, inScope, close: closeBed } = scopedBeds(dialect);
 
   it(
     'a choice change at any request never mixes two choices (many seeds)',
@@ -81,8 +64,7 @@ describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dial
           const state = await current.warehouse.getResourceState(resource);
           if (state?.cursor) expect(keys.has(state.cursorSelection ?? ''), resource).toBe(true);
         }
-        await current.close();
-        bed = undefined;
+        await closeBed();
       }
       // The change lands in the middle of a walk (a 409), not only between runs.
       expect(changedMidRun).toBeGreaterThanOrEqual(6);
@@ -177,8 +159,7 @@ describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dial
               report.choice?.key === current.server.choice!.key(),
           );
         }
-        await current.close();
-        bed = undefined;
+        await closeBed();
       }
       expect(exercised.fullRefreshChecks).toBeGreaterThan(3);
       expect(exercised.changedMidRun).toBeGreaterThan(1);

@@ -20,6 +20,7 @@ import {
 import {
   idsInScope,
   openScopedBed,
+  scopedBeds,
   storedFlags,
   type ScopedBed,
 } from './chatbot-choice-support.js';
@@ -320,19 +321,7 @@ describe("the fake server's scoped protocol", () => {
 // ------------------------------------------------------------------------------ the sync
 
 describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
-  let bed: ScopedBed | undefined;
-  afterEach(async () => {
-    await bed?.close();
-    bed = undefined;
-  });
-  const open = async (options: Parameters<typeof openScopedBed>[1] = {}) => {
-    bed = await openScopedBed(dialect, options);
-    return bed;
-  };
-  const modelOf = (current: ScopedBed, resource: string) =>
-    current.server.manifest().entries.find((e) => e.resource === resource)!.model;
-  const inScope = (current: ScopedBed, chosen: string[], resource: string) =>
-    idsInScope(current.dataset, chosen, resource, modelOf(current, resource));
+  const { open, inScope } = scopedBeds(dialect);
 
   it('sends nothing new to a server without the protocol: exactly the pages the server has', async () => {
     const current = await open();
