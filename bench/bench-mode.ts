@@ -1,7 +1,8 @@
 /**
  * What every mode of `npm run bench -- MODE` does around its measurements: parse the flags (a
  * usage error prints the usage and exits 2), run, hand the results to the caller, print them as
- * a report or as JSON (exit 0), or say why it failed (exit 1).
+ * a report or as JSON (exit 0, or 1 when a mode that checks something found it broken), or say
+ * why it failed (exit 1).
  */
 import { parseArgs } from 'node:util';
 
@@ -47,6 +48,8 @@ export interface BenchMode<Options extends { json: boolean }, Results> {
   usageError: new (...args: never[]) => Error;
   run(options: Options): Promise<Results>;
   format(results: Results): string;
+  /** For a mode that checks something: false when it found it broken (exit 1, report printed). */
+  passed?(results: Results): boolean;
 }
 
 export async function runBenchMode<Options extends { json: boolean }, Results>(
@@ -70,7 +73,7 @@ export async function runBenchMode<Options extends { json: boolean }, Results>(
     const results = await mode.run(options);
     output.results?.(results);
     output.out(options.json ? JSON.stringify(results, null, 2) : mode.format(results));
-    return 0;
+    return mode.passed?.(results) === false ? 1 : 0;
   } catch (error) {
     output.progress(
       `The ${mode.name} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,

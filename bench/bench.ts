@@ -4,6 +4,7 @@
  *   npm run bench -- [--rows N] [--latency MS] [--page-size N] [--pages-in-flight N]
  *                    [--postgres URL] [--seed N] [--json]
  *   npm run bench -- soak [--minutes 60] …   (the daemon for an hour: soak.ts)
+ *   npm run bench -- soak --chaos …          (the daemon killed and restarted: chaos.ts)
  *   npm run bench -- sealed …                 (sealed values on every core: sealed.ts)
  *   npm run bench -- concurrency …            (several resources at once: concurrency.ts)
  *   npm run bench -- teams …                  (a fleet of teams: teams.ts)
@@ -43,6 +44,7 @@ import { GOALS, describeGoalRound, goalChecks, type GoalRound } from './goals.js
 import { generateKeyPairSync } from 'node:crypto';
 import { singleCorePrivateKeyRate } from './sealed.js';
 import { soakMain, type SoakResults } from './soak.js';
+import { chaosMain, type ChaosResults } from './chaos.js';
 import { teamsMain, type TeamsResults } from './teams.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
@@ -91,6 +93,7 @@ export interface BenchOutput {
   results?(results: BenchResults): void;
   startup?(results: StartupResults): void;
   soak?(results: SoakResults): void;
+  chaos?(results: ChaosResults): void;
   sealed?(results: SealedResults): void;
   concurrency?(results: ConcurrencyResults): void;
   teams?(results: TeamsResults): void;
@@ -127,6 +130,7 @@ const USAGE = `Usage: npm run bench -- [options]
   --startup-only       run only the start-up stage
 
 npm run bench -- soak --help: the daemon for a long while (memory, runs, heap growth)
+npm run bench -- soak --chaos --help: the daemon killed and restarted while the server misbehaves
 npm run bench -- sealed --help: sealed values opened on every core, beside a plain walk
 npm run bench -- concurrency --help: several resources at once against 200 ms pages
 npm run bench -- teams --help: a fleet of teams, sync --team all against the slowest team alone`;
@@ -640,7 +644,10 @@ const defaultOutput: BenchOutput = {
 
 /** Parses the flags, runs, prints. Returns the exit code (0 ran, 1 failed, 2 usage). */
 export async function main(argv: string[], output: BenchOutput = defaultOutput): Promise<number> {
-  if (argv[0] === 'soak') return soakMain(argv.slice(1), output);
+  if (argv[0] === 'soak') {
+    const rest = argv.slice(1);
+    return rest.includes('--chaos') ? chaosMain(rest, output) : soakMain(rest, output);
+  }
   if (argv[0] === 'sealed') return sealedMain(argv.slice(1), output);
   if (argv[0] === 'concurrency') return concurrencyMain(argv.slice(1), output);
   if (argv[0] === 'teams') return teamsMain(argv.slice(1), output);

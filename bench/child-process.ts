@@ -27,6 +27,20 @@ function viteNodeCli(): string {
   return cli;
 }
 
+/**
+ * How to run `bench/<name>` (.js built, .ts from source): the module node runs, its arguments,
+ * and the folder to run it in. Also for a child started otherwise than by `fork` (chaos.ts).
+ */
+export function benchChildCommand(
+  name: string,
+  args: string[] = [],
+): { module: string; args: string[]; cwd?: string } {
+  const script = join(benchDirectory, `${name}${fromSource ? '.ts' : '.js'}`);
+  if (!fromSource) return { module: script, args };
+  // vite-node resolves the project from the working directory: the repository root.
+  return { module: viteNodeCli(), args: [script, ...args], cwd: resolve(benchDirectory, '..') };
+}
+
 /** Starts `bench/<name>` (.js built, .ts from source) with an IPC channel. */
 export function startBenchChild(
   name: string,
@@ -36,18 +50,19 @@ export function startBenchChild(
     env?: NodeJS.ProcessEnv;
     /** Where the child's stderr goes (default: this process's). */
     stderr?: 'inherit' | 'pipe';
+    /** `advanced` lets messages carry bigint (structured clone); default JSON. */
+    serialization?: 'json' | 'advanced';
   } = {},
 ): ChildProcess {
-  const script = join(benchDirectory, `${name}${fromSource ? '.ts' : '.js'}`);
-  const { nodeOptions: execArgv = [], args = [], env } = options;
+  const { nodeOptions: execArgv = [], env, serialization } = options;
   const stdio = ['ignore', 'inherit', options.stderr ?? 'inherit', 'ipc'] as const;
-  if (!fromSource) return fork(script, args, { execArgv, stdio: [...stdio], env });
-  // vite-node resolves the project from the working directory: the repository root.
-  return fork(viteNodeCli(), [script, ...args], {
+  const command = benchChildCommand(name, options.args);
+  return fork(command.module, command.args, {
     execArgv,
     stdio: [...stdio],
     env,
-    cwd: resolve(benchDirectory, '..'),
+    serialization,
+    cwd: command.cwd,
   });
 }
 

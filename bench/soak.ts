@@ -11,20 +11,25 @@
  * or ended meanwhile). Nothing in ocs-sync itself is needed or enabled for it.
  */
 import { parseModeFlags, runBenchMode } from './bench-mode.js';
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { runStageProcess } from './bench.js';
-import { ask, exited, startBenchChild } from './child-process.js';
+import { exited, startBenchChild } from './child-process.js';
 import {
   heapGrowth,
   summarizeSnapshotFile,
   type HeapGrowth,
   type HeapSummary,
 } from './heap-snapshot.js';
-import type { SoakServerRequest, SoakServerStarted } from './soak-server-process.js';
-import { dropPostgresSchema } from './stages.js';
+import {
+  SoakUsageError,
+  divisorOf60,
+  followLog,
+  numberOption,
+  openSoakBed,
+  sleep,
+  withTimeout,
+} from './soak-bed.js';
 
 export interface SoakOptions {
   minutes: number;
@@ -67,28 +72,18 @@ export const SOAK_USAGE = `Usage: npm run bench -- soak [options]
   --postgres URL            a PostgreSQL warehouse (a schema of its own) instead of SQLite
   --audit                   the daemon keeps the audit chain (OCS_AUDIT), verified at the end
   --seed N                  seed of the fake team and its faults (default 28)
-  --json                    print the results as JSON`;
+  --json                    print the results as JSON
 
-export class SoakUsageError extends Error {}
+npm run bench -- soak --chaos --help: the daemon killed and restarted at random moments while
+the server misbehaves, then the warehouse compared with the server`;
 
-function numberOption(
+const soakNumber = (
   text: string | undefined,
   flag: string,
   fallback: number,
   check: (value: number) => boolean,
   what: string,
-): number {
-  if (text === undefined) return fallback;
-  const value = Number(text);
-  if (text.trim() === '' || !Number.isFinite(value) || !check(value)) {
-    throw new SoakUsageError(
-      `${flag} must be ${what}, not ${JSON.stringify(text)}.\n${SOAK_USAGE}`,
-    );
-  }
-  return value;
-}
-
-const divisorOf60 = (value: number) => Number.isInteger(value) && value > 0 && 60 % value === 0;
+) => numberOption(text, flag, fallback, check, what, SOAK_USAGE);
 
 export function parseSoakArgs(argv: string[]): SoakOptions {
   const values = parseModeFlags(
@@ -112,53 +107,53 @@ export function parseSoakArgs(argv: string[]): SoakOptions {
   );
   const positive = (value: number) => value > 0;
   const integer = (value: number) => Number.isSafeInteger(value) && value > 0;
-  const minutes = numberOption(values.minutes, '--minutes', 60, positive, 'a positive number');
+  const minutes = soakNumber(values.minutes, '--minutes', 60, positive, 'a positive number');
   const options: SoakOptions = {
     minutes,
-    scheduleSeconds: numberOption(
+    scheduleSeconds: soakNumber(
       values['schedule-seconds'],
       '--schedule-seconds',
       10,
       divisorOf60,
       'a divisor of 60',
     ),
-    fullRefreshMinutes: numberOption(
+    fullRefreshMinutes: soakNumber(
       values['full-refresh-minutes'],
       '--full-refresh-minutes',
       5,
       (value) => value === 0 || divisorOf60(value),
       'a divisor of 60, or 0',
     ),
-    windowMinutes: numberOption(
+    windowMinutes: soakNumber(
       values['window-minutes'],
       '--window-minutes',
       5,
       positive,
       'a positive number',
     ),
-    warmUpMinutes: numberOption(
+    warmUpMinutes: soakNumber(
       values['warm-up-minutes'],
       '--warm-up-minutes',
       Math.min(10, minutes / 4),
       positive,
       'a positive number',
     ),
-    rowsPerResource: numberOption(values.rows, '--rows', 200, integer, 'a positive integer'),
-    pageSize: numberOption(
+    rowsPerResource: soakNumber(values.rows, '--rows', 200, integer, 'a positive integer'),
+    pageSize: soakNumber(
       values['page-size'],
       '--page-size',
       100,
       (value) => integer(value) && value <= 1000,
       'an integer from 1 to 1000',
     ),
-    faultRate: numberOption(
+    faultRate: soakNumber(
       values['fault-rate'],
       '--fault-rate',
       0.05,
       (value) => value >= 0 && value < 1,
       'a share from 0 to below 1',
     ),
-    changeSeconds: numberOption(
+    changeSeconds: soakNumber(
       values['change-seconds'],
       '--change-seconds',
       10,
@@ -167,7 +162,7 @@ export function parseSoakArgs(argv: string[]): SoakOptions {
     ),
     postgresUrl: values.postgres,
     audit: values.audit === true,
-    seed: numberOption(
+    seed: soakNumber(
       values.seed,
       '--seed',
       28,
@@ -354,60 +349,6 @@ export interface SoakResults {
   auditVerified?: { entries: number; versions: number };
 }
 
-interface DaemonLog {
-  healthUrl: Promise<string>;
-  counts: { warn: number; error: number };
-  errors: string[];
-  /** When each run started (epoch ms, the daemon's own clock). */
-  runStarts: number[];
-}
-
-/** Follows the daemon's JSON log: where it serves /metrics, and its warnings and errors. */
-function followLog(stream: NodeJS.ReadableStream, logFile: string): DaemonLog {
-  const counts = { warn: 0, error: 0 };
-  const errors: string[] = [];
-  const runStarts: number[] = [];
-  const lines: string[] = [];
-  let found: (url: string) => void;
-  const healthUrl = new Promise<string>((resolve) => (found = resolve));
-  const reader = createInterface({ input: stream });
-  reader.on('line', (line) => {
-    lines.push(line);
-    if (lines.length >= 1000)
-      writeFileSync(logFile, `${lines.splice(0).join('\n')}\n`, { flag: 'a' });
-    let entry: {
-      level?: number;
-      msg?: string;
-      time?: string;
-      kind?: string;
-      listen?: string;
-      error?: string;
-    };
-    try {
-      entry = JSON.parse(line) as typeof entry;
-    } catch {
-      return;
-    }
-    if (entry.listen && entry.msg === 'Serving /healthz and /metrics')
-      found(`http://${entry.listen}`);
-    // "Sync starting", "Full refresh starting" (daemon.ts).
-    if (entry.kind && entry.time && entry.msg?.endsWith(' starting')) {
-      runStarts.push(Date.parse(entry.time));
-    }
-    if ((entry.level ?? 0) >= 50) {
-      counts.error += 1;
-      if (errors.length < 5)
-        errors.push(`${entry.msg ?? ''}${entry.error ? `: ${entry.error}` : ''}`);
-    } else if (entry.level === 40) {
-      counts.warn += 1;
-    }
-  });
-  reader.on('close', () => writeFileSync(logFile, `${lines.join('\n')}\n`, { flag: 'a' }));
-  return { healthUrl, counts, errors, runStarts };
-}
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
 /** The first file in `directory` not among `existing`, waiting for it up to `timeoutMs`. */
 async function newFileIn(
   directory: string,
@@ -423,66 +364,13 @@ async function newFileIn(
   throw new Error(`No heap snapshot appeared in ${directory} within ${timeoutMs / 1000} s.`);
 }
 
-async function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`Timed out waiting for ${what}.`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
 export async function runSoak(options: SoakOptions, output: SoakOutput): Promise<SoakResults> {
-  const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-soak-'));
+  const bed = await openSoakBed(options, 'soak');
+  const { directory, warehouse, env, serverRequest } = bed;
   const snapshotDirectory = join(directory, 'snapshots');
   mkdirSync(snapshotDirectory);
-  const schema = `ocs_soak_${process.pid}`;
-  const warehouse = options.postgresUrl
-    ? { url: options.postgresUrl, schema }
-    : { url: join(directory, 'soak.db') };
-  const server = startBenchChild('soak-server-process');
-  const serverRequest = <T>(message: SoakServerRequest) => ask<T>(server, message);
   let daemon: ReturnType<typeof startBenchChild> | undefined;
   try {
-    const privateKeyFile = join(directory, 'team-private.pem');
-    const started = await serverRequest<SoakServerStarted>({
-      type: 'start',
-      rowsPerResource: options.rowsPerResource,
-      seed: options.seed,
-      faultRate: options.faultRate,
-      changeSeconds: options.changeSeconds,
-      privateKeyFile,
-    });
-    const configFile = join(directory, 'config.yaml');
-    // Quick retries: faults come every few seconds; the schedule is seconds apart.
-    writeFileSync(
-      configFile,
-      'http:\n  min_retry_delay_ms: 100\n  max_retry_delay_seconds: 2\n  request_timeout_seconds: 30\n',
-    );
-    const env: NodeJS.ProcessEnv = {
-      // Only the soak's own settings: none of this shell's OCS_* variables.
-      ...Object.fromEntries(Object.entries(process.env).filter(([key]) => !key.startsWith('OCS_'))),
-      OCS_CONFIG: configFile,
-      OCS_BASE_URL: started.url,
-      OCS_API_KEY: started.apiKey,
-      OCS_PRIVATE_KEY_FILE: privateKeyFile,
-      OCS_WAREHOUSE_URL: warehouse.url,
-      OCS_WAREHOUSE_SCHEMA: schema,
-      OCS_FILES_DIR: join(directory, 'files'),
-      OCS_PAGE_SIZE: String(options.pageSize),
-      OCS_SCHEDULE: `*/${options.scheduleSeconds} * * * * *`,
-      OCS_FULL_REFRESH_SCHEDULE:
-        options.fullRefreshMinutes === 0 ? 'off' : `0 */${options.fullRefreshMinutes} * * * *`,
-      OCS_HEALTH_LISTEN: '127.0.0.1:0',
-      OCS_LOG_FORMAT: 'json',
-      OCS_LOG_LEVEL: 'info',
-      ...(options.audit ? { OCS_AUDIT: 'true' } : {}),
-    };
     const startedAt = performance.now();
     daemon = startBenchChild('daemon-process', {
       args: ['daemon'],
@@ -667,12 +555,7 @@ export async function runSoak(options: SoakOptions, output: SoakOutput): Promise
       daemon.kill('SIGKILL');
       await exited(daemon);
     }
-    await serverRequest({ type: 'close' }).catch(() => undefined);
-    await exited(server);
-    if (options.postgresUrl) {
-      await dropPostgresSchema(options.postgresUrl, schema).catch(() => undefined);
-    }
-    rmSync(directory, { recursive: true, force: true });
+    await bed.close();
   }
 }
 

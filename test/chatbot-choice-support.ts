@@ -2,6 +2,7 @@
  * Shared plumbing of the chatbot-choice suites: a scoped fake server, a warehouse opened through
  * the engine's public API, and what the fake served (the ground truth the warehouse is held to).
  */
+import { afterEach } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { ChatbotScopeView } from '../src/fake-server/chatbot-scope.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
@@ -33,6 +34,31 @@ export interface ScopedBed {
   /** Public ids of the dataset's working-version chatbots, in id order. */
   chatbots(): string[];
   close(): Promise<void>;
+}
+
+/**
+ * A describe block's scoped beds: `open` one (closed after the test, or by `close`), and the ids a
+ * choice serves of a resource of the bed's server now.
+ */
+export function scopedBeds(dialect: 'sqlite' | 'postgres') {
+  let bed: ScopedBed | undefined;
+  const close = async () => {
+    await bed?.close();
+    bed = undefined;
+  };
+  afterEach(close);
+  return {
+    open: async (options: Parameters<typeof openScopedBed>[1] = {}) =>
+      (bed = await openScopedBed(dialect, options)),
+    close,
+    inScope: (current: ScopedBed, chosen: string[], resource: string) =>
+      idsInScope(
+        current.dataset,
+        chosen,
+        resource,
+        current.server.manifest().entries.find((entry) => entry.resource === resource)!.model,
+      ),
+  };
 }
 
 export async function openScopedBed(

@@ -3,7 +3,8 @@
  * own PID namespace on the same host name, is killed with -9 after a random number of pages while
  * the server keeps changing, and the next one starts at once. At the end one sync runs to its
  * end: the warehouse equals the server, every killed run is closed as `interrupted` by the start
- * after it, and none is left `running`. (`npm run test:long`.)
+ * after it, and none is left `running`. And a full refresh killed half-way is run again by the
+ * daemon's next start (found by the chaos soak). (`npm run test:long`.)
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -14,18 +15,24 @@ import {
   closeCliTestBed,
   expectWarehouseEqualsSource,
   openCliTestBed,
+  runCli,
   syncEnv,
   teamKeys,
   testDialects,
   type CliTestBed,
 } from './support.js';
-import { pidNamespaceUnavailable, startCliProcess } from './crash-support.js';
+import {
+  expectDaemonStartToRedoFullRefresh,
+  holdAPage,
+  pidNamespaceUnavailable,
+  startCliProcess,
+} from './crash-support.js';
 
 const KILLS = 8;
 const noPidNamespace = pidNamespaceUnavailable();
 if (noPidNamespace) console.warn(noPidNamespace);
 
-describe.each(testDialects)(`kill -9 and restart as pid 1, ${KILLS} times over (%s)`, (dialect) => {
+describe.each(testDialects)(`kill -9 and restart as pid 1 (%s)`, (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let bed: CliTestBed;
@@ -42,7 +49,7 @@ describe.each(testDialects)(`kill -9 and restart as pid 1, ${KILLS} times over (
   });
 
   it.skipIf(noPidNamespace)(
-    'every restart runs at once and resumes; the end is exact and no run is left running',
+    `${KILLS} times over: every restart runs at once and resumes; the end is exact and no run is left running`,
     { timeout: 600_000 },
     async () => {
       const random = new SeededRandom(34);
@@ -91,6 +98,27 @@ describe.each(testDialects)(`kill -9 and restart as pid 1, ${KILLS} times over (
         expect(String(run.error)).toMatch(/^Closed by the next start \(pid 1 on /);
       }
       expect(runs.filter((run) => run.status === 'interrupted').length).toBeGreaterThan(KILLS / 2);
+    },
+  );
+
+  it.skipIf(noPidNamespace)(
+    "a full refresh killed half-way: the daemon's next start runs it again, so the deletions it was to mark are not left for a week",
+    { timeout: 300_000 },
+    async () => {
+      const env = {
+        ...syncEnv(server.url, bed.warehouse.env, { OCS_PAGE_SIZE: '5' }),
+        OCS_CONFIG: bed.configFile,
+        OCS_LOG_LEVEL: 'info',
+      };
+      expect((await runCli(['sync'], env)).code).toBe(0);
+      const gone = dataset.ids('chat_messages').slice(0, 3);
+      dataset.remove('chat_messages', gone);
+      const { reached } = holdAPage(server);
+      const killed = startCliProcess(['sync', '--full-refresh'], env, { pidNamespace: true });
+      await reached;
+      await killed.killHard();
+      server.options.onPageServed = undefined;
+      await expectDaemonStartToRedoFullRefresh(env, bed.warehouse, dataset, gone);
     },
   );
 });

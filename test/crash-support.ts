@@ -7,7 +7,16 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { CLI_FROM_SOURCE, waitFor } from './support.js';
+import { expect } from 'vitest';
+import type { FakeDataset } from '../src/fake-server/dataset.js';
+import type { FakeServer } from '../src/fake-server/server.js';
+import {
+  CLI_FROM_SOURCE,
+  expectWarehouseEqualsSource,
+  runCli,
+  waitFor,
+  type TestWarehouse,
+} from './support.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 
@@ -108,4 +117,68 @@ async function gone(pid: number): Promise<void> {
       return true;
     }
   }, `process ${pid} to end`);
+}
+
+/** Holds the server's answer to the first page of `resource` until `release`. */
+export function holdAPage(
+  server: FakeServer,
+  resource = 'chat_messages',
+): { reached: Promise<void>; release: () => void } {
+  let release!: () => void;
+  const held = new Promise<void>((resolve) => (release = resolve));
+  let reached!: () => void;
+  const reachedNow = new Promise<void>((resolve) => (reached = resolve));
+  server.options.onPageServed = async (page) => {
+    if (page.resource !== resource) return;
+    reached();
+    await held;
+  };
+  return { reached: reachedNow, release };
+}
+
+/**
+ * After a full refresh (run 2, after a first sync) that did not complete: `ocs-sync daemon`
+ * restarted as a platform does, its weekly full refresh days away, runs it again at start and
+ * marks what the server deleted (`gone`, of chat_messages). Stopped once that run ended.
+ */
+export async function expectDaemonStartToRedoFullRefresh(
+  env: Record<string, string>,
+  warehouse: TestWarehouse,
+  dataset: FakeDataset,
+  gone: unknown[],
+): Promise<void> {
+  const runs = () => warehouse.query('SELECT id, kind, status, error FROM "_ocs_runs" ORDER BY id');
+  const stop = new AbortController();
+  const daemon = runCli(
+    ['daemon'],
+    {
+      ...env,
+      OCS_SCHEDULE: '0 0 1 1 *',
+      OCS_FULL_REFRESH_SCHEDULE: '0 3 * * 0',
+      OCS_HEALTH_LISTEN: 'off',
+    },
+    { signal: stop.signal },
+  );
+  try {
+    await waitFor(
+      async () => (await runs()).some((run) => Number(run.id) === 3 && run.status !== 'running'),
+      "the daemon's first run",
+      60_000,
+    );
+  } finally {
+    stop.abort();
+  }
+  const stopped = await daemon;
+  expect(stopped.code, stopped.logs).toBe(0);
+  const [, unfinished, restarted] = await runs();
+  expect(stopped.logs).toContain(
+    `The last full refresh (run 2) ended ${String(unfinished?.status)}: this start runs a full refresh`,
+  );
+  expect(unfinished).toMatchObject({ kind: 'full_refresh', status: 'interrupted' });
+  expect(restarted).toMatchObject({ kind: 'full_refresh', status: 'ok' });
+  await expectWarehouseEqualsSource(warehouse, dataset);
+  const marked = await warehouse.query(
+    'SELECT id FROM "chat_messages" WHERE "_deleted_at" IS NOT NULL ORDER BY id',
+  );
+  expect(marked.map((row) => Number(row.id))).toEqual(gone.map(Number));
 }

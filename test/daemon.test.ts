@@ -201,6 +201,7 @@ describe('Scheduler', () => {
     options: {
       fullRefreshSchedule?: string | null;
       backoff?: { maxSkippedTicks?: number; maxBackoffMs?: number };
+      fullRefreshOwed?: boolean;
     } = {},
   ) => {
     const clock = new ManualClock();
@@ -217,6 +218,7 @@ describe('Scheduler', () => {
       run: runs.run,
       logger: silentLogger(),
       backoff: options.backoff,
+      fullRefreshOwed: options.fullRefreshOwed,
       onTickSkipped: (reason, kind) => skipped.push(`${reason}:${kind}`),
     });
     return { clock, cron, runs, scheduler, skipped };
@@ -263,6 +265,32 @@ describe('Scheduler', () => {
     expect(runs.last().argument).toBe('incremental');
     runs.last().succeed({ status: 'ok' });
     await scheduler.whenIdle();
+  });
+
+  it('runs a full refresh owed from before the start first, then incremental ones', async () => {
+    const { cron, runs, scheduler } = setup({ fullRefreshOwed: true });
+    expect(scheduler.status().fullRefreshPending).toBe(true);
+    scheduler.start();
+    expect(runs.last().argument).toBe('full_refresh');
+    // Interrupted again (the daemon stopped): still owed, to the next start's process.
+    runs.last().succeed({ status: 'interrupted' });
+    await scheduler.whenIdle();
+    expect(scheduler.status().fullRefreshPending).toBe(true);
+    cron.job(/incremental/).fire();
+    expect(runs.last().argument).toBe('full_refresh');
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+    cron.job(/incremental/).fire();
+    expect(runs.last().argument).toBe('incremental');
+    runs.last().succeed({ status: 'ok' });
+    await scheduler.whenIdle();
+
+    // Without a full refresh schedule, nothing is owed: full refreshes are the operator's.
+    const unscheduled = setup({ fullRefreshOwed: true, fullRefreshSchedule: null });
+    unscheduled.scheduler.start();
+    expect(unscheduled.runs.last().argument).toBe('incremental');
+    unscheduled.runs.last().succeed({ status: 'ok' });
+    await unscheduled.scheduler.whenIdle();
   });
 
   it('survives failed and throwing runs, backs off 1, 3, 7 ticks, and resets on success', async () => {

@@ -32,7 +32,10 @@ const ALLOWED: Record<string, string> = {
   'npm test': 'the suite itself',
   'npm run test:long': 'the long suites, which CI runs after the suite',
   'npm run check': 'typecheck, lint and format check, then the suite itself',
-  'npm run bench': 'minutes of benchmark at its default size; bench-smoke.test.ts runs it small',
+  'npm run bench -- soak --chaos':
+    'ten minutes of the daemon killed and restarted; chaos-soak.long.test.ts runs it small',
+  'npm run bench':
+    'minutes of benchmark at its default size; bench-smoke.long.test.ts runs it small',
   'bash .ci/run': 'CI itself: installs PostgreSQL and runs the suite in a container',
   'source .ci/postgres.sh': 'starts a PostgreSQL cluster; the suite is given one instead',
   'npx vite-node bench/postgres-upsert.ts': 'a benchmark of PostgreSQL page writes',
@@ -44,7 +47,7 @@ const ALLOWED: Record<string, string> = {
   'duckdb -c': 'the DuckDB shell is not installed; export-parquet tests read the files back',
   'python -c': 'pandas is not installed; export-parquet tests read the files back',
   'python manage.py sync_team':
-    "the server's importer; serve-roundtrip.test.ts imports the served team as it does",
+    "the server's importer; serve-roundtrip.long.test.ts imports the served team as it does",
 };
 
 /** SQL blocks (by their first line) run by a test of their own, and why not here. */

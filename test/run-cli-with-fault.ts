@@ -1,6 +1,6 @@
 /**
  * The CLI from source, as run-cli-from-source.ts, with one fault injected from outside the
- * program, for the tests of crashes and stops (crash-only.test.ts). `TEST_FAULT` picks it:
+ * program, for the tests of crashes and stops (crash-only-process.long.test.ts). `TEST_FAULT` picks it:
  *
  * - `throw-after-responses:N`: an exception nothing catches, thrown from a timer once the server
  *   has answered N requests;

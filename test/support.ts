@@ -1,5 +1,4 @@
 /** Shared test plumbing: a fake server, a fresh warehouse, the CLI with captured output. */
-import Database from 'better-sqlite3';
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,9 +10,17 @@ import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { silentLogger } from '../src/log.js';
 import { HttpExportSource, type HttpSourceOptions } from '../src/source/http-source.js';
-import { RESERVED_COLUMNS } from '../src/names.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { projectRoot } from '../src/package-info.js';
+import {
+  connectPostgres,
+  normalizeSourceRow,
+  readTable,
+  sqliteQuery,
+  type StoredRow,
+} from '../bench/warehouse-rows.js';
+
+export { storedFormOf } from '../bench/warehouse-rows.js';
 
 /** Node's arguments that run the CLI from source as its own process (run-cli-from-source.ts). */
 export const CLI_FROM_SOURCE = [
@@ -140,13 +147,6 @@ export function syncEnv(
   };
 }
 
-interface ColumnRow {
-  column_name: string;
-  column_type: string;
-}
-
-type StoredRow = Record<string, unknown>;
-
 /**
  * A fresh warehouse of one dialect for end-to-end tests: the env that points ocs-sync at it, and a
  * reader that gives tables back in the source's shape, so the same assertions run on every dialect.
@@ -193,42 +193,20 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
   if (dialect === 'sqlite') {
     const directory = temporaryDirectory();
     const path = join(directory.path, 'warehouse.db');
-    const open = () => {
-      const db = new Database(path);
-      db.defaultSafeIntegers(true);
-      return db;
-    };
-    const query = async (sql: string) => {
-      const db = open();
-      try {
-        const statement = db.prepare(sql);
-        if (statement.reader) return statement.all() as StoredRow[];
-        statement.run();
-        return [];
-      } finally {
-        db.close();
-      }
-    };
+    const query = sqliteQuery(path);
     return {
       dialect,
       env: { OCS_WAREHOUSE_URL: path },
       filesDir: join(directory.path, 'warehouse-files'),
       query,
-      readTable: (table, options) => readDecoded(query, table, options, true),
+      readTable: (table, options) => readTable(query, dialect, table, options),
       dispose: async () => directory.remove(),
     };
   }
   const reason = postgresUnavailableReason();
   if (reason) throw new Error(`PostgreSQL tests cannot run: ${reason}`);
-  const pg = (await import('pg')).default;
   const schema = `t_${Math.random().toString(36).slice(2, 10)}`;
-  const client = new pg.Client({
-    connectionString: postgresUrl,
-    types: { getTypeParser: textTypeParser(pg) },
-  });
-  await client.connect();
-  await client.query(`SET TIME ZONE 'UTC'; SET search_path TO "${schema}"`);
-  const query = async (sql: string) => (await client.query(sql)).rows as StoredRow[];
+  const connection = await connectPostgres(postgresUrl!, schema);
   const files = temporaryDirectory();
   return {
     dialect,
@@ -238,91 +216,14 @@ export async function createTestWarehouse(dialect: 'sqlite' | 'postgres'): Promi
       OCS_FILES_DIR: files.path,
     },
     filesDir: files.path,
-    query: (sql) => query(sql),
-    readTable: (table, options) => readDecoded(query, table, options, false),
+    query: connection.query,
+    readTable: (table, options) => readTable(connection.query, dialect, table, options),
     dispose: async () => {
-      await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await client.end();
+      await connection.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await connection.close();
       files.remove();
     },
   };
-}
-
-/** int8 as bigint, timestamps/dates as the server's text form, jsonb parsed, the rest as pg gives it. */
-function textTypeParser(pg: typeof import('pg').default) {
-  return (oid: number, format?: string): ((value: string) => unknown) => {
-    switch (oid) {
-      case 20:
-        return (value) => BigInt(value);
-      case 1700:
-        // numeric: exact when it is a 64-bit integer, as the warehouse reads it.
-        return (value) => {
-          const integer = /^-?\d{1,19}$/.test(value) ? BigInt(value) : undefined;
-          return integer !== undefined && BigInt.asIntN(64, integer) === integer
-            ? integer
-            : Number(value);
-        };
-      case 1184:
-      case 1114:
-        return (value) => value.replace(' ', 'T').replace(/\+00$/, 'Z');
-      case 1082:
-        return (value) => value;
-      default:
-        return pg.types.getTypeParser(oid, format as 'text');
-    }
-  };
-}
-
-async function readDecoded(
-  query: (sql: string) => Promise<StoredRow[]>,
-  table: string,
-  options: { includeDeleted?: boolean } = {},
-  /** SQLite keeps JSON as text; pg hands jsonb over parsed. */
-  jsonAsText: boolean,
-): Promise<StoredRow[]> {
-  const columns = await query(
-    `SELECT column_name, column_type FROM "_ocs_columns" WHERE table_name = '${table}'`,
-  );
-  const types = new Map(
-    (columns as unknown as ColumnRow[]).map((row) => [row.column_name, row.column_type]),
-  );
-  const where = options.includeDeleted ? '' : 'WHERE "_deleted_at" IS NULL';
-  const rows = await query(`SELECT * FROM "${table}" ${where} ORDER BY id`);
-  return rows.map((row) => {
-    const decoded: StoredRow = {};
-    for (const [key, value] of Object.entries(row)) {
-      if (RESERVED_COLUMNS.has(key)) continue;
-      decoded[key] = decode(value, key === 'id' ? 'integer' : types.get(key), jsonAsText);
-    }
-    return decoded;
-  });
-}
-
-/** Date-times compare as instants written one way: six fraction digits, or none when zero. */
-const DATE_TIME_TEXT = /^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,6}))?(Z|\+00:00)$/;
-function canonicalDateTime(value: unknown): unknown {
-  if (typeof value !== 'string') return value;
-  const match = DATE_TIME_TEXT.exec(value);
-  if (!match) return value;
-  const fraction = (match[2] ?? '').padEnd(6, '0');
-  return `${match[1]}${/^0+$/.test(fraction) ? '' : `.${fraction}`}Z`;
-}
-
-function decode(value: unknown, type: string | undefined, jsonAsText: boolean): unknown {
-  if (value === null) return null;
-  if (typeof value === 'string') value = canonicalDateTime(value);
-  if (typeof value === 'bigint') {
-    const asNumber = Number(value);
-    value = Number.isSafeInteger(asNumber) ? asNumber : value;
-  }
-  switch (type) {
-    case 'boolean':
-      return value === true || value === 1 || value === 1n;
-    case 'json':
-      return jsonAsText && typeof value === 'string' ? JSON.parse(value) : value;
-    default:
-      return value;
-  }
 }
 
 /** Every resource of the dataset is in the warehouse, row for row, field for field, once. */
@@ -341,43 +242,6 @@ export async function expectWarehouseEqualsSource(
     ).toEqual(source.map((row) => row.id));
     expect(stored, `${resource} rows`).toEqual(source);
   }
-}
-
-/** The source row as the warehouse should hold it (big ids stay bigint, the rest as JSON has them). */
-function normalizeSourceRow(row: Record<string, unknown>): Record<string, unknown> {
-  const normalized: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(row)) {
-    if (typeof value === 'bigint') {
-      normalized[key] = Number.isSafeInteger(Number(value)) ? Number(value) : value;
-    } else {
-      normalized[key] =
-        value === undefined ? null : canonicalDateTime(JSON.parse(JSON.stringify(value)));
-    }
-  }
-  return normalized;
-}
-
-/**
- * A row as the server sent it, as a warehouse of `dialect` should hold it (PostgreSQL cannot hold
- * `\u0000`: it is removed from text and JSON there, and counted).
- */
-export function storedFormOf(
-  row: Record<string, unknown>,
-  dialect: 'sqlite' | 'postgres',
-): Record<string, unknown> {
-  const normalized = normalizeSourceRow(row);
-  return dialect === 'postgres' ? (withoutNul(normalized) as Record<string, unknown>) : normalized;
-}
-
-function withoutNul(value: unknown): unknown {
-  if (typeof value === 'string') return value.replaceAll('\u0000', '');
-  if (Array.isArray(value)) return value.map(withoutNul);
-  if (value !== null && typeof value === 'object' && typeof value !== 'bigint') {
-    return Object.fromEntries(
-      Object.entries(value).map(([key, item]) => [withoutNul(key), withoutNul(item)]),
-    );
-  }
-  return value;
 }
 
 /** The dataset's rows of one resource as the warehouse should hold them, for custom comparisons. */

@@ -14,9 +14,11 @@ import type { Logger } from '../log.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
 import { runDaemon, type DaemonStopResult, type DaemonSyncRequest } from '../daemon/daemon.js';
 import { startFleet } from '../daemon/fleet.js';
+import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
 import { openWarehouseReader } from '../warehouse/open.js';
+import type { WarehouseReader } from '../warehouse/reader.js';
 import { createSecrets, createWarehouse, inFleet } from './wiring.js';
 import { pickTeam } from '../config/load.js';
 
@@ -65,8 +67,7 @@ export async function runDaemonCommand(
         events,
         onAttempt,
       }),
-    readLastSuccess: () => readLastSuccess(config),
-    readStatus: () => readWarehouseStatus(config, logger),
+    ...warehouseReads(config, logger),
   });
 
   return stopped(result, logger, fromProcess);
@@ -132,8 +133,7 @@ async function runFleetDaemon(
           onAttempt,
           readApiKey: () => readApiKey(team, env),
         }),
-      readLastSuccess: () => readLastSuccess(config),
-      readStatus: () => readWarehouseStatus(config, teamLogger),
+      ...warehouseReads(config, teamLogger),
     };
   });
   const running = await startFleet({
@@ -185,29 +185,52 @@ export function chooseTeams(
   return fleet.teams;
 }
 
-/** When the warehouse's last successful (ok or partial) run ended; none before the first run. */
-async function readLastSuccess(config: Config): Promise<number | undefined> {
-  // A warehouse the first run has yet to create has no success to tell.
+/** What a team's daemon reads of its warehouse (TeamJobs), opened for each read. */
+function warehouseReads(
+  config: Config,
+  logger: Logger,
+): Pick<TeamJobs, 'readLastSuccess' | 'readUnfinishedFullRefresh' | 'readStatus'> {
+  return {
+    readLastSuccess: () =>
+      readWarehouse(config, async (reader) => {
+        // ok or partial, as the metric counts a success.
+        const finishedAt = (await reader.lastSuccessfulRun(['ok', 'partial']))?.finishedAt;
+        return finishedAt ? Date.parse(finishedAt) : undefined;
+      }),
+    readUnfinishedFullRefresh: () =>
+      readWarehouse(config, async (reader) => {
+        // A dead process's run reads as interrupted once nobody holds the lock.
+        const [last] = await reader.runs({ limit: 1, kinds: ['full_refresh'] });
+        return last && last.status !== 'ok' && last.status !== 'partial'
+          ? { runId: last.id, status: last.status }
+          : undefined;
+      }),
+    readStatus: async () => {
+      const warehouse = await createWarehouse(config, logger);
+      try {
+        return await warehouse.status();
+      } finally {
+        await warehouse.close();
+      }
+    },
+  };
+}
+
+/** `read` on the warehouse, opened to read only; undefined when there is none yet. */
+async function readWarehouse<T>(
+  config: Config,
+  read: (reader: WarehouseReader) => Promise<T | undefined>,
+): Promise<T | undefined> {
+  // A warehouse the first run has yet to create has nothing to tell.
   const reader = await openWarehouseReader({
     url: config.warehouse.url,
     schema: config.warehouse.schema,
   }).catch(() => undefined);
   if (!reader) return undefined;
   try {
-    // ok or partial, as the metric counts a success.
-    const finishedAt = (await reader.lastSuccessfulRun(['ok', 'partial']))?.finishedAt;
-    return finishedAt ? Date.parse(finishedAt) : undefined;
+    return await read(reader);
   } finally {
     await reader.close();
-  }
-}
-
-async function readWarehouseStatus(config: Config, logger: Logger) {
-  const warehouse = await createWarehouse(config, logger);
-  try {
-    return await warehouse.status();
-  } finally {
-    await warehouse.close();
   }
 }
 

@@ -9,7 +9,9 @@
  * schedule (whose ticks are already that far apart) simply tries again at its next tick.
  *
  * Full refreshes are never lost: a full-refresh tick that is skipped (overlap or backoff) makes
- * the next run that does start a full refresh; a full refresh that fails is retried the same way.
+ * the next run that does start a full refresh; a full refresh that fails is retried the same way;
+ * and one that a process before this one did not complete (killed, stopped, failed: `fullRefreshOwed`,
+ * read from the warehouse) makes the start's run a full refresh.
  */
 import * as nodeCron from 'node-cron';
 import { describeError } from '../errors.js';
@@ -117,6 +119,11 @@ export interface SchedulerOptions {
   timezone: string;
   clock: SchedulerClock;
   scheduleFunction: ScheduleFunction;
+  /**
+   * A full refresh is owed from before this process (the last one recorded did not complete):
+   * the start's run is a full refresh. Ignored without a full refresh schedule.
+   */
+  fullRefreshOwed?: boolean;
   /** Runs one sync. May throw; a throw counts as a failed run. */
   run(kind: RunKind): Promise<RunOutcome>;
   logger: Logger;
@@ -142,6 +149,8 @@ export class Scheduler {
 
   constructor(private readonly options: SchedulerOptions) {
     this.policy = { ...DEFAULT_BACKOFF, ...options.backoff };
+    this.fullRefreshPending =
+      options.fullRefreshOwed === true && options.fullRefreshSchedule !== null;
   }
 
   /** Start the cron jobs and the first run. */

@@ -50,6 +50,12 @@ export interface TeamJobs {
   readStatus?(): Promise<ResourceStatus[]>;
   /** When the warehouse's last successful run finished (epoch ms), read once at start. */
   readLastSuccess?(): Promise<number | undefined>;
+  /**
+   * The newest full refresh the warehouse records, when it did not complete (interrupted,
+   * failed, or its process died): the start's run is then a full refresh. Read once at start,
+   * with a full refresh schedule.
+   */
+  readUnfinishedFullRefresh?(): Promise<{ runId: number; status: string } | undefined>;
 }
 
 export interface TeamRunnerOptions extends TeamJobs {
@@ -90,7 +96,10 @@ export class TeamRunner {
   /** When a run that stopped moving was told to stop, until it ends. */
   private stoppedAt: number | null = null;
 
-  private constructor(private readonly options: TeamRunnerOptions) {
+  private constructor(
+    private readonly options: TeamRunnerOptions,
+    fullRefreshOwed: boolean,
+  ) {
     this.metrics = options.metrics;
     this.scheduler = new Scheduler({
       schedule: options.schedule,
@@ -99,6 +108,7 @@ export class TeamRunner {
       clock: options.clock,
       scheduleFunction: options.scheduleFunction ?? nodeCronScheduleFunction(options.logger),
       backoff: options.backoff,
+      fullRefreshOwed,
       logger: options.logger,
       run: (kind) => this.run(kind),
       onTickSkipped: (reason) => this.metrics.tickSkipped(reason),
@@ -119,7 +129,7 @@ export class TeamRunner {
 
   /** A runner, its last success read from the warehouse (a failure to read it is logged). */
   static async create(options: TeamRunnerOptions): Promise<TeamRunner> {
-    const runner = new TeamRunner(options);
+    const runner = new TeamRunner(options, await fullRefreshOwed(options));
     if (options.readLastSuccess) {
       try {
         const lastSuccess = await options.readLastSuccess();
@@ -288,4 +298,24 @@ function outcomeOfReport(report: SyncReport): RunOutcome {
         ? details.slice(0, 10).join('; ') + (details.length > 10 ? '; …' : '')
         : undefined,
   };
+}
+
+/** Whether a full refresh a process before this one did not complete is owed (logged once). */
+async function fullRefreshOwed(options: TeamRunnerOptions): Promise<boolean> {
+  if (!options.readUnfinishedFullRefresh || options.fullRefreshSchedule === null) return false;
+  try {
+    const unfinished = await options.readUnfinishedFullRefresh();
+    if (!unfinished) return false;
+    options.logger.info(
+      unfinished,
+      `The last full refresh (run ${unfinished.runId}) ended ${unfinished.status}: this start runs a full refresh`,
+    );
+    return true;
+  } catch (error) {
+    options.logger.warn(
+      { error: describeError(error) },
+      'Could not read the last full refresh from the warehouse',
+    );
+    return false;
+  }
 }

@@ -30,6 +30,8 @@ import {
   type CliTestBed,
 } from './support.js';
 import {
+  expectDaemonStartToRedoFullRefresh,
+  holdAPage as holdPage,
   pidNamespaceUnavailable,
   startCliProcess,
   type CliProcess,
@@ -92,19 +94,7 @@ describe.each(testDialects)(
       writeFileSync(file, 'lock:\n  wait_seconds: 0\n');
       return file;
     };
-    /** Holds the server's answer to the first page of chat_messages until `release`. */
-    const holdAPage = () => {
-      let release!: () => void;
-      const held = new Promise<void>((resolve) => (release = resolve));
-      let reached!: () => void;
-      const reachedNow = new Promise<void>((resolve) => (reached = resolve));
-      server.options.onPageServed = async ({ resource }) => {
-        if (resource !== 'chat_messages') return;
-        reached();
-        await held;
-      };
-      return { reached: reachedNow, release };
-    };
+    const holdAPage = () => holdPage(server);
 
     beforeEach(async () => {
       dataset = createSampleDataset({ rowsPerResource: 30, seed: 34 });
@@ -197,6 +187,20 @@ describe.each(testDialects)(
         expect((await runs()).map((run) => run.status)).toEqual(['ok']);
       },
     );
+
+    it("a full refresh stopped by SIGTERM (a deploy at 03:00 on Sunday): the daemon's next start runs it again, so the deletions it was to mark are not left for a week", async () => {
+      await syncNow();
+      const gone = dataset.ids('chat_messages').slice(0, 3);
+      dataset.remove('chat_messages', gone);
+      const { reached } = holdAPage();
+      const stop = new AbortController();
+      const stopped = runCli(['sync', '--full-refresh'], env(), { signal: stop.signal });
+      await reached;
+      stop.abort();
+      server.options.onPageServed = undefined;
+      expect((await stopped).code).toBe(130);
+      await expectDaemonStartToRedoFullRefresh(env(), bed.warehouse, dataset, gone);
+    });
 
     it('an uncaught exception mid-sync: exit 1 with one line, the run recorded as failed, the lock released', async () => {
       const crashed = await start(
