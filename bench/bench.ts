@@ -27,6 +27,7 @@ import {
   STAGE_LABELS,
   computeChecks,
   floorRatio,
+  formatInteger,
   formatReport,
   medianStage,
   resultsAsJson,
@@ -36,10 +37,12 @@ import {
   type RatioStageId,
   type StageId,
 } from './report.js';
-import { DEFAULT_BENCH_SEED } from './bench-dataset.js';
+import { BENCH_RESOURCE, DEFAULT_BENCH_SEED } from './bench-dataset.js';
 import { concurrencyMain, type ConcurrencyResults } from './concurrency.js';
 import { sealedMain, type SealedResults } from './sealed.js';
-import { describeGoalRound, goalChecks } from './goals.js';
+import { GOALS, describeGoalRound, goalChecks, type GoalRound } from './goals.js';
+import { generateKeyPairSync } from 'node:crypto';
+import { singleCorePrivateKeyRate } from './sealed.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { chaosMain, type ChaosResults } from './chaos.js';
 import { teamsMain, type TeamsResults } from './teams.js';
@@ -65,6 +68,16 @@ export interface BenchOptions {
   /** Write a V8 CPU profile of each full sync into SQLite (the rounds' syncs) into this folder. */
   cpuProfileDir?: string;
   json: boolean;
+  /** The server builds each page as it is asked (issue 23's setting) instead of before the stages. */
+  buildPages: boolean;
+  /** Each round also syncs with history on and with the audit chain on (the audit goal). */
+  audit: boolean;
+  /** `participant_data` rows (two sealed values each) of each round's sealed walk; 0 skips it. */
+  sealedRows: number;
+  /** RSA key size of the sealed walk. */
+  sealedBits: number;
+  /** Rows of one more sync, once, for memory's growth with the rows (0 skips it). */
+  memoryRows: number;
   /** Rounds of the start-up stage (0: skip it). */
   startupRounds: number;
   /** Only the start-up stage. */
@@ -103,6 +116,14 @@ const USAGE = `Usage: npm run bench -- [options]
   --slow-latency MS    each round also runs the fetch-and-parse loop and the sync with this
                        latency a page, for the slow-page goal (default 20; 0 skips them)
   --cpu-prof DIR       write a CPU profile (node --cpu-prof) of each round's full sync into DIR
+  --build-pages        the fake server builds each page as it is asked (default: every page is
+                       built before the first stage, so the server costs next to nothing)
+  --no-audit           skip each round's syncs with history on and with the audit chain on
+  --sealed-rows N      participant_data rows (2 sealed values each) of each round's sealed walk
+                       at 0 ms (default 10000; 0 skips it)
+  --sealed-bits N      RSA key size of the sealed walk (default 3072, what keygen writes)
+  --memory-rows N      rows of one more full sync, for peak RSS against the rows (default
+                       1000000, or 200000 when --rows is 1000000; 0 skips it)
   --json               print the results as JSON
   --startup-rounds N   rounds of the start-up stage: node -e 0, ocs-sync --help and ocs-sync
                        status on a demo warehouse, back to back (default 15; 0 skips it)
@@ -147,6 +168,11 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         rounds: { type: 'string' },
         'slow-latency': { type: 'string' },
         'cpu-prof': { type: 'string' },
+        'build-pages': { type: 'boolean' },
+        'no-audit': { type: 'boolean' },
+        'sealed-rows': { type: 'string' },
+        'sealed-bits': { type: 'string' },
+        'memory-rows': { type: 'string' },
         json: { type: 'boolean' },
         'startup-rounds': { type: 'string' },
         'startup-only': { type: 'boolean' },
@@ -166,8 +192,9 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       '--page-size may be at most 1000 (the server cuts larger pages to 1000).',
     );
   const postgresUrl = values.postgres ?? env.OCS_BENCH_POSTGRES_URL ?? env.OCS_TEST_POSTGRES_URL;
+  const rows = positiveInteger(values.rows, '--rows', 1_000_000);
   return {
-    rows: positiveInteger(values.rows, '--rows', 1_000_000),
+    rows,
     latencyMs: positiveInteger(values.latency, '--latency', 0, true),
     pageSize,
     pagesInFlight: positiveInteger(values['pages-in-flight'], '--pages-in-flight', 2),
@@ -177,6 +204,16 @@ export function parseBenchArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     slowLatencyMs: positiveInteger(values['slow-latency'], '--slow-latency', 20, true),
     ...(values['cpu-prof'] ? { cpuProfileDir: resolve(values['cpu-prof']) } : {}),
     json: values.json === true,
+    buildPages: values['build-pages'] === true,
+    audit: values['no-audit'] !== true,
+    sealedRows: positiveInteger(values['sealed-rows'], '--sealed-rows', 10_000, true),
+    sealedBits: positiveInteger(values['sealed-bits'], '--sealed-bits', 3072),
+    memoryRows: positiveInteger(
+      values['memory-rows'],
+      '--memory-rows',
+      rows === 1_000_000 ? 200_000 : 1_000_000,
+      true,
+    ),
     startupRounds: positiveInteger(values['startup-rounds'], '--startup-rounds', 15, true),
     startupOnly: values['startup-only'] === true,
   };
@@ -187,6 +224,7 @@ export async function startServer(
   options: Pick<BenchOptions, 'seed' | 'latencyMs'>,
   rows: number,
   sample?: Extract<ServerRequest, { type: 'start' }>['sample'],
+  prebuild?: Extract<ServerRequest, { type: 'start' }>['prebuild'],
 ) {
   const child = startBenchChild('fake-server-process', { nodeOptions: SERVER_NODE_OPTIONS });
   const request = <T>(message: ServerRequest) => ask<T>(child, message);
@@ -197,6 +235,7 @@ export async function startServer(
       seed: options.seed,
       pageLatencyMs: options.latencyMs,
       sample,
+      prebuild,
     });
     return {
       ...started,
@@ -237,6 +276,9 @@ export async function runStageProcess(
   }
 }
 
+/** The sealed resource of each round's sealed walk (two sealed fields a row). */
+const SEALED_RESOURCE = 'participant_data';
+
 export async function runBenchmark(
   options: BenchOptions,
   output: BenchOutput,
@@ -255,21 +297,52 @@ export async function runBenchmark(
   /** Rows deleted on the server before each full refresh (1%). */
   const removedRows = insertedRows;
   const removedTenthRows = Math.max(1, Math.round(tenthRows / 100));
+  const { pageSize, pagesInFlight } = options;
+  const prebuild = (resource: string) =>
+    options.buildPages ? undefined : { resources: [resource], pageSize };
 
   const cpuList = cpus();
   const cores = cpuList.length;
-  let server = await startServer(options, options.rows);
+  output.progress(
+    options.buildPages
+      ? 'Starting the fake server ...'
+      : 'Starting the fake server and building every page ...',
+  );
+  let server = await startServer(options, options.rows, undefined, prebuild(BENCH_RESOURCE));
+  const sealedKeys =
+    options.sealedRows > 0
+      ? generateKeyPairSync('rsa', {
+          modulusLength: options.sealedBits,
+          publicKeyEncoding: { type: 'spki', format: 'pem' },
+          privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+        })
+      : undefined;
+  const sealedServer = sealedKeys
+    ? await startServer(
+        options,
+        0,
+        {
+          rowCounts: { [SEALED_RESOURCE]: options.sealedRows },
+          teamPublicKeyPem: sealedKeys.publicKey,
+        },
+        prebuild(SEALED_RESOURCE),
+      )
+    : undefined;
   const profiled =
     options.cpuProfileDir === undefined
       ? []
       : ['--cpu-prof', `--cpu-prof-dir=${options.cpuProfileDir}`];
-  const runMeasured = async (id: StageId, request: StageRequest): Promise<MeasuredStage> => {
+  const runMeasured = async (
+    id: StageId,
+    request: StageRequest,
+    on = server,
+  ): Promise<MeasuredStage> => {
     output.progress(`${STAGE_LABELS[id]} ...`);
-    await server.request<number>({ type: 'requests' });
-    const serverCpuBefore = await server.request<number>({ type: 'cpu' });
+    await on.request<number>({ type: 'requests' });
+    const serverCpuBefore = await on.request<number>({ type: 'cpu' });
     const result = await runStageProcess(request, id === 'sync-sqlite' ? profiled : []);
-    const serverRequests = await server.request<number>({ type: 'requests' });
-    const serverCpuSeconds = (await server.request<number>({ type: 'cpu' })) - serverCpuBefore;
+    const serverRequests = await on.request<number>({ type: 'requests' });
+    const serverCpuSeconds = (await on.request<number>({ type: 'cpu' })) - serverCpuBefore;
     const stage = { ...result, serverRequests, serverCpuSeconds };
     output.progress(
       `  ${stage.rows} rows in ${stage.seconds.toFixed(2)} s, ${serverRequests} requests, peak RSS ${stage.peakRssMb.toFixed(1)} MB`,
@@ -285,165 +358,164 @@ export async function runBenchmark(
   try {
     const bytesPerRow = server.bytesPerRow;
     const target = { url: server.url, apiKey: server.apiKey };
-    const { pageSize, pagesInFlight } = options;
+    const sync = (warehouse: WarehouseTarget, extra: Partial<StageRequest> = {}): StageRequest =>
+      ({
+        kind: 'sync',
+        server: target,
+        warehouse,
+        pageSize,
+        pagesInFlight,
+        ...extra,
+      }) as StageRequest;
 
-    // The ratio compares stages run at different moments; on a shared machine the speed drifts
-    // between them. Rounds interleave the three, so drift hits each alike, and medians count.
+    // The ratios compare stages run at different moments; on a shared machine the speed drifts
+    // between them. Rounds interleave them, so drift hits each alike, and medians count.
     const rounds: Record<RatioStageId, MeasuredStage[]> = {
       'fetch-only': [],
       'write-only-sqlite': [],
       'sync-sqlite': [],
       'fetch-only-slow': [],
       'sync-sqlite-slow': [],
+      'write-only-postgres': [],
+      'sync-postgres': [],
+      'sync-sqlite-history': [],
+      'sync-sqlite-audit': [],
+      'sync-sealed': [],
     };
-    const goalRounds: string[] = [];
+    const sealedRates: NonNullable<GoalRound['sealed']>[] = [];
+    const goalRounds: string[][] = [];
     let main = sqliteTarget('sync-0');
     for (let round = 0; round < options.rounds; round++) {
       if (options.rounds > 1) output.progress(`round ${round + 1} of ${options.rounds}`);
-      rounds['fetch-only'].push(
-        await runMeasured('fetch-only', { kind: 'fetch-only', server: target, pageSize }),
-      );
+      const add = async (id: RatioStageId, request: StageRequest, on = server) => {
+        const stage = await runMeasured(id, request, on);
+        rounds[id].push(stage);
+        return stage;
+      };
+      await add('fetch-only', { kind: 'fetch-only', server: target, pageSize });
       const writeOnly = sqliteTarget(`write-only-${round}`);
-      rounds['write-only-sqlite'].push(
-        await runMeasured('write-only-sqlite', {
-          kind: 'write-only',
-          warehouse: writeOnly,
-          rows: options.rows,
-          seed: options.seed,
-          pageSize,
-        }),
-      );
-      removeSqliteFiles(writeOnly.url);
-      // The reruns below continue the last round's warehouse; earlier ones only take disk space.
-      if (round > 0) removeSqliteFiles(main.url);
-      main = sqliteTarget(`sync-${round}`);
-      rounds['sync-sqlite'].push(
-        await runMeasured('sync-sqlite', {
-          kind: 'sync',
-          server: target,
-          warehouse: main,
-          pageSize,
-          pagesInFlight,
-        }),
-      );
-      if (options.slowLatencyMs > 0) {
-        await server.request({ type: 'latency', ms: options.slowLatencyMs });
-        rounds['fetch-only-slow'].push(
-          await runMeasured('fetch-only-slow', { kind: 'fetch-only', server: target, pageSize }),
-        );
-        const slowSync = sqliteTarget(`sync-slow-${round}`);
-        rounds['sync-sqlite-slow'].push(
-          await runMeasured('sync-sqlite-slow', {
-            kind: 'sync',
-            server: target,
-            warehouse: slowSync,
-            pageSize,
-            pagesInFlight,
-          }),
-        );
-        removeSqliteFiles(slowSync.url);
-        await server.request({ type: 'latency', ms: options.latencyMs });
-      }
-      const goals = describeGoalRound(
-        {
-          fetch: rounds['fetch-only'][round]!,
-          write: rounds['write-only-sqlite'][round]!,
-          sync: rounds['sync-sqlite'][round]!,
-          slowFetch: rounds['fetch-only-slow'][round],
-          slowSync: rounds['sync-sqlite-slow'][round],
-        },
-        cores,
-        options.slowLatencyMs,
-      );
-      goalRounds.push(goals);
-      output.progress(`round ${round + 1} goals: ${goals}`);
-    }
-    for (const [id, measured] of Object.entries(rounds) as Array<[RatioStageId, MeasuredStage[]]>) {
-      if (measured.length > 0) stages[id] = medianStage(measured);
-    }
-    const sqliteRatioByRound = rounds['sync-sqlite'].map((sync, round) =>
-      floorRatio(sync, rounds['fetch-only'][round]!, rounds['write-only-sqlite'][round]!),
-    );
-    if (options.postgresUrl) {
-      await measure('write-only-postgres', {
+      await add('write-only-sqlite', {
         kind: 'write-only',
-        warehouse: postgresTarget('write_only'),
+        warehouse: writeOnly,
         rows: options.rows,
         seed: options.seed,
         pageSize,
       });
-      // Kept for the full refresh below.
-      await measure('sync-postgres', {
-        kind: 'sync',
-        server: target,
-        warehouse: postgresTarget('sync', false),
-        pageSize,
-        pagesInFlight,
-      });
+      removeSqliteFiles(writeOnly.url);
+      // The reruns below continue the last round's warehouse; earlier ones only take disk space.
+      if (round > 0) removeSqliteFiles(main.url);
+      main = sqliteTarget(`sync-${round}`);
+      await add('sync-sqlite', sync(main));
+      if (options.slowLatencyMs > 0) {
+        await server.request({ type: 'latency', ms: options.slowLatencyMs });
+        await add('fetch-only-slow', { kind: 'fetch-only', server: target, pageSize });
+        const slowSync = sqliteTarget(`sync-slow-${round}`);
+        await add('sync-sqlite-slow', sync(slowSync));
+        removeSqliteFiles(slowSync.url);
+        await server.request({ type: 'latency', ms: options.latencyMs });
+      }
+      if (options.postgresUrl) {
+        await add('write-only-postgres', {
+          kind: 'write-only',
+          warehouse: postgresTarget(`write_only_${round}`),
+          rows: options.rows,
+          seed: options.seed,
+          pageSize,
+        });
+        // The last round's is kept for the full refresh below.
+        const last = round === options.rounds - 1;
+        await add('sync-postgres', sync(postgresTarget(last ? 'sync' : `sync_${round}`, !last)));
+      }
+      if (options.audit) {
+        for (const keep of ['history', 'audit'] as const) {
+          const kept = sqliteTarget(`sync-${keep}-${round}`);
+          await add(`sync-sqlite-${keep}`, sync(kept, { keep }));
+          removeSqliteFiles(kept.url);
+        }
+      }
+      if (sealedServer && sealedKeys) {
+        output.progress(
+          `Single-core rate of the ${options.sealedBits}-bit private-key operation ...`,
+        );
+        const singleCoreRate = singleCorePrivateKeyRate(options.sealedBits);
+        const values = await sealedServer.request<number>({
+          type: 'sealed-values',
+          resource: SEALED_RESOURCE,
+        });
+        const sealedWarehouse = sqliteTarget(`sync-sealed-${round}`);
+        const stage = await add(
+          'sync-sealed',
+          {
+            kind: 'sync',
+            server: { url: sealedServer.url, apiKey: sealedServer.apiKey },
+            warehouse: sealedWarehouse,
+            pageSize,
+            pagesInFlight,
+            resources: [SEALED_RESOURCE],
+            privateKeyPem: sealedKeys.privateKey,
+          },
+          sealedServer,
+        );
+        removeSqliteFiles(sealedWarehouse.url);
+        const walk = stage.walks?.find((entry) => entry.resource === SEALED_RESOURCE);
+        const seconds = walk?.seconds ?? stage.seconds;
+        sealedRates.push({ valuesPerSecond: values / seconds, singleCoreRate, values, seconds });
+      }
+      const goals = describeGoalRound(
+        roundOf(rounds, round, sealedRates[round]),
+        cores,
+        options.slowLatencyMs,
+      );
+      goalRounds.push(goals);
+      output.progress(`round ${round + 1} goals:\n  ${goals.join('\n  ')}`);
     }
+    for (const [id, measured] of Object.entries(rounds) as Array<[RatioStageId, MeasuredStage[]]>) {
+      if (measured.length > 0) stages[id] = medianStage(measured);
+    }
+    const sqliteRatioByRound = rounds['sync-sqlite'].map((synced, round) =>
+      floorRatio(synced, rounds['fetch-only'][round]!, rounds['write-only-sqlite'][round]!),
+    );
     await measure('baseline', {
       kind: 'baseline',
       server: target,
       warehouse: sqliteTarget('baseline'),
       pageSize: BASELINE_PAGE_SIZE,
     });
-    await measure('rerun-unchanged', {
-      kind: 'sync',
-      server: target,
-      warehouse: main,
-      pageSize,
-      pagesInFlight,
-    });
+    await measure('rerun-unchanged', sync(main));
     await server.request({ type: 'insert', count: insertedRows });
-    await measure('rerun-incremental', {
-      kind: 'sync',
-      server: target,
-      warehouse: main,
-      pageSize,
-      pagesInFlight,
-    });
+    await measure('rerun-incremental', sync(main));
 
     // Full refreshes: every row walked again, and the 1% deleted on the server marked.
     await server.request({ type: 'remove', count: removedRows });
-    await measure('full-refresh-sqlite', {
-      kind: 'sync',
-      server: target,
-      warehouse: main,
-      pageSize,
-      pagesInFlight,
-      fullRefresh: true,
-    });
+    await measure('full-refresh-sqlite', sync(main, { fullRefresh: true }));
     if (options.postgresUrl) {
-      await measure('full-refresh-postgres', {
-        kind: 'sync',
-        server: target,
-        warehouse: postgresTarget('sync'),
-        pageSize,
-        pagesInFlight,
-        fullRefresh: true,
-      });
+      await measure('full-refresh-postgres', sync(postgresTarget('sync'), { fullRefresh: true }));
     }
 
     await server.close();
-    server = await startServer(options, tenthRows);
-    const tenthServer = { url: server.url, apiKey: server.apiKey };
+    const startSized = async (rows: number) => {
+      server = await startServer(options, rows, undefined, prebuild(BENCH_RESOURCE));
+      return { url: server.url, apiKey: server.apiKey };
+    };
+    const tenthServer = await startSized(tenthRows);
     const tenth = sqliteTarget('sync-tenth');
-    await measure('sync-sqlite-tenth', {
-      kind: 'sync',
-      server: tenthServer,
-      warehouse: tenth,
-      pageSize,
-      pagesInFlight,
-    });
+    await measure('sync-sqlite-tenth', { ...sync(tenth), server: tenthServer } as StageRequest);
     await server.request({ type: 'remove', count: removedTenthRows });
     await measure('full-refresh-sqlite-tenth', {
-      kind: 'sync',
+      ...sync(tenth, { fullRefresh: true }),
       server: tenthServer,
-      warehouse: tenth,
-      pageSize,
-      pagesInFlight,
-      fullRefresh: true,
-    });
+    } as StageRequest);
+    if (options.memoryRows > 0) {
+      await server.close();
+      output.progress(
+        `Starting the fake server with ${formatInteger(options.memoryRows)} rows ...`,
+      );
+      const sizedServer = await startSized(options.memoryRows);
+      await measure('sync-sqlite-memory', {
+        ...sync(sqliteTarget('sync-memory')),
+        server: sizedServer,
+      } as StageRequest);
+    }
 
     const settings: BenchSettings = {
       rows: options.rows,
@@ -458,9 +530,13 @@ export async function runBenchmark(
       postgres: options.postgresUrl !== undefined,
       rounds: options.rounds,
       slowLatencyMs: options.slowLatencyMs,
+      prebuiltPages: !options.buildPages,
+      sealedRows: options.sealedRows,
+      memoryRows: options.memoryRows,
       node: process.version,
       cpus: `${cpuList.length} CPU${cpuList.length === 1 ? '' : 's'} (${cpuList[0]?.model.trim() ?? 'unknown'})`,
     };
+    const sealed = medianBy(sealedRates, (rate) => rate.valuesPerSecond / rate.singleCoreRate);
     const goals = goalChecks(
       {
         fetch: stages['fetch-only']!,
@@ -468,13 +544,42 @@ export async function runBenchmark(
         sync: stages['sync-sqlite']!,
         slowFetch: stages['fetch-only-slow'],
         slowSync: stages['sync-sqlite-slow'],
+        ...(stages['sync-postgres'] && stages['write-only-postgres']
+          ? { postgres: { sync: stages['sync-postgres'], write: stages['write-only-postgres'] } }
+          : {}),
+        ...(stages['sync-sqlite-history'] && stages['sync-sqlite-audit']
+          ? {
+              audit: { history: stages['sync-sqlite-history'], audit: stages['sync-sqlite-audit'] },
+            }
+          : {}),
+        ...(sealed ? { sealed } : {}),
       },
       cores,
       options.slowLatencyMs,
-      stages['sync-postgres'] && stages['write-only-postgres']
-        ? { sync: stages['sync-postgres'], write: stages['write-only-postgres'] }
-        : undefined,
     );
+    const memory = stages['sync-sqlite-memory'];
+    if (memory) {
+      const [small, large] = [stages['sync-sqlite']!, memory].sort((a, b) => a.rows - b.rows);
+      const growth = large!.peakRssMb / small!.peakRssMb;
+      goals.push(
+        {
+          name: `peak RSS at ${formatInteger(large!.rows)} / at ${formatInteger(small!.rows)} rows`,
+          value: growth,
+          shown: growth.toFixed(2),
+          target: `<= ${GOALS.rssGrowth}`,
+          met: growth <= GOALS.rssGrowth,
+          detail: `${large!.peakRssMb.toFixed(1)} MB / ${small!.peakRssMb.toFixed(1)} MB`,
+        },
+        {
+          name: `peak RSS of the sync at ${formatInteger(memory.rows)} rows`,
+          value: memory.peakRssMb,
+          shown: `${memory.peakRssMb.toFixed(1)} MB`,
+          target: `< ${GOALS.peakRssMb} MB`,
+          met: memory.peakRssMb < GOALS.peakRssMb,
+          detail: 'whole syncing process, maxRSS',
+        },
+      );
+    }
     return {
       settings,
       stages,
@@ -484,16 +589,52 @@ export async function runBenchmark(
     };
   } finally {
     await server.close();
+    await sealedServer?.close();
     rmSync(directory, { recursive: true, force: true });
     if (options.postgresUrl) {
       // Stages drop their schemas; this catches one left by a stage that failed half-way.
-      for (const name of ['write_only', 'sync']) {
+      for (const name of [
+        'sync',
+        ...Array.from({ length: options.rounds }, (_, round) => [
+          `write_only_${round}`,
+          `sync_${round}`,
+        ]).flat(),
+      ]) {
         await dropPostgresSchema(options.postgresUrl, `${schemaPrefix}_${name}`).catch(
           () => undefined,
         );
       }
     }
   }
+}
+
+/** One round's stages, for its goals. */
+function roundOf(
+  rounds: Record<RatioStageId, MeasuredStage[]>,
+  round: number,
+  sealed: GoalRound['sealed'],
+): GoalRound {
+  const at = (id: RatioStageId) => rounds[id][round];
+  const pgSync = at('sync-postgres');
+  const pgWrite = at('write-only-postgres');
+  const history = at('sync-sqlite-history');
+  const audit = at('sync-sqlite-audit');
+  return {
+    fetch: at('fetch-only')!,
+    write: at('write-only-sqlite')!,
+    sync: at('sync-sqlite')!,
+    slowFetch: at('fetch-only-slow'),
+    slowSync: at('sync-sqlite-slow'),
+    ...(pgSync && pgWrite ? { postgres: { sync: pgSync, write: pgWrite } } : {}),
+    ...(history && audit ? { audit: { history, audit } } : {}),
+    ...(sealed ? { sealed } : {}),
+  };
+}
+
+/** The middle item by `key` (the lower of the two middles for an even count). */
+function medianBy<T>(items: T[], key: (item: T) => number): T | undefined {
+  const sorted = [...items].sort((a, b) => key(a) - key(b));
+  return sorted[Math.floor((sorted.length - 1) / 2)];
 }
 
 const defaultOutput: BenchOutput = {

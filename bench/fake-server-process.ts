@@ -23,6 +23,11 @@ export type ServerRequest =
        * bench resource: rows per resource (20 where not named); `rows` is not used.
        */
       sample?: { rowCounts: Record<string, number>; teamPublicKeyPem: string };
+      /**
+       * Build every page of these resources at this page size now and serve them as built (the
+       * server then costs next to nothing); kept until the data changes.
+       */
+      prebuild?: { resources: string[]; pageSize: number };
     }
   /** Values of `resource`'s sealed fields that are sealed when served (neither null nor ''). */
   | { type: 'sealed-values'; resource: string }
@@ -64,7 +69,18 @@ async function handle(request: ServerRequest): Promise<unknown> {
         dataset,
         pageLatencyMs: request.pageLatencyMs,
         teamPublicKeyPem: team?.teamPublicKeyPem,
+        ...(request.prebuild ? { pageBodies: new Map<string, Buffer>() } : {}),
       });
+      if (request.prebuild) {
+        // Asked for as a client would, so each body is exactly the one the walk will get.
+        const latencyMs = server.options.pageLatencyMs;
+        server.options.pageLatencyMs = 0;
+        for (const resource of request.prebuild.resources) {
+          await walkPages(server.url, DEFAULT_ADMIN_API_KEY, resource, request.prebuild.pageSize);
+        }
+        server.options.pageLatencyMs = latencyMs;
+        server.requests.length = 0;
+      }
       const sample = dataset.pageAfter(BENCH_RESOURCE, 'updated_at_id', null, 1000).rows;
       const bytesPerRow = sample.length === 0 ? 0 : serializeJson(sample).length / sample.length;
       return {
@@ -74,9 +90,11 @@ async function handle(request: ServerRequest): Promise<unknown> {
       } satisfies ServerStarted;
     }
     case 'insert':
+      requireServer().options.pageBodies?.clear();
       requireServer().dataset.insert(BENCH_RESOURCE, request.count);
       return requireServer().dataset.count(BENCH_RESOURCE);
     case 'remove': {
+      requireServer().options.pageBodies?.clear();
       const dataset = requireServer().dataset;
       const ids = dataset.ids(BENCH_RESOURCE).slice(0, startRows);
       const step = Math.max(1, Math.floor(ids.length / Math.max(1, request.count)));
@@ -112,6 +130,21 @@ async function handle(request: ServerRequest): Promise<unknown> {
       server = undefined;
       setImmediate(() => process.exit(0));
       return undefined;
+  }
+}
+
+/** Every page of `resource` at `limit`, one after another (each kept by the server as built). */
+async function walkPages(url: string, apiKey: string, resource: string, limit: number) {
+  let cursor: string | null = null;
+  for (;;) {
+    const query = new URLSearchParams({ limit: String(limit) });
+    if (cursor !== null) query.set('cursor', cursor);
+    const response = await fetch(`${url}/api/export/${resource}/?${query.toString()}`, {
+      headers: { 'x-api-key': apiKey },
+    });
+    const page = (await response.json()) as { cursor: string | null; has_more: boolean };
+    if (!page.has_more || page.cursor === null) return;
+    cursor = page.cursor;
   }
 }
 

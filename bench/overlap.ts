@@ -40,6 +40,11 @@ const options: BenchOptions = {
   rounds: Number(values.rounds),
   slowLatencyMs: 0,
   json: false,
+  buildPages: true,
+  audit: false,
+  sealedRows: 0,
+  sealedBits: 3072,
+  memoryRows: 0,
   startupRounds: 0,
   startupOnly: false,
 };

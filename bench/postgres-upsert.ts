@@ -15,7 +15,7 @@
  *   emptied at commit, then `INSERT ... SELECT FROM stage ON CONFLICT ...` (the COPY + merge shape)
  * - warehouse: PostgresWarehouse.writePage (the unnest shape plus value checks, NUL cleaning and
  *   the cursor save), in a throwaway schema `ocs_bench`.
- * pg-copy-streams is a dev dependency: only this comparison uses it.
+ * pg-copy-streams is what the PostgreSQL warehouse writes pages of many rows with (copy-upsert.ts).
  */
 import { pipeline } from 'node:stream/promises';
 import { Readable } from 'node:stream';

@@ -17,7 +17,11 @@ export type StageId =
   | 'sync-sqlite-tenth'
   | 'full-refresh-sqlite-tenth'
   | 'fetch-only-slow'
-  | 'sync-sqlite-slow';
+  | 'sync-sqlite-slow'
+  | 'sync-sqlite-history'
+  | 'sync-sqlite-audit'
+  | 'sync-sealed'
+  | 'sync-sqlite-memory';
 
 export const STAGE_LABELS: Record<StageId, string> = {
   'sync-sqlite': 'full sync -> SQLite',
@@ -34,6 +38,10 @@ export const STAGE_LABELS: Record<StageId, string> = {
   'full-refresh-sqlite-tenth': 'full refresh -> SQLite at N/10',
   'fetch-only-slow': 'fetch-and-parse loop, slow pages',
   'sync-sqlite-slow': 'full sync -> SQLite, slow pages',
+  'sync-sqlite-history': 'full sync -> SQLite, history on',
+  'sync-sqlite-audit': 'full sync -> SQLite, audit on',
+  'sync-sealed': 'sealed walk (participant_data)',
+  'sync-sqlite-memory': 'full sync -> SQLite, memory size',
 };
 
 export interface BenchSettings {
@@ -53,13 +61,28 @@ export interface BenchSettings {
   rounds: number;
   /** The slow pages' latency (0: not measured). */
   slowLatencyMs: number;
+  /** Every page was built before the stages (the server costs next to nothing). */
+  prebuiltPages: boolean;
+  /** Rows of each round's sealed walk (0: not measured). */
+  sealedRows: number;
+  /** Rows of the sync that shows memory against the rows (0: not measured). */
+  memoryRows: number;
   node: string;
   cpus: string;
 }
 
-/** The stages the SQLite ratio compares, measured once per round. */
+/** The stages the goals compare, measured once per round. */
 export type RatioStageId =
-  'fetch-only' | 'write-only-sqlite' | 'sync-sqlite' | 'fetch-only-slow' | 'sync-sqlite-slow';
+  | 'fetch-only'
+  | 'write-only-sqlite'
+  | 'sync-sqlite'
+  | 'fetch-only-slow'
+  | 'sync-sqlite-slow'
+  | 'write-only-postgres'
+  | 'sync-postgres'
+  | 'sync-sqlite-history'
+  | 'sync-sqlite-audit'
+  | 'sync-sealed';
 
 export interface MeasuredStage extends StageResult {
   /** Requests the fake server answered during the stage. */
@@ -87,8 +110,8 @@ export interface BenchResults {
   checks: Check[];
   /** The SQLite sync / floor ratio of each round on its own, to show how much the machine drifts. */
   sqliteRatioByRound: number[];
-  /** Each round's goals (goals.ts), one line a round. */
-  goalRounds: string[];
+  /** Each round's goals (goals.ts), a line each. */
+  goalRounds: string[][];
 }
 
 const TARGET_SYNC_OVER_FLOOR = 1.25;
@@ -267,6 +290,10 @@ const STAGE_ORDER: StageId[] = [
   'full-refresh-sqlite-tenth',
   'fetch-only-slow',
   'sync-sqlite-slow',
+  'sync-sqlite-history',
+  'sync-sqlite-audit',
+  'sync-sealed',
+  'sync-sqlite-memory',
 ];
 
 export function table(header: string[], rows: string[][], rightAligned: boolean[]): string[] {
@@ -287,11 +314,11 @@ export function table(header: string[], rows: string[][], rightAligned: boolean[
  * measured by bench/overlap.ts (docs/performance.md).
  */
 export const SYNC_DESIGN =
-  'Design: write-behind. One thread fetches ahead (pages in flight), parses, checks and encodes each page ' +
-  'and hands it over while the page ahead commits: SQLite on a writer thread with its own connection, ' +
-  'PostgreSQL in the server; pages commit in order, none after one that failed. Chosen over a writer ' +
-  'thread fed the page bytes and SQLite parsing the page (json_each) by bench/overlap.ts: fastest in ' +
-  'wall time, and the engine keeps every rule on one thread.';
+  "Design: a page pipeline. The sync's thread only fetches (pages in flight; the next request leaves " +
+  "when a body's head names its cursor) and moves each body's bytes to a page thread, which parses, " +
+  'checks, plans and encodes the page and hands it over while the page ahead commits: SQLite on its ' +
+  "writer thread, PostgreSQL (by COPY for pages of many rows) on the page thread's own connections; " +
+  'pages commit in order with their cursors, none after one that failed (docs/performance.md).';
 
 /** The human-readable report. */
 export function formatReport(results: BenchResults): string {
@@ -304,7 +331,10 @@ export function formatReport(results: BenchResults): string {
       (settings.slowLatencyMs > 0 ? ` (slow pages: ${settings.slowLatencyMs} ms)` : ''),
   );
   lines.push(
-    `Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one.`,
+    `Node ${settings.node}, ${settings.cpus}; the fake server runs in its own process, every stage in a fresh one; ` +
+      (settings.prebuiltPages
+        ? 'every page was built before the stages, so the server costs next to nothing.'
+        : 'the server builds each page as it is asked.'),
   );
   lines.push(SYNC_DESIGN);
   lines.push('');
@@ -349,7 +379,7 @@ export function formatReport(results: BenchResults): string {
     );
   }
   results.goalRounds.forEach((goals, round) => {
-    lines.push(`Goals in round ${round + 1}: ${goals}`);
+    lines.push(`Goals in round ${round + 1}:`, ...goals.map((goal) => `  ${goal}`));
   });
   const profiles = (['sync-sqlite', 'full-refresh-sqlite'] as const).filter(
     (id) => stages[id]?.rssProfileMb.length === 4,

@@ -39,6 +39,9 @@
  *   `referenced` (shared rows the chosen chatbots reach), `excluded` (served empty).
  * - Out of scope: a row the current choice does not serve (the server may still have it);
  *   marked `_ocs_out_of_scope_since`, never `_deleted_at`.
+ * - Page pipeline: a walk's pages, from the bytes the sync's thread fetched to rows committed with
+ *   their cursors: the page thread parses and prepares them, a page sink writes them (SQLite's on
+ *   its writer thread) in walk order (src/sync/pipeline/).
  * - Deletion proof: under a choice, what shows a missing row is gone from the server and not
  *   merely out of scope: the rows served in the same full refresh still reach it
  *   (src/sync/choice-reach.ts).
@@ -46,6 +49,18 @@
  *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
  *   counts any step as life and names the latest.
  */
+
+import type { TransferListItem } from 'node:worker_threads';
+import type { FileLedgerStore } from './file-ledger-types.js';
+
+export type {
+  FileCandidate,
+  FileLedger,
+  FileLedgerStore,
+  FileRecord,
+  FileStatus,
+  FileTotals,
+} from './file-ledger-types.js';
 
 export type CursorKind = 'pk' | 'updated_at_id';
 
@@ -81,6 +96,20 @@ export interface Page {
    * the caller asked (`onHead`): the walk checks them against the full parse.
    */
   head?: PageHead;
+}
+
+export interface PageBodyOptions<T> {
+  signal?: AbortSignal;
+  /** The chatbot choice's key (see ExportSource.page). */
+  selection?: string;
+  /** Told the page's `cursor` and `has_more` as soon as the body's first bytes hold them. */
+  onHead?: (head: PageHead) => void;
+  /**
+   * Turns the body's bytes (a buffer of their own, which may be transferred) into the answer.
+   * Throws source/page-body.ts's BodyNotJsonError for a body that is not JSON (asked again),
+   * JsonTooDeepError for JSON nested too deep, anything else to fail the page.
+   */
+  decode(body: Uint8Array): T | Promise<T>;
 }
 
 /** `cursor` and `has_more` read from the first bytes of a page body, before the rest arrived. */
@@ -132,6 +161,16 @@ export interface ExportSource {
     selection?: string,
     onHead?: (head: PageHead) => void,
   ): Promise<Page>;
+  /**
+   * A page's body as bytes, handed to `decode` (on this thread or another: the sync's page thread
+   * parses it) inside the request's attempt: a body `decode` finds is not JSON is asked for again.
+   */
+  pageBody<T>(
+    resource: string,
+    cursor: string | null,
+    limit: number,
+    options: PageBodyOptions<T>,
+  ): Promise<{ value: T; head?: PageHead }>;
   close(): Promise<void>;
   /** HTTP requests sent so far, retries included (for run records and the benchmark). */
   readonly requestCount?: number;
@@ -209,6 +248,44 @@ export interface PageWrite {
    * Unique per warehouse: the sync uses `<run id>/<resource>`.
    */
   walk?: string;
+  /** The originals of values the columns give back differently: saved with the page, atomically. */
+  originals?: readonly OriginalValue[];
+  /** The server's own JSON text of the rows' object and array values: json columns store it. */
+  jsonTexts?: JsonTexts;
+}
+
+/**
+ * The text a page body gave its rows' JSON values (objects and arrays), so a json column stores
+ * what the server wrote instead of parsing it and writing it again.
+ */
+export interface JsonTexts {
+  /**
+   * A look-up of the texts of these fields (the table's json columns): the text of `value` as the
+   * body gave it for that field of that row, or undefined when the body did not (the value is not
+   * the one parsed from it, or not an object or array).
+   */
+  forFields(
+    fields: readonly string[],
+  ): (row: number, field: string, value: unknown) => string | undefined;
+}
+
+/**
+ * Where pages are written: encoded and committed with their cursors, in walk order, none after
+ * a page of the same walk that failed (warehouse/commit-order.ts). The warehouse writes its own
+ * through one; the sync's page thread opens one of its own (warehouse/open.ts, openPageSink).
+ */
+export interface PageSink {
+  /** Hands a page over; resolves once it committed. */
+  writePage(page: PageWrite): Promise<PageWriteResult>;
+  /** The tables' shapes changed: statements prepared for them are dropped. */
+  forget(): void;
+  /** Waits for the pages handed over, then lets go of what the sink holds. */
+  close(): Promise<void>;
+}
+
+/** What a thread needs to open a page sink on a warehouse: plain data and ports (posted to it). */
+export interface PageSinkSetup {
+  readonly dialect: 'sqlite' | 'postgres';
 }
 
 export interface PageWriteResult {
@@ -394,6 +471,14 @@ export interface Warehouse {
   ): Promise<void>;
   /** Upsert rows by id and save the cursor, in one transaction. */
   writePage(page: PageWrite): Promise<PageWriteResult>;
+  /**
+   * How another thread (the sync's page thread) opens a page sink of its own on this warehouse:
+   * the setup and the ports to transfer with it. Undefined when pages can only be written on
+   * this thread (`:memory:`), through writePage.
+   */
+  pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined;
+  /** Throws when this process no longer holds the writer lock (it was taken over). */
+  assertLockHeld(): void;
   /** After a complete full refresh: rows of `table` not written by `runId` are marked or removed. */
   markMissingAsDeleted(
     table: string,
@@ -493,72 +578,10 @@ export interface ArchiveStore {
     kind: ExportDocumentKind,
     checksum?: string,
   ): Promise<{ checksum: string; body: string } | undefined>;
-  saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void>;
   originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]>;
   readRows(query: ArchiveRowQuery): Promise<Row[]>;
   /** Whether `<table>__history` exists. */
   hasHistory(table: string): Promise<boolean>;
-}
-
-/** What the last attempt to fetch a file's bytes found: stored, 404 (no blob), or an error. */
-export type FileStatus = 'ok' | 'missing' | 'failed';
-
-/** One `_ocs_files` row: the newest fetch attempt of one `files` row's content. */
-export interface FileRecord {
-  /** The `files` row id, decimal. */
-  fileId: string;
-  /** Hex digest of the stored blob; set when status is `ok`. */
-  sha256: string | null;
-  size: number | null;
-  /** As the server sent it with the bytes. */
-  contentType: string | null;
-  status: FileStatus;
-  /** Why the last attempt failed (safe to show). */
-  error: string | null;
-  /** The row's `updated_at` and `file` the attempt was made for (a change makes us refetch). */
-  updatedAt: string | null;
-  file: string | null;
-  /** When the last attempt finished, ISO text. */
-  fetchedAt: string;
-  /** Attempts in a row that did not store the blob (0 once stored). */
-  attempts: number;
-  /** A `missing` row waits until then before another attempt (ISO text); null otherwise. */
-  nextAttemptAt: string | null;
-}
-
-export interface FileTotals {
-  ok: number;
-  missing: number;
-  failed: number;
-  /** Distinct blobs referenced by `ok` rows, and their bytes (each content counted once). */
-  blobs: number;
-  bytes: number;
-}
-
-/** The read side of the file ledger: what `serve` and `status` need. */
-export interface FileLedger {
-  get(fileId: string): Promise<FileRecord | undefined>;
-  totals(): Promise<FileTotals>;
-}
-
-/** A `files` row as stored, with its ledger record, for planning what to fetch. */
-export interface FileCandidate {
-  fileId: string;
-  file: string | null;
-  /** The row's `updated_at` in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, or null. */
-  updatedAt: string | null;
-  /** The row's `content_size` when it is a positive whole number (null and 0 say nothing). */
-  contentSize: number | null;
-  record: FileRecord | undefined;
-}
-
-/** The whole file ledger, as the files step of a sync and `files verify` use it. */
-export interface FileLedgerStore extends FileLedger {
-  /** Live `files` rows with id above `afterId` (null: from the start), in id order. */
-  candidates(afterId: string | null, limit: number): Promise<FileCandidate[]>;
-  /** Ledger rows with file id above `afterId`, in id order. */
-  records(afterId: string | null, limit: number): Promise<FileRecord[]>;
-  record(record: FileRecord): Promise<void>;
 }
 
 // ---------------------------------------------------------------- audit

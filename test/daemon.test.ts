@@ -800,10 +800,17 @@ describe('ocs-sync daemon against the fake export server', () => {
     await startServer(dataset);
     const daemon = launch({});
     let pagesServed = 0;
-    server!.options.onPageServed = ({ resource, pageIndex }) => {
+    server!.options.onPageServed = async ({ resource, pageIndex }) => {
       pagesServed += 1;
-      // Well into the walk, in the middle of a resource with several pages.
-      if (resource === 'chat_messages' && pageIndex === 2) daemon.controller.abort();
+      // Well into the walk, in the middle of a resource with several pages: once pages of it
+      // have committed, while the next one is held back.
+      if (resource === 'chat_messages' && pageIndex === 3) {
+        await waitFor(
+          async () => (await warehouse!.readTable('chat_messages')).length > 0 || undefined,
+          'pages of chat_messages to commit',
+        );
+        daemon.controller.abort();
+      }
     };
     expect(await daemon.exit).toBe(0);
     server!.options.onPageServed = undefined;

@@ -31,7 +31,8 @@ import { storedFiles } from './files-support.js';
 import { printable, quotedName } from '../src/printable.js';
 import { RequestDeadline } from '../src/source/deadline.js';
 import { describeErrorBody } from '../src/source/http-source.js';
-import { readLimitedText } from '../src/source/limited-body.js';
+import { readLimitedBytes } from '../src/source/limited-body.js';
+import { bodyText } from '../src/source/page-body.js';
 import { CursorTrail } from '../src/sync/cursor-trail.js';
 import { FailedKeyThrottle } from '../src/serve/failed-keys.js';
 import { RESET_MARGIN_MS, pacingDelayMs, readRateLimitHeaders } from '../src/source/pacer.js';
@@ -445,7 +446,7 @@ describe('the pieces that bound what a server can do', () => {
       }
     })();
     await expect(
-      readLimitedText(endless, MIB, (seen) => new Error(`seen ${seen.bytes}`)),
+      readLimitedBytes(endless, MIB, (seen) => new Error(`seen ${seen.bytes}`)),
     ).rejects.toThrow(`seen ${MIB + CHUNK}`);
     expect(pulled).toBe(MIB + CHUNK);
     expect(closed).toBe(true);
@@ -456,15 +457,19 @@ describe('the pieces that bound what a server can do', () => {
       yield new Uint8Array(1);
     })();
     await expect(
-      readLimitedText(declared, MIB, (seen) => new Error(`declared ${seen.declared}`), 2 * MIB),
+      readLimitedBytes(declared, MIB, (seen) => new Error(`declared ${seen.declared}`), 2 * MIB),
     ).rejects.toThrow(`declared ${2 * MIB}`);
     expect(touched).toBe(false);
-    // Within the limit: the text, a BOM dropped.
+    // Within the limit: the bytes in a buffer of their own (movable to another thread), whose
+    // text drops a BOM.
     const small = (async function* () {
       yield Buffer.from('\ufeff{"a":', 'utf8');
       yield Buffer.from('1}', 'utf8');
     })();
-    expect(await readLimitedText(small, MIB, () => new Error('too large'))).toBe('{"a":1}');
+    const bytes = await readLimitedBytes(small, MIB, () => new Error('too large'));
+    expect(bytes.byteOffset).toBe(0);
+    expect(bytes.buffer.byteLength).toBe(bytes.byteLength);
+    expect(bodyText(bytes)).toBe('{"a":1}');
   });
 
   it('a request deadline leaves no listener on the long-lived signal it follows, and aborts when it passes', async () => {

@@ -13,6 +13,7 @@ import pg from 'pg';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
 import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '../src/errors.js';
+import { COPY_MIN_ROWS } from '../src/warehouse/postgres/copy-upsert.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
 import {
@@ -846,6 +847,53 @@ for (const harness of dialects) {
         }
       });
 
+      it('writes a page of many rows (by COPY on PostgreSQL) exactly as pages of a few', async () => {
+        await createTable(warehouse, 'few', MESSAGE_COLUMNS);
+        const runId = await warehouse.startRun('incremental', null);
+        const texts = ['a\tb', 'line\nbreak\r\n', 'back\\slash \\N', '\\N', '', 'é😀', 'x\u0000y'];
+        const rows: Row[] = Array.from({ length: 90 }, (_, index) => ({
+          id: index % 7 === 3 ? 9007199254740993n + BigInt(index) : index + 1,
+          content: index % 11 === 0 ? null : texts[index % texts.length],
+          is_active: index % 3 === 0 ? null : index % 2 === 0,
+          created_at:
+            index % 5 === 0 ? null : `2026-11-20T10:00:0${index % 10}.12345${index % 10}Z`,
+          score: [0.1, -0, 1e21, 3, null, 2.5e-8][index % 6],
+          participant_id: index % 4 === 0 ? 9223372036854775807n : -index,
+          metadata: [
+            { nested: { big: 9007199254740993n, list: [1, 'two\t', null, false] } },
+            [1, 'back\\slash', '\\N'],
+            'text\nvalue',
+            { nul: 'a\u0000b' },
+            null,
+          ][index % 5],
+        }));
+        // Ids repeated within the page: the last row of each is the one kept.
+        rows.push({ ...rows[10]!, content: 'again' }, { ...rows[20]!, score: 7 });
+        expect(rows.length - 2).toBeGreaterThanOrEqual(COPY_MIN_ROWS);
+        const many = await warehouse.writePage(page({ runId, rows, history: true }));
+        let altered = 0;
+        for (let start = 0; start < rows.length; start += 7) {
+          const written = await warehouse.writePage(
+            page({ runId, resource: 'few', rows: rows.slice(start, start + 7), history: true }),
+          );
+          altered += written.valuesAltered;
+        }
+        expect(many.valuesAltered).toBe(altered);
+        // PostgreSQL takes NUL out of text and JSON, and says so.
+        expect(many.valuesAltered > 0).toBe(harness.name !== 'sqlite');
+        for (const column of MESSAGE_COLUMNS) {
+          const stored = await readAll(warehouse, 'messages', column.name);
+          expect(stored.size, column.name).toBe(90);
+          expect(stored, column.name).toEqual(await readAll(warehouse, 'few', column.name));
+        }
+        expect((await readAll(warehouse, 'messages', 'content')).get(String(rows[10]!.id))).toBe(
+          'again',
+        );
+        expect(await count(db, 'SELECT count(*) AS n FROM messages__history')).toBe(
+          await count(db, 'SELECT count(*) AS n FROM few__history'),
+        );
+      });
+
       it('overwrites a row completely: a field the row lacks becomes null', async () => {
         const runId = await warehouse.startRun('incremental', null);
         await warehouse.writePage(
@@ -1468,6 +1516,9 @@ for (const harness of dialects) {
         await expect(holder.writePage(page({ runId, rows: rowsWithIds([1]) }))).rejects.toThrow(
           /lost the warehouse lock/,
         );
+        // Nor does the sync's page thread get a sink, nor a walk hand over another page.
+        expect(() => holder.pageSinkSetup()).toThrow(/lost the warehouse lock/);
+        expect(() => holder.assertLockHeld()).toThrow(/lost the warehouse lock/);
       });
 
       it('releases the lock on close', async () => {

@@ -114,6 +114,8 @@ export interface Reply {
   status: number;
   headers: OutgoingHttpHeaders;
   body: string;
+  /** The body as bytes already (a page kept in pageBodies); `body` is then unused. */
+  bytes?: Buffer;
   /** Send the body's first `at` characters, await `tail`, then the rest (beforePageTail). */
   split?: { at: number; tail: () => Promise<void> };
 }

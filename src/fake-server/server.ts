@@ -15,7 +15,6 @@ import {
   type ServerResponse,
 } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { stringify as stringifyLossless } from 'lossless-json';
 import { stringify as stringifyYaml } from 'yaml';
 import type { CursorKind, Row } from '../interfaces.js';
 import { sealValue } from '../sealing/seal.js';
@@ -25,8 +24,6 @@ import {
   lastParam,
   parsePythonInt,
 } from '../export-api/cursor.js';
-import type { FakeDataset } from './dataset.js';
-import type { FixtureResource } from './fixture-schema.js';
 import {
   manifestFromFixture,
   openApiFromFixture,
@@ -42,7 +39,6 @@ import {
   guessContentType,
   sampleFileContent,
   type FakeFileContent,
-  type FakeFileContentFor,
 } from './file-contents.js';
 import {
   JSON_TYPE,
@@ -51,167 +47,36 @@ import {
   jsonReply,
   proxiedHeaders,
   type FakeFault,
-  type FaultController,
-  type RandomFaults,
   type Reply,
 } from './faults.js';
 
 export type { FakeFault, FaultController, FaultMatch, RandomFaults } from './faults.js';
 
-export const DEFAULT_ADMIN_API_KEY = 'test-admin-key';
-export const DEFAULT_MEMBER_API_KEY = 'test-member-key';
+import {
+  DEFAULT_ADMIN_API_KEY,
+  DEFAULT_MEMBER_API_KEY,
+  FILE_CONTENT_ENDPOINT,
+  type ChoiceController,
+  type FakeServer,
+  type FakeServerOptions,
+  type PageServedInfo,
+  type RequestLogEntry,
+} from './options.js';
 
-/** The endpoint name of `GET /api/files/{id}/content` in faults and the request log. */
-export const FILE_CONTENT_ENDPOINT = 'file_content';
+export {
+  DEFAULT_ADMIN_API_KEY,
+  DEFAULT_MEMBER_API_KEY,
+  FILE_CONTENT_ENDPOINT,
+  type ChoiceController,
+  type FakeServer,
+  type FakeServerOptions,
+  type FileContentProgress,
+  type PageServedInfo,
+  type RequestLogEntry,
+} from './options.js';
+import { markFloats, serializeJson } from './python-json.js';
 
-export interface FileContentProgress {
-  fileId: string;
-  /** Bytes of the body written so far, and the whole body's size. */
-  sentBytes: number;
-  size: number;
-}
-
-export interface PageServedInfo {
-  resource: string;
-  /** 0 for a request without cursor, then 1, 2, ... for the following pages of that walk. */
-  pageIndex: number;
-  /** The rows of the page as stored (before sealing). */
-  rows: Row[];
-  cursor: string | null;
-  hasMore: boolean;
-}
-
-export interface RequestLogEntry {
-  method: string;
-  path: string;
-  query: Record<string, string>;
-  /** The HTTP status sent; 0 when the connection was dropped without an answer. */
-  status: number;
-  /** `manifest`, `team`, `schema`, a resource name, or undefined for other paths. */
-  endpoint?: string;
-  /** Set for requests to a resource of the served manifest (whatever the answer), not others. */
-  resource?: string;
-  /** The injected fault, if any. */
-  fault?: FakeFault['kind'];
-}
-
-export interface FakeServerOptions {
-  dataset: FakeDataset;
-  /** The fixture the documents are built from (default: `dataset.fixture`). */
-  fixture?: FixtureResource[];
-  /** Serve this OpenAPI document (e.g. the real one) instead of one built from the fixture. */
-  openApi?: unknown;
-  /** Serve this manifest (real shape; `schema_checksum` is added when missing). */
-  manifest?: unknown;
-  /** Default: admin `test-admin-key`, non-admin `test-member-key`. */
-  apiKeys?: { admin: string[]; nonAdmin: string[] };
-  /**
-   * The team's registered public key (PEM). Without it sealed resources answer 400 and `team/`
-   * says `has_public_key: false`. Which fields are sealed is the fixture's `sealedFields`.
-   */
-  teamPublicKeyPem?: string;
-  /** Fields of the team object to override. */
-  team?: Record<string, unknown>;
-  /** Default true; false makes `schema/` answer 404. */
-  serveOpenApi?: boolean;
-  /** The team's API budget: a fixed window of `limit` requests per `windowSeconds`. */
-  rateLimit?: { limit: number; windowSeconds: number };
-  /** Delay before every resource page. */
-  pageLatencyMs?: number;
-  /** Answer pages as a bare JSON array of rows (the interface document's loose form). */
-  bareArrayPages?: boolean;
-  /**
-   * Test only. `results-first` writes `results` before `cursor` and `has_more`, as another server
-   * version or a proxy that re-encodes JSON might (the real server writes them first).
-   */
-  pageKeyOrder?: 'server' | 'results-first';
-  /**
-   * Test only. A page head that lies: the body starts with these `cursor`/`has_more` values and
-   * ends with the true ones, the keys sent twice (JSON parsers keep the last).
-   */
-  pageHeadLie?: (info: PageServedInfo) => { cursor?: string | null; hasMore?: boolean } | undefined;
-  /**
-   * Test only. Each page's body is sent up to the start of its rows (`"results":[`), then this is
-   * awaited before the rest is sent (tests hold a body's tail until the next request arrives).
-   */
-  beforePageTail?: (info: PageServedInfo) => Promise<void>;
-  /** Served instead of the computed schema checksum. */
-  manifestChecksum?: string;
-  /** Faults at a seeded random rate (the demo, the soak); read at each request. */
-  randomFaults?: RandomFaults;
-  /**
-   * Headers a proxy in front of the server sets on every answer, over the server's own (e.g.
-   * `{'x-ratelimit-limit': ''}`); read at each request. Default: none, as the real server.
-   */
-  proxyHeaders?: Record<string, string>;
-  /** Called right after a page is produced, before it is sent (tests edit rows here). */
-  onPageServed?: (info: PageServedInfo) => void | Promise<void>;
-  /** Rewrites the manifest before it is served and used for routing (hostile-server tests). */
-  transformManifest?: (manifest: FakeManifestDocument) => FakeManifestDocument;
-  /**
-   * The bytes of each `files` row (default: `sampleFileContent`); null answers 404 as the real
-   * server does for a row without a blob.
-   */
-  fileContent?: FakeFileContentFor;
-  /** Called after each chunk of a file content body is written (tests kill clients here). */
-  onFileContent?: (progress: FileContentProgress) => void | Promise<void>;
-  /**
-   * Seal every value afresh on every request, as the real server does (default: once per row
-   * version, which only saves time), for tests of what a client makes of new sealed text.
-   */
-  sealAfresh?: boolean;
-  /** Rewrites each row as sent (after sealing). */
-  transformRow?: (resource: string, row: Record<string, unknown>) => Record<string, unknown>;
-  /**
-   * Speak the next server version's export scoped to chosen chatbots (REFERENCE.md, last section):
-   * every manifest entry gets `scope`, `team/` gets `exportable_chatbots` and `require_mfa`, a
-   * `selection` that is not the current choice's key gets the 409, and pages serve only what the
-   * choice reaches (chatbot-scope.ts). `chosen`: public ids of working-version chatbots (empty:
-   * the whole team). Change it with `server.choice`.
-   */
-  chatbotChoice?: { chosen: string[] };
-  host?: string;
-  /** Default 0: any free port. */
-  port?: number;
-  /** Clock for the rate-limit window, in milliseconds (default Date.now). */
-  now?: () => number;
-}
-
-/** The team's chatbot choice on a server started with `chatbotChoice`. */
-export interface ChoiceController {
-  /** Public ids of the chosen chatbots, as set (empty: the whole team). */
-  current(): string[];
-  set(publicIds: string[]): void;
-  /** Sets the choice once `requests` more requests have arrived, before the next one is answered. */
-  changeAfter(requests: number, publicIds: string[]): void;
-  /** The selection key of the choice now (chosen chatbots deleted since do not count). */
-  key(): string;
-  /** What `team/` lists now. */
-  exportable(): Array<{ public_id: string; name: string }>;
-}
-
-export interface FakeServer {
-  /** Base URL without trailing slash, e.g. `http://127.0.0.1:40123`. */
-  readonly url: string;
-  readonly dataset: FakeDataset;
-  /** Present when started with `chatbotChoice`. */
-  readonly choice?: ChoiceController;
-  /** The live options: changes (onPageServed, pageLatencyMs, keys, ...) apply to the next request. */
-  readonly options: FakeServerOptions;
-  readonly faults: FaultController;
-  readonly requests: RequestLogEntry[];
-  /** The bytes served for a `files` row now (a `replace_file` fault changes them); null: 404. */
-  fileContent(row: Row): FakeFileContent | null;
-  /** The manifest as currently served. */
-  manifest(): FakeManifestDocument;
-  /** The OpenAPI document as currently served. */
-  openApi(): unknown;
-  /** Serve new documents (a schema change on the server); rows are not touched. */
-  setSchema(
-    documents: { fixture: FixtureResource[] } | { openApi: unknown; manifest: unknown },
-  ): void;
-  close(): Promise<void>;
-}
+export { serializeJson } from './python-json.js';
 
 interface ServedDocuments {
   openApi: unknown;
@@ -230,8 +95,6 @@ const forbidden = 'You do not have permission to perform this action.';
 const noPublicKey = 'Team has no registered public key; secret data cannot be sealed.';
 const defaultLimit = 100;
 const maxLimit = 1000;
-const floatMarker = '\u0001ocs-float:';
-const floatMarkerPattern = /"\\u0001ocs-float:(-?\d+)"/g;
 
 /** Django's `FileResponse(as_attachment=True)` header, named after the row. */
 function attachmentDisposition(row: Row): string {
@@ -254,42 +117,6 @@ function asManifest(value: unknown): FakeManifestDocument {
     throw new Error('The manifest option must be an object with an `entries` list.');
   }
   return value as FakeManifestDocument;
-}
-
-/** Python writes floats with a point: integral values of float fields get `.0` back. */
-function markFloats(row: Record<string, unknown>, fields: Set<string>): Record<string, unknown> {
-  let copy: Record<string, unknown> | undefined;
-  for (const field of fields) {
-    const value = row[field];
-    if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) < 1e16) {
-      copy ??= { ...row };
-      copy[field] = floatMarker + String(value);
-    } else if (
-      Array.isArray(value) &&
-      value.some((item) => typeof item === 'number' && Number.isInteger(item))
-    ) {
-      copy ??= { ...row };
-      copy[field] = value.map((item) =>
-        typeof item === 'number' && Number.isInteger(item) && Math.abs(item) < 1e16
-          ? floatMarker + String(item)
-          : item,
-      );
-    }
-  }
-  return copy ?? row;
-}
-
-/** JSON as the server writes it: 64-bit ids with every digit, floats in Python's form. */
-export function serializeJson(value: unknown): string {
-  let text: string;
-  try {
-    text = JSON.stringify(value);
-  } catch (error) {
-    // Only bigint (ids past 2^53) makes JSON.stringify throw here; keep the plain path fast.
-    if (!(error instanceof TypeError)) throw error;
-    text = stringifyLossless(value) ?? 'null';
-  }
-  return text.includes('\\u0001ocs-float:') ? text.replace(floatMarkerPattern, '$1.0') : text;
 }
 
 export async function startFakeServer(options: FakeServerOptions): Promise<FakeServer> {
@@ -507,6 +334,23 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     const cursorText = lastParam(params, 'cursor');
     const cursor = cursorText === null || cursorText === '' ? null : cursorText;
     const cursorKind: CursorKind = entry.cursor;
+    const pageHeaders: OutgoingHttpHeaders = {
+      'content-type': JSON_TYPE,
+      vary: 'Accept',
+      allow: 'GET, HEAD, OPTIONS',
+      ...extraHeaders,
+    };
+    const kept = options.pageBodies;
+    const keptKey = `${resource}\n${cursor ?? ''}\n${limit}\n${lastParam(params, 'selection') ?? ''}`;
+    const keptBody = kept?.get(keptKey);
+    if (keptBody) {
+      return {
+        status: 200,
+        headers: pageHeaders,
+        body: '',
+        bytes: keptBody,
+      };
+    }
     const view = options.chatbotChoice ? scopeView() : undefined;
     // No chatbot (left) in the choice: the whole team.
     const include =
@@ -559,16 +403,12 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
       const head = keys(lie.cursor ?? page.cursor, lie.hasMore ?? page.hasMore);
       body = `{${head},"results":${resultsJson},${truth}}`;
     } else body = `{${truth},"results":${resultsJson}}`;
+    kept?.set(keptKey, Buffer.from(body, 'utf8'));
     const holdTail = options.beforePageTail;
     const rowsStart = body.indexOf('"results":[');
     return {
       status: 200,
-      headers: {
-        'content-type': JSON_TYPE,
-        vary: 'Accept',
-        allow: 'GET, HEAD, OPTIONS',
-        ...extraHeaders,
-      },
+      headers: pageHeaders,
       body,
       ...(holdTail && !options.bareArrayPages
         ? { split: { at: rowsStart + '"results":['.length, tail: () => holdTail(info) } }
@@ -635,7 +475,7 @@ export async function startFakeServer(options: FakeServerOptions): Promise<FakeS
     if (response.destroyed) return;
     const reply = { ...served, headers: proxied(served.headers, fault) };
     const truncate = fault?.kind === 'truncate' ? fault : undefined;
-    const body = Buffer.from(reply.body, 'utf8');
+    const body = reply.bytes ?? Buffer.from(reply.body, 'utf8');
     if (truncate) {
       const part = body.subarray(0, Math.max(1, Math.floor(body.length / 2)));
       if (truncate.declareLength) {

@@ -9,7 +9,7 @@ import type { KeyObject } from 'node:crypto';
 import { ConfigError, KeyError, SealedValueError } from '../errors.js';
 import type { ColumnType, Row, SealedFields } from '../interfaces.js';
 import { isSealedToken } from './detect.js';
-import { InThreadOpener, type SealedValueOpener } from './open-pool.js';
+import type { SealedValueOpener } from './open-pool.js';
 import type { OpeningPolicy } from './open-values.js';
 
 import { SECRET_POLICIES, type SecretPolicy } from './policy-names.js';
@@ -116,7 +116,8 @@ export async function applySealingPolicy(
     }
   }
   if (tokens.length > 0) {
-    const opener = options.opener ?? new InThreadOpener(keys);
+    // Loaded only when used: the sync's page thread is always given the run's opener.
+    const opener = options.opener ?? new (await import('./open-pool.js')).InThreadOpener(keys);
     const opened = await opener.open(policy as OpeningPolicy, tokens, options.signal);
     const [failure] = opened.failures;
     if (failure !== undefined) {

@@ -7,15 +7,23 @@ import {
   ResponseTooLargeError,
   ServerUnavailableError,
 } from '../errors.js';
-import type { ExportSource, Manifest, ManifestEntry, Page, PageHead, Row } from '../interfaces.js';
+import type {
+  ExportSource,
+  Manifest,
+  ManifestEntry,
+  Page,
+  PageBodyOptions,
+  PageHead,
+} from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { PRINTABLE_LENGTH, printable, quotedName } from '../printable.js';
 import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { RequestDeadline } from './deadline.js';
-import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
+import { MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { dropBody } from './drop-body.js';
-import { describeSeen, formatByteCount, readLimitedText } from './limited-body.js';
+import { describeSeen, formatByteCount, readLimitedBytes } from './limited-body.js';
 import { PageHeadReader } from './page-head.js';
+import { BodyNotJsonError, JsonTooDeepError, bodyJson, decodePageBody } from './page-body.js';
 import {
   RequestPacer,
   readRateLimitHeaders,
@@ -89,12 +97,9 @@ const DEFAULT_FILE_TIMEOUT_MS = 3600 * 1000;
 const ERROR_BODY_BYTES = 64 * 1024;
 
 interface JsonResponse {
-  status: number;
   /** Parsed JSON; undefined for a `document` request whose body is not JSON. */
   body: unknown;
   text: string;
-  /** The page's `cursor` and `has_more` as its first bytes said them (asked with `onHead`). */
-  head?: PageHead;
 }
 
 interface GetOptions {
@@ -102,9 +107,19 @@ interface GetOptions {
   signal?: AbortSignal;
   /** A 200 whose body is not JSON is an answer (the schema may be YAML), not a fault to retry. */
   document?: boolean;
-  /** Told the head of each attempt's body as soon as it has arrived (page-head.ts). */
-  onHead?: (head: PageHead) => void;
 }
+
+/** How one attempt reads a 2xx body. */
+interface BodyReading<T> {
+  auth: boolean;
+  signal?: AbortSignal;
+  /** Told the head of the body as soon as it has arrived (page-head.ts). */
+  onHead?: (head: PageHead) => void;
+  /** Turns the bytes into the answer; BodyNotJsonError is a fault worth another attempt. */
+  decode(body: Uint8Array): T | Promise<T>;
+}
+
+export { parsePage } from './page-body.js';
 
 /** The real export API client: one keep-alive pool, retries, pacing. */
 export class HttpExportSource implements ExportSource {
@@ -192,15 +207,34 @@ export class HttpExportSource implements ExportSource {
     selection?: string,
     onHead?: (head: PageHead) => void,
   ): Promise<Page> {
+    const { value, head } = await this.pageBody(resource, cursor, limit, {
+      signal,
+      selection,
+      onHead,
+      decode: (bytes) => decodePageBody(bytes, resource, limit).page,
+    });
+    return head === undefined ? value : { ...value, head };
+  }
+
+  /**
+   * A page's body as bytes, handed to `decode` inside the attempt (it may run elsewhere: the
+   * sync's page thread parses it), so a body that is not JSON is asked for again like any fault.
+   */
+  pageBody<T>(
+    resource: string,
+    cursor: string | null,
+    limit: number,
+    options: PageBodyOptions<T>,
+  ): Promise<{ value: T; head?: PageHead }> {
     const query = new URLSearchParams({ limit: String(limit) });
     if (cursor !== null) query.set('cursor', cursor);
-    if (selection !== undefined) query.set('selection', selection);
-    const { body, head } = await this.getJson(`${resource}/?${query.toString()}`, {
-      signal,
-      onHead,
-    });
-    const page = parsePage(body, resource, limit);
-    return head === undefined ? page : { ...page, head };
+    if (options.selection !== undefined) query.set('selection', options.selection);
+    const path = `${resource}/?${query.toString()}`;
+    return this.withRetries(
+      path,
+      () => this.attempt(path, { auth: true, ...options }),
+      options.signal,
+    );
   }
 
   async close(): Promise<void> {
@@ -209,11 +243,16 @@ export class HttpExportSource implements ExportSource {
   }
 
   /** GET one path under /api/export/ with retries; non-retryable statuses become typed errors. */
-  private getJson(
+  private async getJson(
     path: string,
-    { auth = true, signal, document = false, onHead }: GetOptions = {},
+    { auth = true, signal, document = false }: GetOptions = {},
   ): Promise<JsonResponse> {
-    return this.withRetries(path, () => this.attempt(path, auth, document, signal, onHead), signal);
+    const { value } = await this.withRetries(
+      path,
+      () => this.attempt(path, { auth, signal, decode: (bytes) => bodyJson(bytes, document) }),
+      signal,
+    );
+    return value;
   }
 
   /**
@@ -404,13 +443,10 @@ export class HttpExportSource implements ExportSource {
     );
   }
 
-  private attempt(
+  private attempt<T>(
     path: string,
-    auth: boolean,
-    document: boolean,
-    signal?: AbortSignal,
-    onHead?: (head: PageHead) => void,
-  ): Promise<JsonResponse> {
+    { auth, signal, onHead, decode }: BodyReading<T>,
+  ): Promise<{ value: T; head?: PageHead }> {
     const timeout = { ms: this.options.requestTimeoutMs, setting: REQUEST_TIMEOUT_SETTING };
     return this.send(
       `${this.baseUrl}/api/export/${path}`,
@@ -426,12 +462,12 @@ export class HttpExportSource implements ExportSource {
           throw this.statusError(statusCode, headers, body, text, path);
         }
         const limit = this.options.maxPageBytes ?? DEFAULT_MAX_PAGE_BYTES;
-        let text: string;
+        let bytes: Uint8Array;
         let head: PageHead | undefined;
         try {
           const declared = Number(firstHeader(headers['content-length']));
           const headReader = onHead === undefined ? undefined : new PageHeadReader();
-          text = await readLimitedText(
+          bytes = await readLimitedBytes(
             response.body,
             limit,
             (seen) => pageTooLarge(path, limit, seen),
@@ -452,37 +488,34 @@ export class HttpExportSource implements ExportSource {
           throw error;
         }
 
-        let body: unknown;
-        let bodyError: unknown;
+        let value: T;
         try {
-          body = text === '' ? undefined : parseJsonExact(text);
+          value = await decode(bytes);
         } catch (error) {
-          bodyError = error;
-        }
-        if (bodyError instanceof JsonTooDeepError || bodyError instanceof RangeError) {
-          // Complete, and beyond what any real page holds: asking again would bring the same.
-          report(statusCode, 'error');
-          throw new ProtocolError(
-            `GET ${stripQuery(path)} answered JSON nested more than ${MAX_JSON_DEPTH} levels deep, which no real page does (the server's own encoder stops there); nothing of it was stored.`,
-            { hint: 'A broken or hostile server sent it; the rest of the run goes on.' },
-          );
-        }
-        if (document) {
+          if (error instanceof BodyNotJsonError) {
+            // A 200 whose body is cut short or is an HTML page from a proxy: try again.
+            report(statusCode, 'retry');
+            throw new TransientFailure(
+              'bad_body',
+              `HTTP ${statusCode} with ${error.message}`,
+              undefined,
+              statusCode,
+            );
+          }
+          if (error instanceof JsonTooDeepError) {
+            // Complete, and beyond what any real page holds: asking again would bring the same.
+            report(statusCode, 'error');
+            throw new ProtocolError(
+              `GET ${stripQuery(path)} answered JSON nested more than ${MAX_JSON_DEPTH} levels deep, which no real page does (the server's own encoder stops there); nothing of it was stored.`,
+              { hint: 'A broken or hostile server sent it; the rest of the run goes on.' },
+            );
+          }
+          // The answer came whole; what it holds is no page (or the work on it failed).
           report(statusCode, 'ok');
-          return { status: statusCode, body: bodyError === undefined ? body : undefined, text };
-        }
-        if (bodyError !== undefined || body === undefined) {
-          // A 200 whose body is cut short or is an HTML page from a proxy: try again.
-          report(statusCode, 'retry');
-          throw new TransientFailure(
-            'bad_body',
-            `HTTP ${statusCode} with a body that is not complete JSON (${text.length} bytes)`,
-            undefined,
-            statusCode,
-          );
+          throw error;
         }
         report(statusCode, 'ok');
-        return { status: statusCode, body, text, ...(head === undefined ? {} : { head }) };
+        return { value, ...(head === undefined ? {} : { head }) };
       },
     );
   }
@@ -661,38 +694,4 @@ export function parseManifest(body: unknown): Manifest {
 /** A name from the manifest as it is when it is printable, else escaped (and cut). */
 function printableName(name: string): string {
   return printable(name, { max: 200 });
-}
-
-/** Accept `{cursor, has_more, results}` or, as the interface document allows, a bare array. */
-export function parsePage(body: unknown, resource: string, limit: number): Page {
-  if (Array.isArray(body)) {
-    return {
-      rows: checkRows(body, resource),
-      cursor: null,
-      hasMore: body.length >= limit,
-      bare: true,
-    };
-  }
-  if (!isPlainObject(body) || !Array.isArray(body.results)) {
-    throw new ProtocolError(`GET ${resource}/ did not answer with a page (no \`results\` list).`);
-  }
-  const cursor = typeof body.cursor === 'string' && body.cursor !== '' ? body.cursor : null;
-  return {
-    rows: checkRows(body.results, resource),
-    cursor,
-    hasMore: body.has_more === true,
-    bare: false,
-  };
-}
-
-function checkRows(rows: unknown[], resource: string): Row[] {
-  for (const row of rows) {
-    const id = isPlainObject(row) ? row.id : undefined;
-    if (!(typeof id === 'bigint' || (typeof id === 'number' && Number.isInteger(id)))) {
-      throw new ProtocolError(
-        `A row of ${resource} has no integer \`id\`; the page was not stored.`,
-      );
-    }
-  }
-  return rows as Row[];
 }

@@ -32,16 +32,17 @@ export async function* limitedChunks(
 }
 
 /**
- * The whole body as UTF-8 text (a leading BOM dropped), at most `limit` bytes of it. `watch` sees
- * each chunk as it arrives (synchronously: no extra await a chunk) until it returns false.
+ * The whole body, at most `limit` bytes of it, in one buffer of its own (so it can be handed to
+ * another thread without a copy). `watch` sees each chunk as it arrives (synchronously: no extra
+ * await a chunk) until it returns false.
  */
-export async function readLimitedText(
+export async function readLimitedBytes(
   body: AsyncIterable<Uint8Array>,
   limit: number,
   tooLarge: TooLarge,
   declaredLength?: number,
   watch?: (chunk: Uint8Array) => boolean,
-): Promise<string> {
+): Promise<Uint8Array> {
   const chunks: Uint8Array[] = [];
   let size = 0;
   let watching = watch;
@@ -50,8 +51,14 @@ export async function readLimitedText(
     chunks.push(chunk);
     size += chunk.length;
   }
-  const text = Buffer.concat(chunks, size).toString('utf8');
-  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+  // Not Buffer.concat: a small result would share Node's buffer pool, which cannot be moved.
+  const bytes = new Uint8Array(size);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  return bytes;
 }
 
 /** What a too-large body came to, for its error: the bytes seen, or the length announced. */

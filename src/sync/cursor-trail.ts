@@ -14,7 +14,7 @@ import { printable } from '../printable.js';
 
 export class CursorTrail {
   /** Hash of each cursor followed -> the number of the page fetched with it (1 = the first). */
-  private readonly followed = new Map<string, number>();
+  private readonly followedAt = new Map<string, number>();
   private pages = 0;
 
   /** `start`: the cursor the walk's first request uses (null: from the beginning). */
@@ -23,7 +23,12 @@ export class CursorTrail {
     start: string | null,
   ) {
     this.pages = 1;
-    if (start !== null) this.followed.set(hashOf(start), 1);
+    if (start !== null) this.followedAt.set(hashOf(start), 1);
+  }
+
+  /** Whether a request of this walk was already sent with `cursor` (a head naming it leads back). */
+  followed(cursor: string): boolean {
+    return this.followedAt.has(hashOf(cursor));
   }
 
   /**
@@ -32,7 +37,7 @@ export class CursorTrail {
    */
   follow(cursor: string): void {
     const hash = hashOf(cursor);
-    const seenAt = this.followed.get(hash);
+    const seenAt = this.followedAt.get(hash);
     const page = this.pages;
     if (seenAt !== undefined) {
       throw new ProtocolError(
@@ -43,7 +48,7 @@ export class CursorTrail {
       );
     }
     this.pages += 1;
-    this.followed.set(hash, this.pages);
+    this.followedAt.set(hash, this.pages);
   }
 }
 
@@ -57,7 +62,11 @@ function hashOf(cursor: string): string {
  * that says one thing first and another later (a key sent twice) stops the walk before this page
  * is stored: which of its two answers to trust is not ours to guess.
  */
-export function checkPageHead(resource: string, pageNumber: number, page: Page): void {
+export function checkPageHead(
+  resource: string,
+  pageNumber: number,
+  page: Pick<Page, 'cursor' | 'hasMore' | 'head'>,
+): void {
   const { head } = page;
   if (head === undefined || (head.cursor === page.cursor && head.hasMore === page.hasMore)) return;
   const describe = (cursor: string | null, hasMore: boolean) =>

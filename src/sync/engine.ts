@@ -1,15 +1,15 @@
 /**
- * The sync engine: reads the manifest, brings tables up to the server's schema, walks every
- * resource page by page and writes each page together with its cursor, then runs the files step
- * (src/files/) when `files` was synced. I/O goes through the ExportSource and Warehouse
- * interfaces; the decisions live in plan.ts.
+ * The sync engine, the outline of a run: read the manifest, bring tables up to the server's
+ * schema (schema-keeper.ts), store the team row, walk every resource (pipeline/walk.ts: pages
+ * fetched ahead, prepared and committed in order), then find relationships and index them, and
+ * run the files step (src/files/) when `files` was synced. I/O goes through the ExportSource and
+ * Warehouse interfaces; the decisions live in plan.ts and its siblings.
  */
 import { linkedAbortController, type LinkedAbortController } from '../abort.js';
 import { unknownNameAdvice } from '../did-you-mean.js';
 import {
   AuthError,
   ConfigError,
-  HttpStatusError,
   InterruptedError,
   OcsSyncError,
   SchemaChangeStoppedError,
@@ -18,56 +18,24 @@ import {
   describeError,
 } from '../errors.js';
 import type {
-  AuditOutcome,
   ChatbotChoiceRecord,
   ColumnSpec,
-  DeleteMode,
   ExportSource,
   Manifest,
   ManifestEntry,
-  Page,
-  ProgressListener,
   ResourceOutcomeStatus,
   ResourceState,
   Row,
   RunKind,
   RunStatus,
-  SchemaChange,
   StageProgress,
   Warehouse,
 } from '../interfaces.js';
-import type { Logger } from '../log.js';
-import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
-import {
-  applySealingPolicy,
-  needsArchivePublicKey,
-  needsPrivateKey,
-  sealedColumnType,
-  type SealingKeys,
-  type SecretPolicy,
-} from '../sealing/policy.js';
+import { repeatedEvents } from '../repeated-events.js';
+import type { SecretPolicy } from '../sealing/policy.js';
 import { createSealedValueOpener, type SealedValueOpener } from '../sealing/open-pool.js';
 import { onCrash } from '../crash-guard.js';
-import { columnsFromOpenApi, type SchemaColumns } from './openapi-columns.js';
-import {
-  detectSealedFields,
-  formatSealedFieldsState,
-  keepStoredSealedValues,
-  parseSealedFieldsState,
-  planSealedColumns,
-} from './sealed-fields.js';
-import { rowContentHasher } from '../warehouse/canonical.js';
-import {
-  cursorAfterPage,
-  describeSchemaChange,
-  hasNextPage,
-  planColumnsForRows,
-  planTable,
-  selectEntries,
-  withoutFields,
-} from './plan.js';
-import { CursorTrail, checkPageHead } from './cursor-trail.js';
-import { readAhead } from './read-ahead.js';
+import { planColumnsForRows, selectEntries, withoutFields } from './plan.js';
 import {
   expectedWalkMs,
   orderWalks,
@@ -78,17 +46,16 @@ import {
 import {
   EXCLUDED_BY_CHOICE,
   UNKNOWN_CHOICE_KEY,
-  WHOLE_TEAM_KEY,
   describeChoice,
   planResourceWalk,
   readServerScope,
   selectionParameter,
-  servesPartOfTeam,
   walkKey,
   type ResourceWalkPlan,
   type ServerScope,
 } from './chatbot-choice.js';
-import { keepExportDocuments, keepOriginalValues } from './restore-keeping.js';
+import { keepExportDocuments } from './restore-keeping.js';
+import { originalValuesOf } from '../warehouse/original-values.js';
 import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
   RELATIONSHIPS_STATE_KEY,
@@ -97,130 +64,38 @@ import {
   parseRelationships,
   referenceCandidates,
 } from './relationships.js';
-import { isSafeFieldName, isSafeResourceName, valueByName } from '../names.js';
+import { isSafeResourceName } from '../names.js';
 import { FILES_TABLE } from '../warehouse/file-ledger.js';
-import type { FilesReport, FilesStep } from '../files/sync-files.js';
+import type { FilesReport } from '../files/sync-files.js';
 import {
   MANIFEST_ORDER_STATE_KEY,
-  MARKED_SEALED_FIELDS_STATE_KEY,
   SCHEMA_CHECKSUM_STATE_KEY,
   SEALED_FIELDS_STATE_KEY,
   WALK_DURATIONS_STATE_KEY,
 } from '../warehouse/state-keys.js';
+import {
+  SelectionChangedError,
+  SkipResource,
+  asSelectionChange,
+  asSkip,
+  interrupted,
+  recordFailedRun,
+} from './run-errors.js';
+import type { ResourceReport, SyncOptions, SyncReport } from './run-types.js';
+import { SchemaKeeper, TEAM_TABLE } from './schema-keeper.js';
+import { SealedFieldBook } from './sealed-book.js';
+import { walkResource, type WalkContext } from './pipeline/walk.js';
+import { createPagePipeline, type PagePipeline } from './pipeline/pipeline.js';
 
-export interface SecretsSettings {
-  policyFor(resource: string): SecretPolicy;
-  keys: SealingKeys;
-  /** Threads that open sealed values (`secrets.open_threads`); 0: this thread; default: the cores, at most 8. */
-  openThreads?: number;
-  /** Opens sealed values instead of a pool of the run's own (tests); the caller closes it. */
-  opener?: SealedValueOpener;
-}
-
-/** Hooks for progress display and metrics; all optional. */
-export interface SyncEvents {
-  onRunStart?(info: { runId: number; kind: RunKind; resources: number }): void;
-  onResourceStart?(info: { resource: string; index: number; total: number }): void;
-  onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
-  onResourceDone?(report: ResourceReport): void;
-  /** A full refresh under a chatbot choice settled a resource's missing rows, after every walk. */
-  onMissingSettled?(info: { resource: string; deleted: number; outOfScope: number }): void;
-  onSchemaChange?(change: SchemaChange): void;
-  onFilesDone?(report: FilesReport): void;
-  /** Every step of every stage of the run (pages, files, deletion marking, ...). */
-  onProgress?: ProgressListener;
-}
-
-export interface SyncOptions {
-  source: ExportSource;
-  warehouse: Warehouse;
-  logger: Logger;
-  pageSize: number;
-  resources?: readonly string[];
-  excludeResources?: readonly string[];
-  /** Fields never stored, per resource; a stored column of one is dropped. */
-  excludeFields?: Readonly<Record<string, readonly string[]>>;
-  secrets: SecretsSettings;
-  onSchemaChange: 'evolve' | 'stop';
-  acceptSchemaChange?: boolean;
-  history: boolean | readonly string[];
-  deletes: DeleteMode;
-  /** Walk these resources (true: all selected) from the start and find deleted rows. */
-  fullRefresh?: boolean | readonly string[];
-  /** Pages fetched ahead of the writer. */
-  pagesInFlight: number;
-  /** Resources synced at once; 1 keeps manifest order. */
-  concurrency: number;
-  lockWaitMs: number;
-  signal?: AbortSignal;
-  events?: SyncEvents;
-  /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
-  files?: FilesStep;
-}
-
-export interface ResourceReport {
-  resource: string;
-  status: ResourceOutcomeStatus;
-  rows: number;
-  pages: number;
-  durationMs: number;
-  /** Why it was skipped or failed; safe to show. */
-  error?: string;
-  /** Problems that did not stop the resource (refused field names, altered values). */
-  warnings: string[];
-  valuesAltered: number;
-  /** Rows marked deleted (or removed) by a full refresh. */
-  deleted: number;
-  /** Rows marked out of the team's chatbot choice by this walk (absent: none). */
-  outOfScope?: number;
-  fullRefresh: boolean;
-}
-
-export interface SyncReport {
-  runId: number;
-  kind: RunKind;
-  status: RunStatus;
-  schemaChecksum: string;
-  previousSchemaChecksum: string | null;
-  schemaChanges: SchemaChange[];
-  resources: ResourceReport[];
-  /** Run-level problems (refused resource names, unknown requested resources). */
-  problems: string[];
-  rows: number;
-  pages: number;
-  /** HTTP requests sent, retries included. */
-  requests: number;
-  durationMs: number;
-  /** The files step, when it ran. */
-  files?: FilesReport;
-  /** The audit checkpoint written after the run (added by the caller that writes it). */
-  audit?: AuditOutcome;
-  /** The chatbot choice the run ended under, when the server speaks of one. */
-  choice?: ChatbotChoiceRecord;
-}
-
-const SCHEMA_CHECKSUM_KEY = SCHEMA_CHECKSUM_STATE_KEY;
+export type {
+  ResourceReport,
+  SecretsSettings,
+  SyncEvents,
+  SyncOptions,
+  SyncReport,
+} from './run-types.js';
+export { recordFailedRun };
 export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
-const TEAM_TABLE = 'team';
-
-/** Schema changes of one kind in a run: each at debug, one line for all (repeated-events.ts). */
-const SCHEMA_CHANGE_KINDS: Record<Exclude<SchemaChange['kind'], 'drop_column'>, RepeatedKind> = {
-  create_table: {
-    level: 'info',
-    message: 'Schema: new table',
-    summary: (n) => `Schema: ${n} new tables`,
-  },
-  add_column: {
-    level: 'info',
-    message: 'Schema: new column',
-    summary: (n) => `Schema: ${n} new columns`,
-  },
-  widen_column: {
-    level: 'info',
-    message: 'Schema: column widens',
-    summary: (n) => `Schema: ${n} columns widen`,
-  },
-};
 
 /** One sync pass. Takes the writer lock for its whole duration. */
 export async function runSync(options: SyncOptions): Promise<SyncReport> {
@@ -238,17 +113,10 @@ export async function runSync(options: SyncOptions): Promise<SyncReport> {
 
 class SyncRun {
   private readonly started = performance.now();
-  private readonly schemaChanges: SchemaChange[] = [];
   private readonly problems: string[] = [];
-  private schema: SchemaColumns | undefined;
-  /** The OpenAPI document, when this run fetched it (kept for `serve`). */
-  private openApiDocument: unknown;
-  private checksums: { from: string | null; to: string | null } = { from: null, to: null };
   private runId = 0;
-  /** Sealed fields per resource: the schema's marks and every field seen sealed. */
-  private readonly sealedFields = new Map<string, { marked: Set<string>; all: Set<string> }>();
-  /** Resources skipped without a request, and why (no public key on the team, no private key). */
-  private readonly notRequested = new Map<string, SkipResource>();
+  private readonly sealed: SealedFieldBook;
+  private readonly schema: SchemaKeeper;
   /** What the server says about its chatbot choice (chatbot-choice.ts), read from `team/`. */
   private scope: ServerScope = { kind: 'unscoped' };
   /** Every chatbot choice recorded in the warehouse, by key. */
@@ -262,6 +130,8 @@ class SyncRun {
   private readonly totals = { rows: 0, pages: 0 };
   /** Opens sealed values; its threads start with the first value and stop when the walks end. */
   private readonly opener: SealedValueOpener;
+  /** Parses, prepares and writes the walks' pages off this thread; stopped when the walks end. */
+  private readonly pipeline: PagePipeline;
   /** How long each resource's last walks took, to start the longest first (walk-order.ts). */
   private walkDurations: WalkDurations = { fromStart: {}, resumed: {} };
   /** Resources this run walked from their first page. */
@@ -273,6 +143,24 @@ class SyncRun {
     this.opener =
       options.secrets.opener ??
       createSealedValueOpener(options.secrets.keys, options.secrets.openThreads);
+    this.pipeline = createPagePipeline({
+      warehouse: options.warehouse,
+      keys: options.secrets.keys,
+      threadModule: options.pageThreadModule,
+    });
+    const policyOf = (entry: ManifestEntry) => this.policyOf(entry);
+    this.sealed = new SealedFieldBook(
+      options.warehouse,
+      options.logger,
+      options.secrets.keys,
+      policyOf,
+    );
+    this.schema = new SchemaKeeper({
+      ...options,
+      sealed: this.sealed,
+      policyOf,
+      problem: (message) => this.problems.push(message),
+    });
   }
 
   async run(): Promise<SyncReport> {
@@ -306,8 +194,7 @@ class SyncRun {
       await recordFailedRun(warehouse, kind, error, (source.requestCount ?? 0) - requestsBefore);
       throw error;
     }
-    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_KEY)) ?? null;
-    this.checksums = { from: previous, to: manifest.schemaChecksum || null };
+    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_STATE_KEY)) ?? null;
     this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
     const forgetRun = onCrash(async (reason) => {
       await warehouse.finishRun(this.runId, {
@@ -365,22 +252,26 @@ class SyncRun {
     let runError: unknown;
     let files: FilesReport | undefined;
     try {
-      await this.prepareSchema(selected, previous, manifest.schemaChecksum);
+      // Its thread starts while the schema and the team are read.
+      this.pipeline.warm();
+      await this.schema.prepare(selected, previous, manifest.schemaChecksum);
       await keepExportDocuments(
         warehouse,
         source,
         manifest,
-        this.openApiDocument,
+        this.schema.openApiDocument,
         this.options.signal,
       );
       const team = await this.syncTeam();
       await this.readScope(team, manifest.entries);
-      this.planSealedResources(selected, team);
+      this.sealed.planResources(selected, team);
       this.walkDurations = parseWalkDurations(await warehouse.getState(WALK_DURATIONS_STATE_KEY));
       try {
         reports.push(...(await this.walkResources(selected, manifest.entries)));
       } finally {
-        // Nothing opens a value after the walks: no thread (nor key) outlives them.
+        // Nothing parses a page nor opens a value after the walks: no thread (nor key) outlives
+        // them.
+        await this.pipeline.close();
         if (this.options.secrets.opener === undefined) await this.opener.close();
       }
       await settleMissingUnderChoice(reports, {
@@ -413,10 +304,12 @@ class SyncRun {
         this.gaveUp === undefined &&
         reports.every((report) => report.status === 'ok' || report.status === 'excluded')
       ) {
-        await warehouse.setState(SCHEMA_CHECKSUM_KEY, manifest.schemaChecksum);
+        await warehouse.setState(SCHEMA_CHECKSUM_STATE_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
       runError = this.stoppedBy(error);
+      // However the run ends, no thread of it is left.
+      await this.pipeline.close();
       status =
         runError instanceof InterruptedError
           ? 'interrupted'
@@ -442,7 +335,7 @@ class SyncRun {
       status,
       schemaChecksum: manifest.schemaChecksum,
       previousSchemaChecksum: previous,
-      schemaChanges: this.schemaChanges,
+      schemaChanges: this.schema.changes,
       resources: reports,
       problems: this.problems,
       ...(this.scope.kind === 'choice' ? { choice: this.scope.choice } : {}),
@@ -552,8 +445,8 @@ class SyncRun {
         );
         const team = await this.syncTeam();
         await this.readScope(team, manifestEntries);
-        this.notRequested.clear();
-        this.planSealedResources(entries, team);
+        this.sealed.forgetSkips();
+        this.sealed.planResources(entries, team);
       } finally {
         this.pass.release();
       }
@@ -637,86 +530,22 @@ class SyncRun {
     return resources;
   }
 
-  /** Fetch the OpenAPI when the schema may have moved; stop here if the policy says so. */
-  private async prepareSchema(
-    entries: ManifestEntry[],
-    previous: string | null,
-    current: string,
-  ): Promise<void> {
-    const { warehouse, logger, source } = this.options;
-    const changed = previous !== null && previous !== current;
-    const missingTable = await someAsync(
-      [TEAM_TABLE, ...entries.map((e) => e.resource)],
-      async (table) =>
-        isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
-    );
-    const marked = parseMarkedState(await warehouse.getState(MARKED_SEALED_FIELDS_STATE_KEY));
-    // An unpublished schema is asked for again next run: it may have been a passing fault.
-    const markedKnown = marked?.checksum === current && marked.published;
-    if (previous === null || changed || missingTable || !markedKnown) {
-      const document = await source.openApi(this.options.signal);
-      this.openApiDocument = document;
-      this.schema = columnsFromOpenApi(document);
-      for (const refused of this.schema.refused) {
-        this.problems.push(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
-      }
-      await warehouse.setState(
-        MARKED_SEALED_FIELDS_STATE_KEY,
-        JSON.stringify({
-          checksum: current,
-          published: document !== undefined,
-          fields: Object.fromEntries(this.schema.sealed),
-        }),
-      );
-      await this.loadSealedFields(this.schema.sealed);
-    } else {
-      await this.loadSealedFields(marked.fields);
-    }
-    if (!changed) return;
-    logger.warn(
-      { previousChecksum: previous, checksum: current },
-      "The server's export schema changed since the last run",
-    );
-    if (this.options.onSchemaChange === 'stop' && !this.options.acceptSchemaChange) {
-      const planned: string[] = [];
-      for (const entry of entries) {
-        if (!isSafeResourceName(entry.resource)) continue;
-        const desired = this.desiredColumns(entry, this.policyOf(entry));
-        if (!desired) continue;
-        const existing = await warehouse.describeTable(entry.resource);
-        planned.push(
-          ...planTable(entry.resource, existing, desired, 'schema').changes.map(
-            describeSchemaChange,
-          ),
-        );
-      }
-      throw new SchemaChangeStoppedError(
-        `The server's export schema changed (checksum ${previous.slice(0, 12)}… -> ${current.slice(0, 12)}…) ` +
-          `and on_schema_change is "stop". Planned changes:\n` +
-          (planned.length > 0
-            ? planned.map((line) => `  - ${line}`).join('\n')
-            : '  (none to the tables)'),
-        { hint: 'Review them, then run `ocs-sync sync --accept-schema-change`.' },
-      );
-    }
-  }
-
   /** Store the team row; returns it (its `has_public_key` says whether sealed resources answer). */
   private async syncTeam(): Promise<Record<string, unknown>> {
     const { source, warehouse } = this.options;
     const team = await source.team(this.options.signal);
-    const desired = this.schema?.tables.get(TEAM_TABLE);
-    let columns = await this.ensureTable(TEAM_TABLE, desired);
-    const row = withoutFields([team as Row], [...this.excludedFields(TEAM_TABLE)])[0]!;
+    let columns = await this.schema.ensureTable(TEAM_TABLE, this.schema.schemaColumns(TEAM_TABLE));
+    const row = withoutFields([team as Row], [...this.schema.excludedFields(TEAM_TABLE)])[0]!;
     const rowPlan = planColumnsForRows(TEAM_TABLE, columns ?? [], [row]);
-    columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
-    await keepOriginalValues(warehouse, TEAM_TABLE, columns, [row]);
+    columns = await this.schema.apply(rowPlan.changes, rowPlan.columns);
+    const rows = withoutFields([row], rowPlan.refusedFields);
     const started = performance.now();
     const written = await warehouse.writePage({
       runId: this.runId,
       resource: TEAM_TABLE,
       columns,
-      rows: withoutFields([row], rowPlan.refusedFields),
+      rows,
+      originals: originalValuesOf(warehouse.dialect, columns, rows),
       cursor: null,
       cursorKind: null,
       history: this.historyFor(TEAM_TABLE),
@@ -730,123 +559,6 @@ class SyncRun {
       durationMs: Math.round(performance.now() - started),
     });
     return team;
-  }
-
-  /** Known sealed fields per resource: the schema's marks plus every field seen sealed before. */
-  private async loadSealedFields(marked: ReadonlyMap<string, readonly string[]>): Promise<void> {
-    const { warehouse } = this.options;
-    const seen = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
-    for (const resource of new Set([...seen.keys(), ...marked.keys()])) {
-      const markedFields = new Set((marked.get(resource) ?? []).filter(isSafeFieldName));
-      const all = new Set([...markedFields, ...(seen.get(resource) ?? [])]);
-      this.sealedFields.set(resource, { marked: markedFields, all });
-    }
-    await this.saveSealedFields();
-  }
-
-  private async saveSealedFields(): Promise<void> {
-    const all = new Map([...this.sealedFields].map(([resource, fields]) => [resource, fields.all]));
-    await this.options.warehouse.setState(SEALED_FIELDS_STATE_KEY, formatSealedFieldsState(all));
-  }
-
-  private sealedFieldsOf(resource: string): { marked: Set<string>; all: Set<string> } {
-    let fields = this.sealedFields.get(resource);
-    if (!fields) {
-      fields = { marked: new Set(), all: new Set() };
-      this.sealedFields.set(resource, fields);
-    }
-    return fields;
-  }
-
-  /**
-   * Decide once per run which sealed resources cannot answer, and say why once: the team has no
-   * public key (the server would refuse them), or the policy needs a key we were not given.
-   */
-  private planSealedResources(entries: ManifestEntry[], team: Record<string, unknown>): void {
-    const secret = entries.filter((entry) => entry.secret && isSafeResourceName(entry.resource));
-    if (secret.length === 0) return;
-    const { keys } = this.options.secrets;
-    const skip = (names: ManifestEntry[], reason: SkipResource) => {
-      if (names.length === 0) return;
-      for (const entry of names) this.notRequested.set(entry.resource, reason);
-      this.options.logger.warn(
-        { resources: names.map((entry) => entry.resource) },
-        describeError(reason),
-      );
-    };
-    if (team.has_public_key === false) {
-      skip(
-        secret,
-        new SkipResource(
-          'Not requested: the team has no public key registered on the server, so the server cannot seal these resources and would refuse them.',
-          {
-            hint:
-              "Run `ocs-sync keygen --out ./keys`, register ./keys/ocs-team-public.pem as the team's public key in Open Chat Studio (a team admin), " +
-              'set OCS_PRIVATE_KEY_FILE=./keys/ocs-team-private.pem, and sync again.',
-          },
-        ),
-      );
-      return;
-    }
-    if (!keys.privateKey) {
-      skip(
-        secret.filter((entry) => needsPrivateKey(this.policyOf(entry))),
-        new SkipResource(
-          "Not requested: their sealed fields need the team's private key to be opened (secrets policy plaintext or reseal), and none is configured.",
-          {
-            hint: 'Set OCS_PRIVATE_KEY_FILE (or private_key_file / OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for them.',
-          },
-        ),
-      );
-    }
-    if (!keys.archivePublicKey) {
-      skip(
-        secret.filter(
-          (entry) =>
-            !this.notRequested.has(entry.resource) && needsArchivePublicKey(this.policyOf(entry)),
-        ),
-        new SkipResource(
-          'Not requested: the "reseal" policy needs secrets.archive_public_key, which is not configured.',
-          {
-            hint: 'Create one with `ocs-sync keygen --archive --out DIR` and set OCS_ARCHIVE_PUBLIC_KEY.',
-          },
-        ),
-      );
-    }
-  }
-
-  /**
-   * Fields the schema does not mark carry sealed values (a schema not served, or a server newer
-   * than it): from now on they are sealed fields, here and in every later run.
-   */
-  private async learnSealedFields(
-    entry: ManifestEntry,
-    fields: string[],
-    policy: SecretPolicy,
-  ): Promise<void> {
-    const sealed = this.sealedFieldsOf(entry.resource);
-    for (const field of fields) sealed.all.add(field);
-    await this.saveSealedFields();
-    this.options.logger.warn(
-      { resource: entry.resource, fields },
-      `${entry.resource}: ${fields.join(', ')} hold sealed values the server's schema does not mark; treated as sealed fields`,
-    );
-    if (!entry.secret || this.notRequested.has(entry.resource)) {
-      const { keys } = this.options.secrets;
-      if (needsPrivateKey(policy) && !keys.privateKey) {
-        throw new SkipResource(
-          `${entry.resource} skipped: ${fields.join(', ')} hold sealed values and the "${policy}" policy needs the team's private key, which is not configured; nothing sealed was stored.`,
-          {
-            hint: 'Set OCS_PRIVATE_KEY_FILE (or OCS_PRIVATE_KEY), or set the secrets policy "sealed" or "drop" for it.',
-          },
-        );
-      }
-      if (needsArchivePublicKey(policy) && !keys.archivePublicKey) {
-        throw new SkipResource(
-          `${entry.resource} skipped: the "reseal" policy needs secrets.archive_public_key, which is not configured.`,
-        );
-      }
-    }
   }
 
   private async forEachEntry(
@@ -896,9 +608,9 @@ class SyncRun {
       return report;
     }
 
-    const notRequested = this.notRequested.get(entry.resource);
+    const notRequested = this.sealed.skipReason(entry.resource);
     if (notRequested) {
-      // Said once for the run by planSealedResources; here only recorded.
+      // Said once for the run by planResources; here only recorded.
       await this.record(report, 'skipped', notRequested, started);
       return report;
     }
@@ -917,12 +629,22 @@ class SyncRun {
       });
       if (plan.excluded) {
         // Not requested; its table still follows the schema for the day the choice is cleared.
-        await this.ensureTable(entry.resource, this.desiredColumns(entry, this.policyOf(entry)));
+        await this.schema.ensureTable(
+          entry.resource,
+          this.schema.desiredColumns(entry, this.policyOf(entry)),
+        );
         await this.record(report, 'excluded', EXCLUDED_BY_CHOICE, started);
         logger.debug({ resource: entry.resource }, report.error);
         return report;
       }
-      await this.walk(entry, report, fullRefresh, state, plan);
+      await walkResource(this.walkContext(), {
+        entry,
+        report,
+        fullRefresh,
+        state,
+        plan,
+        fromStart: () => this.walkedFromStart.add(entry.resource),
+      });
     } catch (caught) {
       // The choice changed under this run: not an outcome of the resource; the run walks again.
       if (this.selectionChange && this.pass.signal.aborted) throw this.selectionChange;
@@ -969,304 +691,27 @@ class SyncRun {
     return report;
   }
 
-  private async walk(
-    entry: ManifestEntry,
-    report: ResourceReport,
-    fullRefresh: boolean,
-    state: ResourceState | undefined,
-    plan: ResourceWalkPlan,
-  ): Promise<void> {
-    const { source, warehouse, logger, pageSize } = this.options;
-    const { resource } = entry;
-    const policy = this.policyOf(entry);
-    const sealed = this.sealedFieldsOf(resource);
-    // Fixed for the walk: every page is requested, and committed, under this choice (a server
-    // without choices: nothing, as before choices were known).
-    const key = walkKey(this.scope);
-    const selection = selectionParameter(this.scope);
-    const servedUnder = this.scope.kind === 'unscoped' ? undefined : key;
-
-    let columns = (await this.ensureTable(resource, this.desiredColumns(entry, policy))) ?? [];
-    let cursor = plan.cursor;
-    if (plan.restartReason !== undefined) {
-      logger.debug({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
-    }
-    if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
-      logger.warn(
-        { resource },
-        'The cursor kind changed on the server; walking this resource from the start',
-      );
-      cursor = null;
-    }
-    if (cursor === null) this.walkedFromStart.add(resource);
-    // A walk from the start under a choice tells which rows the choice no longer serves.
-    const missing =
-      plan.missing === 'none' && cursor === null && servesPartOfTeam(this.scope)
-        ? 'out_of_scope'
-        : plan.missing;
-    const history = this.historyFor(resource);
-
-    const trail = new CursorTrail(resource, cursor);
-    let pageNumber = 0;
-    const pages = readAhead<Page, { page: Page; after: string | null }>(
-      {
-        start: cursor,
-        fetch: (from, signal, announce) =>
-          source.page(resource, from, pageSize, signal, selection, (head) =>
-            announce(head.hasMore && head.cursor !== null ? head.cursor : undefined),
-          ),
-        settle: (from, page) => {
-          pageNumber += 1;
-          checkPageHead(resource, pageNumber, page);
-          const after = cursorAfterPage(page, entry.cursor, from);
-          const last = !hasNextPage(page, pageSize) || after === null;
-          // Any cursor followed before in this walk, not only the last one, would loop forever.
-          if (!last) trail.follow(after);
-          return { value: { page, after }, next: last ? undefined : after };
-        },
-      },
-      this.options.pagesInFlight,
-      // The pass's signal follows the run's: one listener per walk, released when it ends.
-      this.pass.signal,
-    );
-
-    // Write-behind: the warehouse commits a page (on SQLite's writer thread, or in PostgreSQL)
-    // while this thread plans and encodes the next one. It commits pages in the order they are
-    // handed over and none after one that failed (warehouse/commit-order.ts). While a page is
-    // committing, the walk changes nothing else in the warehouse but the values' originals.
-    const walk = `${this.runId}/${resource}`;
-    let committing: Promise<void> | undefined;
-    const settle = async () => {
-      const pending = committing;
-      committing = undefined;
-      await pending;
+  /** What a walk needs of this run, as it is now (the scope and the pass change between passes). */
+  private walkContext(): WalkContext {
+    return {
+      options: this.options,
+      runId: this.runId,
+      scope: this.scope,
+      signal: this.pass.signal,
+      schema: this.schema,
+      sealed: this.sealed,
+      opener: this.opener,
+      pipeline: this.pipeline,
+      totals: this.totals,
+      policyOf: (entry) => this.policyOf(entry),
+      historyFor: (resource) => this.historyFor(resource),
+      awaitProofs: (resource, key) => this.awaitingProofs.set(resource, key),
+      throwIfAborted: () => this.throwIfAborted(),
     };
-    try {
-      for await (const { page, after } of pages) {
-        this.throwIfAborted();
-        let rows = page.rows;
-        if (rows.length === 0 && (after === cursor || fullRefresh)) continue;
-        // An excluded field is never stored, so never opened either.
-        const excluded = this.excludedFields(resource);
-        rows = withoutFields(rows, [...excluded]);
-        const found = detectSealedFields(rows, sealed.all);
-        if (found.length > 0) {
-          await settle();
-          await this.learnSealedFields(entry, found, policy);
-        }
-        if (sealed.all.size > 0) {
-          // Opened on the pool's threads: other walks go on meanwhile.
-          rows = await applySealingPolicy(
-            resource,
-            rows,
-            sealed,
-            policy,
-            this.options.secrets.keys,
-            {
-              opener: this.opener,
-              signal: this.pass.signal,
-            },
-          );
-          const sealedPlan = planSealedColumns(
-            resource,
-            columns,
-            [...sealed.all].filter((field) => isSafeFieldName(field) && !excluded.includes(field)),
-            policy,
-          );
-          if (sealedPlan.changes.length > 0) await settle();
-          columns = await this.applyChanges(sealedPlan.changes, sealedPlan.columns);
-        }
-        const rowPlan = planColumnsForRows(resource, columns, rows);
-        for (const field of rowPlan.refusedFields) {
-          const message = new UnsafeNameError('field', field, resource).message;
-          if (!report.warnings.includes(message)) {
-            report.warnings.push(message);
-            logger.error({ resource }, message);
-          }
-        }
-        if (rowPlan.changes.length > 0) await settle();
-        columns = await this.applyChanges(rowPlan.changes, rowPlan.columns);
-        if (sealed.all.size > 0) {
-          rows = await this.stableSealedValues(resource, columns, rows, [...sealed.all], policy);
-        }
-        // Saved beside the page, not in it: no need to wait for the page ahead.
-        await keepOriginalValues(warehouse, resource, columns, rows);
-        const written = warehouse
-          .writePage({
-            runId: this.runId,
-            resource,
-            columns,
-            rows: withoutFields(rows, rowPlan.refusedFields),
-            // A full refresh leaves the incremental cursor alone until it has walked everything.
-            cursor: fullRefresh ? null : after,
-            cursorKind: entry.cursor,
-            history,
-            selection: servedUnder,
-            walk,
-          })
-          .then((result) => {
-            report.rows += result.rowsWritten;
-            report.pages += 1;
-            this.totals.rows += result.rowsWritten;
-            this.totals.pages += 1;
-            report.valuesAltered += result.valuesAltered;
-            this.options.events?.onPageWritten?.({
-              resource,
-              rows: result.rowsWritten,
-              valuesAltered: result.valuesAltered,
-            });
-            this.progress({
-              stage: `${fullRefresh ? 'full refresh of' : 'syncing'} ${resource}`,
-              done: report.rows,
-              unit: 'rows',
-            });
-          });
-        // Awaited below or in `finally`; a failure of the page ahead of it is the one reported.
-        written.catch(() => undefined);
-        cursor = after;
-        const ahead = committing;
-        committing = written;
-        await ahead;
-      }
-      await settle();
-    } finally {
-      // Never leave a page committing behind a failure or an abort.
-      await committing?.catch(() => undefined);
-    }
-    if (report.valuesAltered > 0) {
-      // Reported, not a failure: the rows are stored, minus characters the database cannot hold.
-      logger.warn(
-        { resource, valuesAltered: report.valuesAltered },
-        `${report.valuesAltered} value(s) of ${resource} had NUL characters removed to fit the database`,
-      );
-    }
-    if (missing !== 'none') this.throwIfAborted();
-    // Only a complete walk may say what is gone or out of the choice. One statement on the
-    // warehouse's side, whatever the table's size: nothing per row here.
-    const marking =
-      missing === 'out_of_scope'
-        ? `marking rows of ${resource} the chatbot choice no longer serves`
-        : `marking rows of ${resource} the server no longer has`;
-    const marksNow = missing === 'delete' || (missing === 'out_of_scope' && !plan.provesDeletions);
-    if (marksNow) this.progress({ stage: marking, done: 0, unit: 'rows' });
-    if (missing === 'delete') {
-      report.deleted = await warehouse.markMissingAsDeleted(
-        resource,
-        this.runId,
-        this.options.deletes,
-        history,
-      );
-    } else if (missing === 'out_of_scope' && plan.provesDeletions) {
-      // Settled when every walk is done: the proofs read what the other walks served.
-      this.awaitingProofs.set(resource, key);
-    } else if (missing === 'out_of_scope') {
-      const marked = await warehouse.markMissingUnderChoice(resource, this.runId, {
-        selection: key,
-        mode: this.options.deletes,
-        history,
-      });
-      report.deleted = marked.deleted;
-      report.outOfScope = marked.outOfScope;
-    }
-    if (marksNow) {
-      this.progress({
-        stage: marking,
-        done: report.deleted + (report.outOfScope ?? 0),
-        unit: 'rows',
-      });
-    }
-    if (fullRefresh) {
-      // The cursor moves to where the walk ended (a stored one stays only under its own choice).
-      const stored =
-        (state?.cursorSelection ?? WHOLE_TEAM_KEY) === key ? (state?.cursor ?? null) : null;
-      await warehouse.writePage({
-        runId: this.runId,
-        resource,
-        columns,
-        rows: [],
-        cursor: cursor ?? stored,
-        cursorKind: entry.cursor,
-        history: false,
-        selection: servedUnder,
-      });
-    }
   }
 
   private policyOf(entry: ManifestEntry): SecretPolicy {
     return this.options.secrets.policyFor(entry.resource);
-  }
-
-  /** The schema's columns for a resource, with sealed fields typed by the policy. */
-  private desiredColumns(entry: ManifestEntry, policy: SecretPolicy): ColumnSpec[] | undefined {
-    const fromSchema = this.schema?.tables.get(entry.resource);
-    if (!fromSchema) return undefined;
-    const sealed = this.sealedFieldsOf(entry.resource).all;
-    return this.withoutExcluded(entry.resource, fromSchema).map((column) =>
-      sealed.has(column.name) ? { name: column.name, type: sealedColumnType(policy) } : column,
-    );
-  }
-
-  private excludedFields(table: string): readonly string[] {
-    return valueByName(this.options.excludeFields, table) ?? [];
-  }
-
-  private withoutExcluded(table: string, columns: ColumnSpec[]): ColumnSpec[] {
-    const excluded = this.excludedFields(table);
-    return excluded.length === 0
-      ? columns
-      : columns.filter((column) => !excluded.includes(column.name));
-  }
-
-  /** Create or evolve a table to the desired columns; returns its columns (undefined: no table yet). */
-  private async ensureTable(
-    table: string,
-    desired: ColumnSpec[] | undefined,
-  ): Promise<ColumnSpec[] | undefined> {
-    let existing = await this.options.warehouse.describeTable(table);
-    // A field newly excluded: its stored column is emptied and dropped (history too).
-    const excluded = existing?.filter((column) => this.excludedFields(table).includes(column.name));
-    if (existing && excluded && excluded.length > 0) {
-      existing = await this.applyChanges(
-        excluded.map((column) => ({
-          kind: 'drop_column',
-          table,
-          column: column.name,
-          fromType: column.type,
-          reason: 'excluded',
-        })),
-        this.withoutExcluded(table, existing),
-      );
-    }
-    if (desired) desired = this.withoutExcluded(table, desired);
-    if (!desired) {
-      if (existing) return existing;
-      return this.applyChanges(planTable(table, undefined, [], 'rows').changes, []);
-    }
-    const plan = planTable(table, existing, desired, 'schema');
-    return this.applyChanges(plan.changes, plan.columns);
-  }
-
-  private async applyChanges(
-    changes: SchemaChange[],
-    columns: ColumnSpec[],
-  ): Promise<ColumnSpec[]> {
-    if (changes.length === 0) return columns;
-    await this.options.warehouse.applySchemaChanges(changes, this.checksums);
-    for (const change of changes) {
-      this.schemaChanges.push(change);
-      this.options.events?.onSchemaChange?.(change);
-      const event = {
-        id: change.column === undefined ? change.table : `${change.table}.${change.column}`,
-        message: `Schema: ${describeSchemaChange(change)}`,
-        fields: { table: change.table, change: change.kind },
-      };
-      // A value that did not fit is a warning of its own, and a dropped column (exclude_fields)
-      // is rare and deliberate; new tables and columns are summed per kind.
-      if (change.reason === 'value') this.options.logger.warn(event.fields, event.message);
-      else if (change.kind === 'drop_column') this.options.logger.info(event.fields, event.message);
-      else repeatedEvents(this.options.logger).add(SCHEMA_CHANGE_KINDS[change.kind], event);
-    }
-    return columns;
   }
 
   private historyFor(resource: string): boolean {
@@ -1291,31 +736,6 @@ class SyncRun {
     throw new ConfigError([
       `history lists some resources, but audit is on for this warehouse, which keeps the history of every resource; it leaves out ${missing.join(', ')}: set history: true (OCS_HISTORY=true), or leave history out`,
     ]);
-  }
-
-  /**
-   * Under the `sealed` and `reseal` policies, sealed text changes on every export for the same
-   * content: rows whose other fields are as stored keep their stored sealed text (history only,
-   * where it would make a version of every such row on every full refresh).
-   */
-  private async stableSealedValues(
-    resource: string,
-    columns: readonly ColumnSpec[],
-    rows: Row[],
-    sealed: readonly string[],
-    policy: SecretPolicy,
-  ): Promise<Row[]> {
-    if (policy !== 'sealed' && policy !== 'reseal') return rows;
-    if (!this.historyFor(resource) || rows.length === 0) return rows;
-    const kept = sealed.filter((field) => columns.some((column) => column.name === field));
-    if (kept.length === 0) return rows;
-    const stored = await this.options.warehouse.readRowsById(
-      resource,
-      columns,
-      rows.map((row) => String(row.id)),
-    );
-    const others = rowContentHasher(columns.filter((column) => !kept.includes(column.name)));
-    return keepStoredSealedValues(rows, stored as Row[], kept, others);
   }
 
   private isFullRefresh(resource: string): boolean {
@@ -1364,75 +784,6 @@ class SyncRun {
   }
 }
 
-/**
- * Records a run that failed before it could start (the manifest could not be read, the
- * configuration or a key could not be used), so `status` and `runs` show it like any other.
- */
-export async function recordFailedRun(
-  warehouse: Warehouse,
-  kind: RunKind,
-  error: unknown,
-  requests = 0,
-): Promise<void> {
-  const runId = await warehouse.startRun(kind, null);
-  await warehouse.finishRun(runId, {
-    status: error instanceof InterruptedError ? 'interrupted' : 'failed',
-    rows: 0,
-    pages: 0,
-    requests,
-    error: describeError(error),
-  });
-}
-
-function interrupted(): InterruptedError {
-  return new InterruptedError(
-    'The run was interrupted; every committed page is kept and the next run resumes from there.',
-  );
-}
-
-/** A resource that cannot be synced in this configuration; the rest of the run goes on. */
-class SkipResource extends OcsSyncError {}
-
-/** 404 (not on this server) and the sealed-without-public-key 400 skip the resource; the rest fail it. */
-function asSkip(error: unknown, resource: string): SkipResource | undefined {
-  if (!(error instanceof HttpStatusError)) return undefined;
-  if (error.status === 404) {
-    return new SkipResource(
-      `${resource} skipped: the server does not export it (HTTP 404: ${error.detail})`,
-      {
-        hint: 'Remove it from `resources`, or upgrade the server.',
-      },
-    );
-  }
-  // 400 as REFERENCE.md says; newer servers document a 409 for the same refusal.
-  if ((error.status === 400 || error.status === 409) && /public key/i.test(error.detail)) {
-    return new SkipResource(`${resource} skipped: the server says "${error.detail}"`, {
-      hint: 'Register the team public key printed by `ocs-sync keygen` on the team, then sync again.',
-    });
-  }
-  return undefined;
-}
-
-/** The team's chatbot choice changed under the run (the server's 409 to a `selection`). */
-class SelectionChangedError extends OcsSyncError {
-  constructor(readonly detail: string) {
-    super(`HTTP 409: "${detail}"`);
-  }
-}
-
-/**
- * A 409 to a request that carried `selection`, but not the sealed-without-public-key refusal
- * some servers answer with a 409 too: the choice changed, whatever the detail's words.
- */
-function asSelectionChange(
-  error: unknown,
-  selection: string | undefined,
-): SelectionChangedError | undefined {
-  if (selection === undefined || !(error instanceof HttpStatusError)) return undefined;
-  if (error.status !== 409 || /public key/i.test(error.detail)) return undefined;
-  return new SelectionChangedError(error.detail);
-}
-
 /** The tables among `names` that exist, with their data columns. */
 export async function storedTables(
   warehouse: Pick<Warehouse, 'describeTable'>,
@@ -1445,42 +796,4 @@ export async function storedTables(
     if (columns) tables.set(name, columns);
   }
   return tables;
-}
-
-async function someAsync<T>(
-  items: T[],
-  predicate: (item: T) => Promise<boolean>,
-): Promise<boolean> {
-  for (const item of items) if (await predicate(item)) return true;
-  return false;
-}
-
-interface MarkedState {
-  checksum: string;
-  published: boolean;
-  fields: Map<string, string[]>;
-}
-
-function parseMarkedState(text: string | undefined): MarkedState | undefined {
-  if (text === undefined) return undefined;
-  try {
-    const parsed = JSON.parse(text) as {
-      checksum?: unknown;
-      published?: unknown;
-      fields?: unknown;
-    };
-    if (typeof parsed.checksum !== 'string') return undefined;
-    return {
-      checksum: parsed.checksum,
-      published: parsed.published === true,
-      fields: new Map(
-        [...parseSealedFieldsState(JSON.stringify(parsed.fields ?? {}))].map(([resource, set]) => [
-          resource,
-          [...set],
-        ]),
-      ),
-    };
-  } catch {
-    return undefined;
-  }
 }

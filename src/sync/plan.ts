@@ -41,10 +41,14 @@ export function cursorAfterPage(
   return last === undefined ? previous : deriveCursor(kind, last);
 }
 
-/** Whether another page should be asked for after this one. */
-export function hasNextPage(page: Page, limit: number): boolean {
-  if (page.bare) return page.rows.length >= limit;
-  return page.hasMore && page.rows.length > 0;
+/** Whether another page should be asked for after this one (a page, or what a parse said of it). */
+export function hasNextPage(
+  page: Pick<Page, 'bare' | 'hasMore'> & ({ rows: readonly unknown[] } | { rowCount: number }),
+  limit: number,
+): boolean {
+  const rows = 'rows' in page ? page.rows.length : page.rowCount;
+  if (page.bare) return rows >= limit;
+  return page.hasMore && rows > 0;
 }
 
 export interface EntrySelection {

@@ -35,6 +35,13 @@ export interface PageWalk<R, T> {
   ): Promise<R>;
   /** Runs on each fetched page in walk order; throws to stop the walk (nothing after it is used). */
   settle(cursor: string | null, fetched: R): WalkStep<T>;
+  /** Told of a fetched page that will never be settled (its request was given up). */
+  discard?(fetched: R): void;
+  /**
+   * Whether a cursor a head announced is worth a request before its page settles (false: the
+   * walk followed it already, so that page will stop the walk). Default: always.
+   */
+  worthAsking?(cursor: string): boolean;
 }
 
 interface Request<R> {
@@ -73,7 +80,10 @@ export async function* readAhead<R, T>(
 
   const hasRoom = () => buffered.length + chain.length < depth;
   const cancelFrom = (index: number) => {
-    for (const request of chain.splice(index)) request.controller.abort();
+    for (const request of chain.splice(index)) {
+      request.controller.abort();
+      if (request.outcome && 'fetched' in request.outcome) walk.discard?.(request.outcome.fetched);
+    }
   };
   const fail = (error: unknown) => {
     failure = { error };
@@ -95,7 +105,9 @@ export async function* readAhead<R, T>(
       .fetch(cursor, controller.signal, (next) => announced(request, next))
       .then(
         (fetched) => {
-          request.outcome = { fetched };
+          // Given up while it was on its way: nothing will settle it.
+          if (!chain.includes(request)) walk.discard?.(fetched);
+          else request.outcome = { fetched };
         },
         (error: unknown) => {
           request.outcome = { error };
@@ -128,7 +140,7 @@ export async function* readAhead<R, T>(
       if (tail === undefined) {
         if (settledNext === undefined) return;
         launch(settledNext);
-      } else if (tail.announced !== undefined) {
+      } else if (tail.announced !== undefined && (walk.worthAsking?.(tail.announced) ?? true)) {
         launch(tail.announced);
       } else {
         return;

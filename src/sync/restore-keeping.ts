@@ -1,10 +1,9 @@
 /**
  * What the sync keeps so that `serve` can answer as the server did: the manifest and the export
- * OpenAPI document per schema checksum, and the server's text of every value a column would give
- * back differently (see warehouse/original-values.ts).
+ * OpenAPI document per schema checksum. (The server's text of every value a column would give back
+ * differently is kept with its page: warehouse/original-values.ts, PageWrite.originals.)
  */
-import type { ColumnSpec, ExportSource, Manifest, Row, Warehouse } from '../interfaces.js';
-import { originalValuesOf } from '../warehouse/original-values.js';
+import type { ExportSource, Manifest, Warehouse } from '../interfaces.js';
 import { toJsonText } from '../warehouse/values.js';
 
 /**
@@ -46,15 +45,4 @@ export async function keepExportDocuments(
   if (document !== undefined) {
     await archive.saveExportDocument('openapi', checksum, toJsonText(document));
   }
-}
-
-/** Saves the originals of a page's values before the page itself is written. */
-export async function keepOriginalValues(
-  warehouse: Warehouse,
-  resource: string,
-  columns: readonly ColumnSpec[],
-  rows: readonly Row[],
-): Promise<void> {
-  const originals = originalValuesOf(warehouse.dialect, columns, rows);
-  if (originals.length > 0) await warehouse.archive.saveOriginalValues(resource, originals);
 }

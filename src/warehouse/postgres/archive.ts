@@ -22,9 +22,6 @@ export interface PostgresArchiveAccess {
   decode(type: ColumnType, stored: unknown): unknown;
 }
 
-/** Rows per multi-row INSERT of original values. */
-const VALUES_PER_INSERT = 500;
-
 export class PostgresArchiveStore implements ArchiveStore {
   constructor(private readonly access: PostgresArchiveAccess) {}
 
@@ -55,26 +52,6 @@ export class PostgresArchiveStore implements ArchiveStore {
       checksum === undefined ? [kind] : [kind, checksum],
     );
     return rows[0];
-  }
-
-  async saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {
-    for (let start = 0; start < values.length; start += VALUES_PER_INSERT) {
-      const batch = values.slice(start, start + VALUES_PER_INSERT);
-      await this.access.query(
-        `Saving original values of ${resource}`,
-        `INSERT INTO ${this.access.table('_ocs_original_values')}
-           (resource, id, column_name, served_hash, original)
-         SELECT $1, * FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[])
-         ON CONFLICT DO NOTHING`,
-        [
-          resource,
-          batch.map((value) => value.id),
-          batch.map((value) => value.column),
-          batch.map((value) => value.servedHash),
-          batch.map((value) => value.original),
-        ],
-      );
-    }
   }
 
   async originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]> {

@@ -1,9 +1,9 @@
 /**
- * The PostgreSQL page-write hot path: ONE named statement per page,
- * `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ("id") DO UPDATE`:
- * measured as fast as a 1000-row VALUES statement (bench/postgres-upsert.ts), with a fixed
- * parameter count (no 65 535-parameter ceiling for wide tables) and one prepared statement for
- * every page size; history versions are written with the same column arrays.
+ * The PostgreSQL page-write hot path. A page of many rows goes by COPY into a staging table and
+ * one merge (copy-upsert.ts); a page of a few, by ONE named statement,
+ * `INSERT ... SELECT * FROM unnest($1::bigint[], $2::text[], ...) ON CONFLICT ("id") DO UPDATE`,
+ * with a fixed parameter count (no 65 535-parameter ceiling for wide tables) and one prepared
+ * statement for every page size. History versions are written with the page's column arrays.
  */
 import type pg from 'pg';
 import type { ColumnSpec, PageWrite, Row } from '../../interfaces.js';
@@ -22,12 +22,14 @@ import {
 } from '../table-definitions.js';
 import { rowContentHasher } from '../canonical.js';
 import { appendedSql, openVersions, type HistoryStatements } from './history.js';
+import { COPY_MIN_ROWS, copyStatements, copyUpsert, type CopyStatements } from './copy-upsert.js';
 
 export interface PageStatements {
   columns: ColumnSpec[];
   /** History content hash of a row served under a choice's key, built once per column list. */
   hash: (row: Row, servedUnder: string | null) => string;
   upsert: { name: string; text: string };
+  copy: CopyStatements;
   history?: HistoryStatements;
 }
 
@@ -59,10 +61,12 @@ export class PostgresPageWriter {
     const upsertIds = encoded.lastIndexOfEachId
       ? encoded.lastIndexOfEachId.map((index) => encoded.ids[index]!)
       : encoded.ids;
-    await client.query({
-      ...statements.upsert,
-      values: [upsertIds, ...upsertColumns, syncedAt, page.runId, page.selection ?? null],
-    });
+    const own = [syncedAt, page.runId, page.selection ?? null];
+    if (upsertIds.length >= COPY_MIN_ROWS) {
+      await copyUpsert(client, statements.copy, upsertIds, upsertColumns, own);
+    } else {
+      await client.query({ ...statements.upsert, values: [upsertIds, ...upsertColumns, ...own] });
+    }
     if (!statements.history) return 0;
     const selection = page.selection ?? null;
     const hashes = page.rows.map((row) => statements.hash(row, selection));
@@ -95,10 +99,11 @@ export class PostgresPageWriter {
       ...columns.map((column, index) => `$${index + 2}::${POSTGRES_TYPE[column.type]}[]`),
     ];
     const next = columns.length + 2;
+    const ownValues = (at: number) =>
+      `$${at}::timestamptz, $${at + 1}::bigint, NULL::timestamptz, NULL::timestamptz, $${at + 2}::text`;
     const upsert = named(
       `INSERT INTO ${connection.table(table)} (${['"id"', ...names, ...OWN_COLUMN_NAMES].join(', ')}) ` +
-        `SELECT u.*, $${next}::timestamptz, $${next + 1}::bigint, NULL::timestamptz, NULL::timestamptz, ` +
-        `$${next + 2}::text FROM unnest(${arrays.join(', ')}) AS u ` +
+        `SELECT u.*, ${ownValues(next)} FROM unnest(${arrays.join(', ')}) AS u ` +
         `ON CONFLICT ("id") DO UPDATE SET ${[
           ...names.map((name) => `${name} = excluded.${name}`),
           ...OWN_COLUMN_UPDATES,
@@ -108,6 +113,7 @@ export class PostgresPageWriter {
       columns: [...columns],
       hash: rowContentHasher(columns),
       upsert,
+      copy: copyStatements(table, connection.table(table), columns, ownValues(1)),
     };
     if (withHistory) {
       const history = await this.ensureHistoryTable(table, columns);

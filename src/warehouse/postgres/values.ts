@@ -3,7 +3,7 @@
  * encoded into column arrays. PostgreSQL refuses `\u0000` in text and jsonb: it is removed and
  * counted as altered; lone surrogates become U+FFFD.
  */
-import type { ColumnSpec, ColumnType, PageWrite } from '../../interfaces.js';
+import type { ColumnSpec, ColumnType, JsonTexts, PageWrite } from '../../interfaces.js';
 import { WarehouseError } from '../../errors.js';
 import { isInt64 } from '../../column-types.js';
 import { hasUnstorableEscape, storableJsonValue, storableText } from '../canonical.js';
@@ -122,9 +122,15 @@ export function cleanText(text: string, altered: AlteredCounter): string {
   return cleaned;
 }
 
-/** JSON text jsonb accepts; the value is only walked when its text shows a suspect escape. */
-export function cleanJsonText(value: unknown, altered: AlteredCounter): string {
-  const text = toJsonText(value);
+/**
+ * JSON text jsonb accepts; the value is only walked when its text shows a suspect escape. `text`:
+ * the value's JSON text when it is known already (as the page body gave it).
+ */
+export function cleanJsonText(
+  value: unknown,
+  altered: AlteredCounter,
+  text: string = toJsonText(value),
+): string {
   if (!hasUnstorableEscape(text)) return text;
   const cleaned = storableJsonValue(value);
   if (cleaned === value) return text;
@@ -161,22 +167,34 @@ export interface EncodedPage {
   lastIndexOfEachId?: number[];
 }
 
-/** Checks and encodes a page into column arrays for the unnest statements. */
+/**
+ * Checks and encodes a page into column arrays. `jsonTexts`: the text the page body gave each
+ * object and array value, stored as it is in a json column (unless it must be cleaned).
+ */
 export function encodePage(
   table: string,
   columns: readonly ColumnSpec[],
   rows: PageWrite['rows'],
   altered: AlteredCounter,
+  jsonTexts?: JsonTexts,
 ): EncodedPage {
   const ids: string[] = new Array(rows.length);
   const arrays: unknown[][] = columns.map(() => new Array(rows.length));
+  const jsonFields = columns.filter((column) => column.type === 'json');
+  const textOf =
+    jsonFields.length > 0 ? jsonTexts?.forFields(jsonFields.map((c) => c.name)) : undefined;
   rows.forEach((row, rowIndex) => {
     const id = checkedRowId(row.id, table);
     ids[rowIndex] = id.toString();
     columns.forEach((column, columnIndex) => {
       const value = row[column.name];
       assertValueFits(value, column.type, table, column.name, id);
-      arrays[columnIndex]![rowIndex] = encodeValue(column.type, value, altered);
+      const text =
+        textOf && column.type === 'json' ? textOf(rowIndex, column.name, value) : undefined;
+      arrays[columnIndex]![rowIndex] =
+        text === undefined
+          ? encodeValue(column.type, value, altered)
+          : cleanJsonText(value, altered, text);
     });
   });
   const encoded: EncodedPage = { ids, columns: arrays };

@@ -8,7 +8,8 @@
  */
 import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../file-ledger.js';
-import type { FileLedgerStore } from '../../interfaces.js';
+import type { FileLedgerStore, PageSinkSetup } from '../../interfaces.js';
+import type { TransferListItem } from 'node:worker_threads';
 import type {
   ChatbotChoiceRecord,
   ColumnSpec,
@@ -43,12 +44,11 @@ import {
   liveViewName,
   quoteIdentifier as q,
 } from '../identifiers.js';
-import { FailedWalks } from '../commit-order.js';
 import { applyMigrations, type Migration } from '../migrations.js';
-import { advisoryLockKey, named, PostgresConnection } from './connection.js';
+import { advisoryLockKey, PostgresConnection } from './connection.js';
 import { PostgresArchiveStore } from './archive.js';
 import { PostgresWriterLock } from './lock.js';
-import { PostgresPageWriter } from './page-writes.js';
+import { PostgresPageSink, type PostgresPageSinkSetup } from './page-sink.js';
 import { openPostgresSnapshot } from './audit.js';
 import { closeVersions, exitScope } from './history.js';
 import { POSTGRES_MIGRATION_CODE } from './migrations.js';
@@ -60,7 +60,6 @@ import {
 import {
   POSTGRES_TYPE,
   decodeValue,
-  encodePage,
   encodeValue,
   readExpression,
   type AlteredCounter,
@@ -125,17 +124,14 @@ export class PostgresWarehouse implements Warehouse {
   readonly schema: string;
 
   private readonly connection: PostgresConnection;
-  private readonly pages: PostgresPageWriter;
+  /** This process's pages, committed on the warehouse's pool. */
+  private readonly pages: PostgresPageSink;
   private readonly lock: PostgresWriterLock;
   private readonly logger?: WarehouseLogger;
-  private readonly failedWalks = new FailedWalks();
-  /** Per table, the last page handed over, settled either way: the next commits after it. */
-  private readonly lastPageOf = new Map<string, Promise<void>>();
-  private readonly saveCursor: { name: string; text: string };
   private archiveStore?: PostgresArchiveStore;
   private readonly auditStore: KyselyAuditStore;
 
-  constructor(options: PostgresWarehouseOptions) {
+  constructor(private readonly options: PostgresWarehouseOptions) {
     this.connection = new PostgresConnection({
       url: options.url,
       schema: options.schema ?? 'ocs',
@@ -146,18 +142,16 @@ export class PostgresWarehouse implements Warehouse {
     });
     this.schema = this.connection.schema;
     this.description = this.connection.description;
-    this.pages = new PostgresPageWriter(this.connection);
     this.logger = options.logger;
     this.lock = new PostgresWriterLock(
       this.connection,
       (options.lockStaleAfterSeconds ?? 600) * 1000,
       options.logger,
     );
-    this.saveCursor = named(
-      `INSERT INTO ${this.table('_ocs_resources')} (resource, cursor, cursor_kind, cursor_selection, last_run_id)
-       VALUES ($1, $2, $3, $4, $5) ON CONFLICT (resource) DO UPDATE SET cursor = excluded.cursor,
-       cursor_kind = excluded.cursor_kind, cursor_selection = excluded.cursor_selection,
-       last_run_id = excluded.last_run_id`,
+    this.pages = new PostgresPageSink(
+      this.connection,
+      () => this.auditStore.enabled,
+      () => this.lock.assertNotLost(),
     );
     this.auditStore = new KyselyAuditStore({
       dialect: 'postgres',
@@ -377,65 +371,26 @@ export class PostgresWarehouse implements Warehouse {
    * page while PostgreSQL commits this one.
    */
   writePage(page: PageWrite): Promise<PageWriteResult> {
-    const table = page.resource;
-    const ahead = this.lastPageOf.get(table) ?? Promise.resolve();
-    const committed = ahead
-      .then(() => {
-        this.failedWalks.assertOpen(page.walk, table);
-        return this.commitPage(page);
-      })
-      .catch((error: unknown) => {
-        this.failedWalks.fail(page.walk);
-        throw error;
-      });
-    this.lastPageOf.set(
-      table,
-      committed.then(
-        () => undefined,
-        () => undefined,
-      ),
-    );
-    return committed;
+    return this.pages.writePage(page);
   }
 
-  private commitPage(page: PageWrite): Promise<PageWriteResult> {
-    const table = page.resource;
-    return this.guard(`Writing a page of ${table}`, async () => {
-      this.lock.assertNotLost();
-      assertSafeTableName(table);
-      const audit = this.auditStore.enabled;
-      // With the chain on, every row has versions: the chain must hold each one.
-      const statements =
-        page.rows.length > 0
-          ? await this.pages.statementsFor(table, page.columns, page.history || audit)
-          : undefined;
-      const syncedAt = nowIso();
-      const altered: AlteredCounter = { count: 0 };
-      const encoded = statements
-        ? encodePage(table, statements.columns, page.rows, altered)
-        : undefined;
-      let versionsWritten = 0;
-      await this.connection.transaction(async (client) => {
-        if (page.cursor !== null) {
-          await client.query({
-            ...this.saveCursor,
-            values: [table, page.cursor, page.cursorKind, page.selection ?? null, page.runId],
-          });
-        }
-        // Last: the audit chain's head stays locked from its entries to the commit.
-        if (statements && encoded) {
-          versionsWritten = await this.pages.write(
-            client,
-            statements,
-            page,
-            encoded,
-            syncedAt,
-            audit,
-          );
-        }
-      });
-      return { rowsWritten: page.rows.length, valuesAltered: altered.count, versionsWritten };
-    });
+  /** Another thread's sink opens connections of its own (the same settings, the same schema). */
+  pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } {
+    this.lock.assertNotLost();
+    const setup: PostgresPageSinkSetup = {
+      dialect: 'postgres',
+      url: this.options.url,
+      schema: this.schema,
+      poolSize: this.options.poolSize ?? 4,
+      statementTimeoutSeconds: this.options.statementTimeoutSeconds,
+      connectTimeoutSeconds: this.options.connectTimeoutSeconds,
+      audit: this.auditStore.enabled,
+    };
+    return { setup, transfer: [] };
+  }
+
+  assertLockHeld(): void {
+    this.lock.assertNotLost();
   }
 
   markMissingAsDeleted(

@@ -77,21 +77,6 @@ export class SqliteArchiveStore implements ArchiveStore {
     );
   }
 
-  saveOriginalValues(resource: string, values: readonly OriginalValue[]): Promise<void> {
-    return this.exclusive(() => {
-      if (values.length === 0) return;
-      const insert = this.db.prepare(
-        `INSERT INTO _ocs_original_values (resource, id, column_name, served_hash, original)
-         VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-      );
-      this.db.transaction(() => {
-        for (const value of values) {
-          insert.run(resource, BigInt(value.id), value.column, value.servedHash, value.original);
-        }
-      })();
-    }, `Saving original values of ${resource}`);
-  }
-
   originalValues(resource: string, ids: readonly string[]): Promise<OriginalValue[]> {
     return this.exclusive(() => {
       const found: OriginalValue[] = [];

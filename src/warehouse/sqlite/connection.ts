@@ -8,7 +8,8 @@ import { Kysely, SqliteDialect, type Compilable } from 'kysely';
 import type { ColumnSpec, ColumnType } from '../../interfaces.js';
 import { OcsSyncError, WarehouseError } from '../../errors.js';
 import { Bookkeeping, type BookkeepingTables } from '../bookkeeping.js';
-import { SqliteHandle, sqliteHint, type StoredColumnsQuery } from './handle.js';
+import { SqliteHandle, type StoredColumnsQuery } from './handle.js';
+import { sqliteHint } from './hints.js';
 import { messageOf } from '../writer-lock.js';
 import type { SqliteValue } from './values.js';
 

@@ -10,6 +10,7 @@ import { WarehouseError } from '../../errors.js';
 import { quoteIdentifier as q } from '../identifiers.js';
 import type { SqliteValue } from './values.js';
 import { messageOf } from '../writer-lock.js';
+import { sqliteHint } from './hints.js';
 
 /** A compiled query for a table's stored columns, with `table` where the table name binds. */
 export interface StoredColumnsQuery {
@@ -93,16 +94,4 @@ export class SqliteHandle {
   close(): void {
     if (this.db.open) this.db.close();
   }
-}
-
-/** The fix for a file that is locked or read-only (the message already names the file). */
-export function sqliteHint(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | undefined)?.code;
-  if (code === 'SQLITE_BUSY' || code === 'SQLITE_LOCKED') {
-    return 'Another program holds a lock on the file (an open transaction in sqlite3 or a BI tool?); let it finish or close it, then run again.';
-  }
-  if (code === 'SQLITE_READONLY' || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM') {
-    return 'Give this user write access to the file and its folder (SQLite writes -wal and -shm files beside it).';
-  }
-  return undefined;
 }

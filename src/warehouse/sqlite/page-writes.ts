@@ -1,17 +1,18 @@
 /**
- * The SQLite page-write hot path, in two halves: encodePage() turns a page's rows into plain
- * values on the sync's thread; SqlitePageWriter.commit() binds them to better-sqlite3 statements
- * prepared once per (table, column list), because building and preparing the query for every
- * page costs about 40% of the write speed, and commits them with the cursor.
+ * The SQLite page-write hot path's second half (the first, encodePage, is page-encoding.ts):
+ * SqlitePageWriter.commit() binds a page's encoded values to better-sqlite3 statements prepared
+ * once per (table, column list), because building and preparing the query for every page costs
+ * about 40% of the write speed, and commits them with the cursor and the values' originals.
  */
 import type Database from 'better-sqlite3';
-import type { ColumnSpec, PageWrite } from '../../interfaces.js';
+import type { ColumnSpec } from '../../interfaces.js';
 import { WarehouseError } from '../../errors.js';
 import { assertHistoryTable, historyTableName, quoteIdentifier as q } from '../identifiers.js';
 import { assertColumnsStored, pageShapeKey } from '../schema-changes.js';
 import type { SqliteHandle } from './handle.js';
 import { SqliteHistoryWriter, type HistoryStatements } from './history.js';
-import { SQLITE_TYPES, encodeValue, type SqliteValue } from './values.js';
+import { SQLITE_TYPES, type SqliteValue } from './values.js';
+import type { EncodedPage } from './page-encoding.js';
 import {
   OWN_COLUMN_NAMES,
   OWN_COLUMN_UPDATES,
@@ -20,8 +21,6 @@ import {
   addColumnSql,
   createHistoryTableSql,
 } from '../table-definitions.js';
-import { rowContentHasher } from '../canonical.js';
-import { assertValueFits, checkedRowId } from '../values.js';
 
 /**
  * Rows per upsert statement. Several rows per call cut better-sqlite3's per-call cost: a page
@@ -41,67 +40,10 @@ interface PageStatements {
   history?: HistoryStatements;
 }
 
-/**
- * A page ready to commit: every value encoded on the sync's thread, so that the commit (on the
- * writer thread, writer-thread.ts) only binds and runs statements. Plain data: it is
- * copied to that thread as it is.
- */
-export interface EncodedPage {
-  /** The walk the page belongs to (../commit-order.ts). */
-  walk?: string;
-  runId: number;
-  resource: string;
-  columns: ColumnSpec[];
-  /** Each row's id, then its values in `columns` order. */
-  rows: SqliteValue[][];
-  /** History only: each row's content hash. */
-  hashes?: string[];
-  cursor: string | null;
-  cursorKind: PageWrite['cursorKind'];
-  /** The chatbot choice's key the page was requested under (absent: the whole team, unsaid). */
-  selection?: string | null;
-  syncedAt: string;
-  /** Chain every history version written (the warehouse keeps an audit chain). */
-  audit?: boolean;
-}
-
-/** Encodes a page's rows; throws before anything is written when a value does not fit. */
-export function encodePage(page: PageWrite, syncedAt: string, audit = false): EncodedPage {
-  const table = page.resource;
-  const rows = page.rows.map((row) => {
-    const id = checkedRowId(row.id, table);
-    const values: SqliteValue[] = [id];
-    for (const column of page.columns) {
-      const value = row[column.name];
-      assertValueFits(value, column.type, table, column.name, id);
-      values.push(encodeValue(column.type, value));
-    }
-    return values;
-  });
-  const selection = page.selection ?? null;
-  let hashes: string[] | undefined;
-  if (page.history && rows.length > 0) {
-    const hash = rowContentHasher(page.columns);
-    hashes = page.rows.map((row) => hash(row, selection));
-  }
-  return {
-    walk: page.walk,
-    runId: page.runId,
-    resource: table,
-    columns: page.columns,
-    rows,
-    hashes,
-    cursor: page.cursor,
-    cursorKind: page.cursorKind,
-    selection,
-    syncedAt,
-    audit,
-  };
-}
-
 export class SqlitePageWriter {
   private readonly statements = new Map<string, PageStatements>();
   private saveCursorStatement?: Database.Statement;
+  private saveOriginalStatement?: Database.Statement;
   private readonly history: SqliteHistoryWriter;
 
   constructor(private readonly connection: SqliteHandle) {
@@ -135,6 +77,9 @@ export class SqlitePageWriter {
           });
         }
       }
+      for (const original of page.originals ?? []) {
+        this.saveOriginal.run(page.resource, ...original);
+      }
       if (page.cursor !== null) {
         this.saveCursor.run(
           page.resource,
@@ -158,6 +103,14 @@ export class SqlitePageWriter {
          cursor_selection = excluded.cursor_selection, last_run_id = excluded.last_run_id`,
     );
     return this.saveCursorStatement;
+  }
+
+  private get saveOriginal(): Database.Statement {
+    this.saveOriginalStatement ??= this.connection.db.prepare(
+      `INSERT INTO _ocs_original_values (resource, id, column_name, served_hash, original)
+       VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    );
+    return this.saveOriginalStatement;
   }
 
   private upsertRows(statements: PageStatements, page: EncodedPage): void {

@@ -9,7 +9,8 @@
 import type Database from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import { KyselyFileLedger } from '../file-ledger.js';
-import type { FileLedgerStore } from '../../interfaces.js';
+import type { FileLedgerStore, PageSinkSetup } from '../../interfaces.js';
+import type { TransferListItem } from 'node:worker_threads';
 import type {
   ChatbotChoiceRecord,
   ColumnSpec,
@@ -47,9 +48,9 @@ import { assertSafeSchemaChanges } from '../schema-changes.js';
 import { SqliteConnection } from './connection.js';
 import { SqliteWriterLock } from './lock.js';
 import { SqliteArchiveStore } from './archive.js';
-import { FailedWalks } from '../commit-order.js';
 import { InThreadCommitter, WriterThreadCommitter, type PageCommitter } from './page-committer.js';
-import { SqlitePageWriter, encodePage } from './page-writes.js';
+import { SqlitePageWriter } from './page-writes.js';
+import { SqlitePageSink, type SqlitePageSinkSetup } from './page-sink.js';
 import { openSqliteSnapshot } from './audit.js';
 import { SqliteHistoryWriter } from './history.js';
 import { applySqliteSchemaChange, createSqliteLiveView, dropSqliteLiveView } from './schema.js';
@@ -96,8 +97,8 @@ export class SqliteWarehouse implements Warehouse {
 
   private readonly connection: SqliteConnection;
   private readonly committer: PageCommitter;
-  /** Walks with a page that failed before reaching the committer (a value that does not fit). */
-  private readonly failedWalks = new FailedWalks();
+  /** This thread's pages: encoded here, committed by the committer. */
+  private readonly sink: SqlitePageSink;
   private readonly lock: SqliteWriterLock;
   private readonly logger?: WarehouseLogger;
   private archiveStore?: SqliteArchiveStore;
@@ -121,6 +122,7 @@ export class SqliteWarehouse implements Warehouse {
             busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
             storedColumnsQuery: this.connection.storedColumnsQuery(),
           });
+    this.sink = new SqlitePageSink(this.committer, () => this.auditStore.enabled);
     this.logger = options.logger;
     this.lock = new SqliteWriterLock(
       this.connection,
@@ -317,29 +319,34 @@ export class SqliteWarehouse implements Warehouse {
    * it, so the caller can prepare the next page while this one commits (../commit-order.ts).
    */
   writePage(page: PageWrite): Promise<PageWriteResult> {
-    const table = page.resource;
     const handedOver = this.connection.exclusive(() => {
-      this.failedWalks.assertOpen(page.walk, table);
-      try {
-        this.lock.assertNotLost();
-        assertSafeTableName(table);
-        const audit = this.auditStore.enabled;
-        // With the chain on, every row has versions: the chain must hold each one.
-        const encoded = encodePage(audit ? { ...page, history: true } : page, nowIso(), audit);
-        // In an object: exclusive() would otherwise wait for the commit itself.
-        return { committed: this.committer.commit(encoded) };
-      } catch (error) {
-        this.failedWalks.fail(page.walk);
-        throw error;
-      }
-    }, `Writing a page of ${table}`);
-    return handedOver
-      .then(({ committed }) => committed)
-      .then((versionsWritten) => ({
-        rowsWritten: page.rows.length,
-        valuesAltered: 0,
-        versionsWritten,
-      }));
+      this.lock.assertNotLost();
+      // In an object: exclusive() would otherwise wait for the commit itself.
+      return { committed: this.sink.writePage(page) };
+    }, `Writing a page of ${page.resource}`);
+    return handedOver.then(({ committed }) => committed);
+  }
+
+  /**
+   * A file's pages can be committed from another thread through a port to the writer thread;
+   * `:memory:` only on this one.
+   */
+  pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined {
+    if (!(this.committer instanceof WriterThreadCommitter)) return undefined;
+    this.lock.assertNotLost();
+    const audit = this.auditStore.enabled;
+    const port = this.committer.attach(audit);
+    const setup: SqlitePageSinkSetup = {
+      dialect: 'sqlite',
+      description: this.description,
+      audit,
+      port,
+    };
+    return { setup, transfer: [port] };
+  }
+
+  assertLockHeld(): void {
+    this.lock.assertNotLost();
   }
 
   markMissingAsDeleted(

@@ -1,9 +1,10 @@
 /**
  * The SQLite writer thread (page-committer.ts): its own connection to the warehouse file
- * commits the pages the sync's thread encoded, one after another in the order they came, each
- * with its cursor in one transaction.
+ * commits the pages it is sent, each with its cursor in one transaction, in the order they came
+ * on each port: the warehouse's own (parentPort), and the ports attached for other threads (the
+ * sync's page thread).
  */
-import { parentPort, workerData } from 'node:worker_threads';
+import { parentPort, workerData, type MessagePort } from 'node:worker_threads';
 import { FailedWalks } from '../commit-order.js';
 import { SqliteHandle } from './handle.js';
 import {
@@ -15,24 +16,28 @@ import {
 } from './page-committer.js';
 import { SqlitePageWriter } from './page-writes.js';
 
-const port = parentPort!;
+const main = parentPort!;
 const setup = workerData as WriterSetup;
-const reply = (message: WriterReply) => port.postMessage(message);
 
 let connection: SqliteHandle | undefined;
+let broken: WriterReply | undefined;
 try {
   connection = new SqliteHandle(setup.path, setup.busyTimeoutMs, setup.storedColumnsQuery);
 } catch (error) {
-  reply({ type: 'broken', failure: describeFailure(error) });
+  broken = { type: 'broken', failure: describeFailure(error) };
 }
 
-if (connection) {
-  const open = connection;
-  const writer = new SqlitePageWriter(open);
-  const failedWalks = new FailedWalks();
+const writer = connection && new SqlitePageWriter(connection);
+const failedWalks = new FailedWalks();
+const attached = new Set<MessagePort>();
+
+function serve(port: MessagePort | typeof main): void {
+  const reply = (message: WriterReply) => port.postMessage(message);
+  if (broken) reply(broken);
   port.on('message', (request: WriterRequest) => {
     switch (request.type) {
       case 'page':
+        if (!writer) return;
         try {
           const versionsWritten = commitInOrder(writer, failedWalks, request.page);
           reply({ type: 'committed', id: request.id, versionsWritten });
@@ -41,15 +46,22 @@ if (connection) {
         }
         break;
       case 'forget':
-        writer.forget();
+        writer?.forget();
+        break;
+      case 'attach':
+        attached.add(request.port);
+        request.port.on('close', () => attached.delete(request.port));
+        serve(request.port);
         break;
       case 'close':
-        writer.forget();
-        open.close();
-        port.close();
+        writer?.forget();
+        connection?.close();
+        for (const port of attached) port.close();
+        main.close();
         break;
     }
   });
-} else {
-  port.close();
 }
+
+serve(main);
+if (broken) main.close();

@@ -1,0 +1,76 @@
+/**
+ * How a run names what stopped a resource or the run itself: a resource this configuration or
+ * server cannot sync (skipped), a chatbot choice that changed under the walk, an interruption,
+ * and a run that failed before it could start.
+ */
+import { HttpStatusError, InterruptedError, OcsSyncError, describeError } from '../errors.js';
+import type { RunKind, Warehouse } from '../interfaces.js';
+
+/** A resource that cannot be synced in this configuration; the rest of the run goes on. */
+export class SkipResource extends OcsSyncError {}
+
+/** The team's chatbot choice changed under the run (the server's 409 to a `selection`). */
+export class SelectionChangedError extends OcsSyncError {
+  constructor(readonly detail: string) {
+    super(`HTTP 409: "${detail}"`);
+  }
+}
+
+export function interrupted(): InterruptedError {
+  return new InterruptedError(
+    'The run was interrupted; every committed page is kept and the next run resumes from there.',
+  );
+}
+
+/** 404 (not on this server) and the sealed-without-public-key 400 skip the resource; the rest fail it. */
+export function asSkip(error: unknown, resource: string): SkipResource | undefined {
+  if (!(error instanceof HttpStatusError)) return undefined;
+  if (error.status === 404) {
+    return new SkipResource(
+      `${resource} skipped: the server does not export it (HTTP 404: ${error.detail})`,
+      {
+        hint: 'Remove it from `resources`, or upgrade the server.',
+      },
+    );
+  }
+  // 400 as REFERENCE.md says; newer servers document a 409 for the same refusal.
+  if ((error.status === 400 || error.status === 409) && /public key/i.test(error.detail)) {
+    return new SkipResource(`${resource} skipped: the server says "${error.detail}"`, {
+      hint: 'Register the team public key printed by `ocs-sync keygen` on the team, then sync again.',
+    });
+  }
+  return undefined;
+}
+
+/**
+ * A 409 to a request that carried `selection`, but not the sealed-without-public-key refusal
+ * some servers answer with a 409 too: the choice changed, whatever the detail's words.
+ */
+export function asSelectionChange(
+  error: unknown,
+  selection: string | undefined,
+): SelectionChangedError | undefined {
+  if (selection === undefined || !(error instanceof HttpStatusError)) return undefined;
+  if (error.status !== 409 || /public key/i.test(error.detail)) return undefined;
+  return new SelectionChangedError(error.detail);
+}
+
+/**
+ * Records a run that failed before it could start (the manifest could not be read, the
+ * configuration or a key could not be used), so `status` and `runs` show it like any other.
+ */
+export async function recordFailedRun(
+  warehouse: Warehouse,
+  kind: RunKind,
+  error: unknown,
+  requests = 0,
+): Promise<void> {
+  const runId = await warehouse.startRun(kind, null);
+  await warehouse.finishRun(runId, {
+    status: error instanceof InterruptedError ? 'interrupted' : 'failed',
+    rows: 0,
+    pages: 0,
+    requests,
+    error: describeError(error),
+  });
+}

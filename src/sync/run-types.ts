@@ -1,0 +1,113 @@
+/**
+ * What a sync run is given and what it gives back: its options, the hooks it calls as it goes,
+ * and its report (src/sync/engine.ts runs it).
+ */
+import type {
+  AuditOutcome,
+  ChatbotChoiceRecord,
+  DeleteMode,
+  ExportSource,
+  ProgressListener,
+  ResourceOutcomeStatus,
+  RunKind,
+  RunStatus,
+  SchemaChange,
+  Warehouse,
+} from '../interfaces.js';
+import type { Logger } from '../log.js';
+import type { SealingKeys, SecretPolicy } from '../sealing/policy.js';
+import type { SealedValueOpener } from '../sealing/open-pool.js';
+import type { FilesReport, FilesStep } from '../files/sync-files.js';
+
+export interface SecretsSettings {
+  policyFor(resource: string): SecretPolicy;
+  keys: SealingKeys;
+  /** Threads that open sealed values (`secrets.open_threads`); 0: this thread; default: the cores, at most 8. */
+  openThreads?: number;
+  /** Opens sealed values instead of a pool of the run's own (tests); the caller closes it. */
+  opener?: SealedValueOpener;
+}
+
+/** Hooks for progress display and metrics; all optional. */
+export interface SyncEvents {
+  onRunStart?(info: { runId: number; kind: RunKind; resources: number }): void;
+  onResourceStart?(info: { resource: string; index: number; total: number }): void;
+  onPageWritten?(info: { resource: string; rows: number; valuesAltered: number }): void;
+  onResourceDone?(report: ResourceReport): void;
+  /** A full refresh under a chatbot choice settled a resource's missing rows, after every walk. */
+  onMissingSettled?(info: { resource: string; deleted: number; outOfScope: number }): void;
+  onSchemaChange?(change: SchemaChange): void;
+  onFilesDone?(report: FilesReport): void;
+  /** Every step of every stage of the run (pages, files, deletion marking, ...). */
+  onProgress?: ProgressListener;
+}
+
+export interface SyncOptions {
+  source: ExportSource;
+  warehouse: Warehouse;
+  logger: Logger;
+  pageSize: number;
+  resources?: readonly string[];
+  excludeResources?: readonly string[];
+  /** Fields never stored, per resource; a stored column of one is dropped. */
+  excludeFields?: Readonly<Record<string, readonly string[]>>;
+  secrets: SecretsSettings;
+  onSchemaChange: 'evolve' | 'stop';
+  acceptSchemaChange?: boolean;
+  history: boolean | readonly string[];
+  deletes: DeleteMode;
+  /** Walk these resources (true: all selected) from the start and find deleted rows. */
+  fullRefresh?: boolean | readonly string[];
+  /** Pages fetched ahead of the writer. */
+  pagesInFlight: number;
+  /** Resources synced at once; 1 keeps manifest order. */
+  concurrency: number;
+  lockWaitMs: number;
+  signal?: AbortSignal;
+  events?: SyncEvents;
+  /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
+  files?: FilesStep;
+  /** The page thread's module instead of the pipeline's own (tests give one that stops). */
+  pageThreadModule?: URL;
+}
+
+export interface ResourceReport {
+  resource: string;
+  status: ResourceOutcomeStatus;
+  rows: number;
+  pages: number;
+  durationMs: number;
+  /** Why it was skipped or failed; safe to show. */
+  error?: string;
+  /** Problems that did not stop the resource (refused field names, altered values). */
+  warnings: string[];
+  valuesAltered: number;
+  /** Rows marked deleted (or removed) by a full refresh. */
+  deleted: number;
+  /** Rows marked out of the team's chatbot choice by this walk (absent: none). */
+  outOfScope?: number;
+  fullRefresh: boolean;
+}
+
+export interface SyncReport {
+  runId: number;
+  kind: RunKind;
+  status: RunStatus;
+  schemaChecksum: string;
+  previousSchemaChecksum: string | null;
+  schemaChanges: SchemaChange[];
+  resources: ResourceReport[];
+  /** Run-level problems (refused resource names, unknown requested resources). */
+  problems: string[];
+  rows: number;
+  pages: number;
+  /** HTTP requests sent, retries included. */
+  requests: number;
+  durationMs: number;
+  /** The files step, when it ran. */
+  files?: FilesReport;
+  /** The audit checkpoint written after the run (added by the caller that writes it). */
+  audit?: AuditOutcome;
+  /** The chatbot choice the run ended under, when the server speaks of one. */
+  choice?: ChatbotChoiceRecord;
+}

@@ -1,0 +1,221 @@
+/**
+ * The page pipeline (src/sync/pipeline/): the sync's thread only fetches and moves each body's
+ * bytes to the page thread, which does everything else and writes through a sink of its own.
+ * Errors cross between the threads as themselves; a page thread that dies fails the walks in
+ * flight with a clear message, stores nothing past the last committed page, leaves no thread
+ * behind, and the next run completes exactly.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OcsSyncError, SealedValueError } from '../src/errors.js';
+import { createSampleDataset } from '../src/fake-server/fixture.js';
+import { startFakeServer } from '../src/fake-server/server.js';
+import type { Warehouse } from '../src/interfaces.js';
+import { silentLogger } from '../src/log.js';
+import { BodyNotJsonError } from '../src/source/page-body.js';
+import { runSync, type SyncOptions } from '../src/sync/engine.js';
+import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js';
+import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';
+import type { PageHost } from '../src/sync/pipeline/prepare.js';
+import { openWarehouse } from '../src/warehouse/open.js';
+import { startCliProcess } from './crash-support.js';
+import {
+  closeCliTestBed,
+  createTestWarehouse,
+  expectWarehouseEqualsSource,
+  openCliTestBed,
+  syncEnv,
+  testDialects,
+  testSource,
+  waitFor,
+  type TestWarehouse,
+} from './support.js';
+
+let cleanups: Array<() => Promise<void> | void> = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  cleanups = [];
+});
+
+const threadsOfThisProcess = () => readdirSync('/proc/self/task').length;
+
+async function openStored(
+  dialect: 'sqlite' | 'postgres',
+): Promise<{ stored: TestWarehouse; warehouse: Warehouse }> {
+  const stored = await createTestWarehouse(dialect);
+  cleanups.push(() => stored.dispose());
+  const warehouse = await openWarehouse({
+    url: stored.env.OCS_WAREHOUSE_URL!,
+    ...(stored.env.OCS_WAREHOUSE_SCHEMA ? { schema: stored.env.OCS_WAREHOUSE_SCHEMA } : {}),
+  });
+  cleanups.push(() => warehouse.close());
+  return { stored, warehouse };
+}
+
+describe('errors between the threads', () => {
+  it('keep their class, message, hint and fields; the run’s own come back as themselves', () => {
+    const sealed = new SealedValueError('users', '7', 'secret', 'does not open');
+    const back = restoreError(carryError(sealed), () => undefined) as SealedValueError;
+    expect(back).toBeInstanceOf(SealedValueError);
+    expect(back).toBeInstanceOf(OcsSyncError);
+    expect(back.message).toBe(sealed.message);
+    expect(back.hint).toBe(sealed.hint);
+    expect(back.exitCode).toBe(sealed.exitCode);
+    expect([back.resource, back.rowId, back.field]).toEqual(['users', '7', 'secret']);
+    const body = restoreError(carryError(new BodyNotJsonError(12)), () => undefined);
+    expect(body).toBeInstanceOf(BodyNotJsonError);
+    expect((body as BodyNotJsonError).bytes).toBe(12);
+    // Anything else arrives as a plain Error with its message.
+    const plain = restoreError(carryError(new TypeError('no')), () => undefined) as Error;
+    expect(plain).toBeInstanceOf(Error);
+    expect(plain.message).toBe('no');
+  });
+});
+
+describe.each(testDialects)('the page pipeline (%s)', (dialect) => {
+  it('moves each body’s bytes to the page thread (the sync’s thread keeps none) and commits with the cursor', async () => {
+    const { warehouse } = await openStored(dialect);
+    const lock = await warehouse.acquireLock(0);
+    cleanups.push(() => lock.release());
+    const columns = [{ name: 'note', type: 'json' as const }];
+    await warehouse.applySchemaChanges(
+      [{ kind: 'create_table', table: 'notes', columns, reason: 'schema' }],
+      { from: null, to: null },
+    );
+    const runId = await warehouse.startRun('incremental', null);
+    const pipeline = createPagePipeline({ warehouse, keys: {} });
+    cleanups.push(() => pipeline.close());
+    const unused = async (): Promise<never> => {
+      throw new Error('not asked');
+    };
+    const host: PageHost = {
+      learnSealedFields: unused,
+      applySchemaChanges: unused,
+      opener: { open: unused },
+      readRowsById: unused,
+    };
+    const walk = pipeline.startWalk(
+      {
+        walk: `${runId}/notes`,
+        runId,
+        resource: 'notes',
+        cursorKind: 'pk',
+        limit: 2,
+        columns,
+        excludedFields: [],
+        sealed: { marked: new Set(), all: new Set() },
+        policy: 'sealed',
+        history: false,
+      },
+      host,
+    );
+    const body = '{"cursor":"2","has_more":true,"results":[{"id":1,"note":{"b": 1.0}},{"id":2}]}';
+    const bytes = new Uint8Array(Buffer.from(body));
+    const summary = await walk.parse(bytes);
+    // Moved, not copied: this thread's buffer is empty once handed over.
+    expect(bytes.byteLength).toBe(0);
+    expect(summary).toMatchObject({ rowCount: 2, cursor: '2', hasMore: true, bare: false });
+    const result = await walk.commit(summary.seq, '2');
+    expect(result).toMatchObject({ rowsWritten: 2, refusedFields: [] });
+    await walk.end();
+    await pipeline.close();
+    expect((await warehouse.getResourceState('notes'))?.cursor).toBe('2');
+    const [row] = await warehouse.readRows({
+      table: 'notes',
+      columns,
+      afterId: null,
+      limit: 1,
+      live: false,
+      jsonAsText: true,
+    });
+    // SQLite keeps the server's own text (not `{"b":1}`); jsonb writes this value so too.
+    expect(row!.note).toBe('{"b": 1.0}');
+  });
+
+  it('a sync process lives until its run is recorded: waiting for the page thread to end keeps it alive', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 36 });
+    const server = await startFakeServer({ dataset });
+    const bed = await openCliTestBed(dialect, '');
+    cleanups.push(() => closeCliTestBed(bed, server));
+    // A real process: its event loop, not a test runner's, decides when it ends.
+    const cli = startCliProcess(
+      ['sync', '--resources', 'chat_messages'],
+      syncEnv(server.url, bed.warehouse.env, { OCS_PAGE_SIZE: '5' }),
+    );
+    const result = await cli.finished;
+    expect(result.code, result.stderr).toBe(0);
+    const runs = await bed.warehouse.query('SELECT status FROM "_ocs_runs"');
+    expect(runs.map((run) => run.status)).toEqual(['ok']);
+  });
+
+  it('a page thread that dies fails the walk at its page, stores nothing past it, leaves no thread, and the next run completes', async (context) => {
+    if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
+    const dataset = createSampleDataset({ rowsPerResource: 20, seed: 31 });
+    const server = await startFakeServer({ dataset });
+    cleanups.push(() => server.close());
+    const { stored, warehouse } = await openStored(dialect);
+    const resources = ['users', 'chats', 'chat_messages'];
+    const sync = async (overrides: Partial<SyncOptions> = {}) => {
+      const source = testSource(server.url);
+      try {
+        return await runSync({
+          source,
+          warehouse,
+          logger: silentLogger(),
+          pageSize: 5,
+          resources,
+          secrets: { keys: {}, policyFor: () => 'sealed' },
+          onSchemaChange: 'evolve',
+          history: false,
+          deletes: 'mark',
+          pagesInFlight: 2,
+          concurrency: 1,
+          lockWaitMs: 0,
+          ...overrides,
+        });
+      } finally {
+        await source.close();
+      }
+    };
+    // The first run starts what stays (the warehouse's writer thread, Node's own).
+    expect((await sync({ resources: ['users'] })).status).toBe('ok');
+    const settled = threadsOfThisProcess();
+    // users has nothing new; the thread stops when told to write its 2nd page, chats' 2nd.
+    process.env.OCS_TEST_PAGE_THREAD_STOPS_AT = '2';
+    cleanups.push(() => {
+      delete process.env.OCS_TEST_PAGE_THREAD_STOPS_AT;
+    });
+    const report = await sync({
+      pageThreadModule: new URL('./page-thread-that-stops.mjs', import.meta.url),
+      // The threads started after it go on (a thread reads the variable as it starts).
+      events: {
+        onResourceDone: ({ resource }) => {
+          if (resource === 'chats') delete process.env.OCS_TEST_PAGE_THREAD_STOPS_AT;
+        },
+      },
+    });
+    expect(report.status).toBe('partial');
+    const chats = report.resources.find((resource) => resource.resource === 'chats')!;
+    expect(chats.status).toBe('failed');
+    expect(chats.error).toContain(
+      "The sync's page thread stopped (it exited with code 9); the page was not stored.",
+    );
+    expect(chats.error).toContain('resumes after them');
+    // A walk started after it has a thread of its own.
+    const messages = report.resources.find((resource) => resource.resource === 'chat_messages');
+    expect(messages).toMatchObject({ status: 'ok', rows: 20 });
+    await waitFor(() => threadsOfThisProcess() === settled, 'the threads to stop after the run');
+    // Whole pages from the start of the walk, and the cursor after the last of them.
+    const walkOrder = dataset
+      .pageAfter('chats', 'updated_at_id', null, 1_000)
+      .rows.map((row) => Number(row.id));
+    const storedIds = (await stored.readTable('chats')).map((row) => Number(row.id));
+    expect(storedIds.length % 5).toBe(0);
+    expect(storedIds.length).toBeLessThan(20);
+    expect(new Set(storedIds)).toEqual(new Set(walkOrder.slice(0, storedIds.length)));
+
+    const rerun = await sync();
+    expect(rerun.status).toBe('ok');
+    await expectWarehouseEqualsSource(stored, dataset, { resources });
+  });
+});
