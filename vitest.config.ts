@@ -1,10 +1,31 @@
 import { defineConfig } from 'vitest/config';
+import { THREAD_BUNDLES } from './test/thread-bundles.js';
 
 /**
  * `npm test`: every suite but the long ones. Files named `*.long.test.ts` (soak-like and long
  * end-to-end suites) run in `npm run test:long` (vitest.long.config.ts), which CI runs too.
  */
 export const LONG_SUITES = 'test/**/*.long.test.ts';
+
+/**
+ * The heaviest end-to-end suites, looped over the dialects with `splitDialects` (test/support.ts):
+ * `npm test` runs them on SQLite, `npm run test:long` on PostgreSQL.
+ */
+export const SPLIT_SUITES = [
+  'analysts-warehouse',
+  'audit',
+  'audit-operations',
+  'audit-scope',
+  'chatbot-choice',
+  'chatbot-choice-deletions',
+  'files',
+  'lifecycle',
+  'misbehaving-server',
+  'operations',
+  'sealed-sync',
+  'sync',
+  'teams',
+].map((name) => `test/${name}.test.ts`);
 
 /** What both configurations share. */
 export const shared = {
@@ -13,8 +34,15 @@ export const shared = {
   // Integration tests start servers and databases; keep CPU use sane on a 2-core machine.
   pool: 'forks',
   poolOptions: { forks: { maxForks: 2, minForks: 1 } },
+  // Worker threads a test starts load these bundles of src/, made once per run.
+  globalSetup: ['test/thread-bundles.ts'],
 } as const;
 
 export default defineConfig({
-  test: { ...shared, include: ['test/**/*.test.ts'], exclude: [LONG_SUITES, '**/node_modules/**'] },
+  test: {
+    ...shared,
+    include: ['test/**/*.test.ts'],
+    exclude: [LONG_SUITES, '**/node_modules/**'],
+    env: { OCS_TEST_THREAD_BUNDLES: THREAD_BUNDLES, OCS_TEST_SPLIT_DIALECTS: 'sqlite' },
+  },
 });

@@ -5,7 +5,7 @@
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { WarehouseError } from './errors.js';
 
 /** The directory holding package.json. */
@@ -35,11 +35,14 @@ export function packageVersion(): string {
 
 /**
  * How to start the worker thread `name` (a module beside `callerUrl`, named without extension).
- * Run from source (the tests run src/ through vitest), the thread is TypeScript, which Node loads
- * through the test suite's hooks; a build runs the compiled file and needs none.
+ * Run from source (the tests run src/ through vitest), the thread is TypeScript: the suite's
+ * bundle of it when the suite made one (`OCS_TEST_THREAD_BUNDLES`, test/thread-bundles.ts), else
+ * loaded through the suite's hooks; a build runs the compiled file and needs neither.
  */
 export function threadModule(callerUrl: string, name: string): { url: URL; execArgv?: string[] } {
   if (!callerUrl.endsWith('.ts')) return { url: new URL(`./${name}.js`, callerUrl) };
+  const bundles = process.env.OCS_TEST_THREAD_BUNDLES;
+  if (bundles) return { url: pathToFileURL(join(bundles, `${name}.mjs`)) };
   const hooks = join(projectRoot(callerUrl), 'test', 'typescript-hooks.mjs');
   return { url: new URL(`./${name}.ts`, callerUrl), execArgv: ['--import', hooks] };
 }

@@ -20,13 +20,13 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 
 const SORTABLE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z$/;
 
-describe.each(testDialects)("analysts' warehouse (%s)", (dialect) => {
+describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
   let server: FakeServer | undefined;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;

@@ -21,7 +21,7 @@ import {
   runCli,
   syncEnv,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 import {
@@ -61,7 +61,7 @@ describe('keygen --signing', () => {
   });
 });
 
-describe.each(testDialects)('operating the audit archive (%s)', (dialect) => {
+describe.each(splitDialects)('operating the audit archive (%s)', (dialect) => {
   let bed: AuditBed;
   let server: FakeServer;
   let dataset: FakeDataset;

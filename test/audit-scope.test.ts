@@ -10,7 +10,7 @@ import { selectionKey } from '../src/export-api/selection.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import { idsInScope, workingChatbots } from './chatbot-choice-support.js';
-import { runCli, teamKeys, testDialects, type TestWarehouse } from './support.js';
+import { runCli, teamKeys, splitDialects, type TestWarehouse } from './support.js';
 import {
   expectIntact as verifiedIntact,
   expectNamed,
@@ -30,7 +30,7 @@ const MODELS: Record<string, string> = {
   participants: 'experiments.participant',
 };
 
-describe.each(testDialects)('the chatbot choice in the audit chain (%s)', (dialect) => {
+describe.each(splitDialects)('the chatbot choice in the audit chain (%s)', (dialect) => {
   let bed: AuditBed;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;
@@ -325,7 +325,7 @@ function rollBack(warehouse: TestWarehouse, migrations: ReadonlyArray<7 | 8 | 9>
   tamper(warehouse, sql.join('\n'));
 }
 
-describe.each(testDialects)('migrations 007, 008 and 009 in any order (%s)', (dialect) => {
+describe.each(splitDialects)('migrations 007, 008 and 009 in any order (%s)', (dialect) => {
   let bed: AuditBed;
   afterEach(() => bed.close());
 

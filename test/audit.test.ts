@@ -10,7 +10,7 @@ import { verifyAudit } from '../src/audit/verify.js';
 import type { AuditOperation, Row } from '../src/interfaces.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { openWarehouse } from '../src/warehouse/open.js';
-import { runCli, testDialects, type TestWarehouse } from './support.js';
+import { runCli, splitDialects, type TestWarehouse } from './support.js';
 import {
   expectNamed,
   openAuditBed,
@@ -168,7 +168,7 @@ describe('replaying scope exits and returns (pure)', () => {
   });
 });
 
-describe.each(testDialects)('audit archive (%s)', (dialect) => {
+describe.each(splitDialects)('audit archive (%s)', (dialect) => {
   let bed: AuditBed;
   let dataset: FakeDataset;
   let warehouse: TestWarehouse;

@@ -26,14 +26,14 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 
 /** Several syncs per test on a busy machine: generous, never a goal. */
 const TIMEOUT_MS = 300_000;
 
-describe.each(testDialects)('the sequence of issue 35 (%s)', (dialect) => {
+describe.each(splitDialects)('the sequence of issue 35 (%s)', (dialect) => {
   let server: FakeServer | undefined;
   let warehouse: TestWarehouse | undefined;
   let directory: ReturnType<typeof temporaryDirectory> | undefined;
@@ -146,7 +146,7 @@ describe.each(testDialects)('the sequence of issue 35 (%s)', (dialect) => {
   );
 });
 
-describe.each(testDialects)(
+describe.each(splitDialects)(
   'deletions under a chatbot choice, held to a model of the server (%s)',
   (dialect) => {
     // A seed that meets every case (the long suite runs many more).

@@ -33,7 +33,7 @@ import {
   runCli,
   syncEnv,
   teamKeys,
-  testDialects,
+  splitDialects,
   testSource,
   type CliTestBed,
 } from './support.js';
@@ -320,7 +320,7 @@ describe("the fake server's scoped protocol", () => {
 
 // ------------------------------------------------------------------------------ the sync
 
-describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
+describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
   const { open, inScope } = scopedBeds(dialect);
 
   it('sends nothing new to a server without the protocol: exactly the pages the server has', async () => {
@@ -539,7 +539,7 @@ describe.each(testDialects)('following a chatbot choice (%s)', (dialect) => {
 
 // ------------------------------------------------------------------------------ serve
 
-describe.each(testDialects)('serve speaks the scoped protocol (%s)', (dialect) => {
+describe.each(splitDialects)('serve speaks the scoped protocol (%s)', (dialect) => {
   let bed: ScopedBed | undefined;
   let copy: ScopedBed | undefined;
   let served: ServedWarehouse | undefined;
@@ -621,7 +621,7 @@ describe.each(testDialects)('serve speaks the scoped protocol (%s)', (dialect) =
 
 // ------------------------------------------------------------------------------ status and runs
 
-describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dialect) => {
+describe.each(splitDialects)('status and runs show the chatbot choice (%s)', (dialect) => {
   let server: FakeServer | undefined;
   let testBed: CliTestBed | undefined;
   afterEach(async () => {
@@ -719,7 +719,7 @@ describe.each(testDialects)('status and runs show the chatbot choice (%s)', (dia
 
 // ------------------------------------------------------------------------------ migration 008
 
-describe.each(testDialects)('migration 008 (%s)', (dialect) => {
+describe.each(splitDialects)('migration 008 (%s)', (dialect) => {
   let bed: ScopedBed | undefined;
   afterEach(async () => {
     await bed?.close();
@@ -773,7 +773,7 @@ describe.each(testDialects)('migration 008 (%s)', (dialect) => {
 
 // -------------------------------------------------------------------------------- the docs
 
-describe.each(testDialects)("the docs' chatbot-choice queries (%s)", (dialect) => {
+describe.each(splitDialects)("the docs' chatbot-choice queries (%s)", (dialect) => {
   it('run as written and find what they say', async () => {
     const queries = docsSqlBlocks('chatbot-choice-queries');
     expect(queries.length).toBe(4);

@@ -25,7 +25,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
   closeCliTestBed,
   openCliTestBed,
@@ -33,7 +33,7 @@ import {
 
 import { expectBlobsMatchServer, readLedger, storedFiles } from './files-support.js';
 
-describe.each(testDialects)('file contents (%s)', (dialect) => {
+describe.each(splitDialects)('file contents (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let directory: ReturnType<typeof temporaryDirectory>;

@@ -18,7 +18,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 
@@ -71,7 +71,7 @@ function schemas(): { before: FixtureResource[]; after: FixtureResource[] } {
   return { before, after };
 }
 
-describe.each(testDialects)('warehouse lifecycle (%s)', (dialect) => {
+describe.each(splitDialects)('warehouse lifecycle (%s)', (dialect) => {
   let server: FakeServer | undefined;
   let warehouse: TestWarehouse;
   let directory: ReturnType<typeof temporaryDirectory>;

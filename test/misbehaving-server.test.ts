@@ -27,7 +27,7 @@ import {
   runCli,
   syncEnv,
   teamKeys,
-  testDialects,
+  splitDialects,
   type CliTestBed,
 } from './support.js';
 import { expectBlobsMatchServer, readLedger } from './files-support.js';
@@ -63,7 +63,7 @@ if (!immutableFolders) {
   console.warn('The blob store refusal test is skipped: it needs chattr and root (chattr +i).');
 }
 
-describe.each(testDialects)('a misbehaving server, through the CLI (%s)', (dialect) => {
+describe.each(splitDialects)('a misbehaving server, through the CLI (%s)', (dialect) => {
   let bed: CliTestBed;
   let server: FakeServer | undefined;
   let dataset: FakeDataset;

@@ -2,10 +2,12 @@
  * A stand-in for src/sealing/open-thread.ts that opens values as it does, but stops (exit code 7)
  * when it is sent the value `stop`, or at its Nth chunk when OCS_TEST_THREAD_STOPS_AT is N: for
  * the tests of a thread that dies under the pool, alone and in the middle of a sync. It runs from
- * source, through the hooks the pool starts its threads with.
+ * source, through the TypeScript hooks (typescript-hooks.mjs).
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import { openSealedValues } from '../src/sealing/open-values.ts';
+import './typescript-hooks-unless-given.mjs';
+
+const { openSealedValues } = await import('../src/sealing/open-values.ts');
 
 const stopsAt = Number(process.env.OCS_TEST_THREAD_STOPS_AT ?? Infinity);
 let chunks = 0;

@@ -21,7 +21,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   waitFor,
   type TestWarehouse,
   closeCliTestBed,
@@ -45,7 +45,7 @@ interface RunJson {
   error: string | null;
 }
 
-describe.each(testDialects)('operating ocs-sync without SQL (%s)', (dialect) => {
+describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) => {
   let server: FakeServer;
   let directory: ReturnType<typeof temporaryDirectory>;
   let warehouse: TestWarehouse;
@@ -553,7 +553,7 @@ describe('config, fake-server, paths and secrets through the CLI', () => {
   });
 });
 
-describe.each(testDialects.filter((dialect) => dialect === 'postgres'))(
+describe.each(splitDialects.filter((dialect) => dialect === 'postgres'))(
   'no password in any output (%s)',
   () => {
     it('runs every command with a password in the warehouse URL and never prints it', async () => {

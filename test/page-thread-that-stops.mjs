@@ -1,9 +1,11 @@
 /**
  * The page thread (src/sync/pipeline/page-thread.ts) that stops (exit code 9) when it is told to
  * write its Nth page, OCS_TEST_PAGE_THREAD_STOPS_AT being N: for the tests of a page thread that
- * dies in the middle of a walk. It runs from source, through the hooks its thread starts with.
+ * dies in the middle of a walk. It runs from source, through the TypeScript hooks
+ * (typescript-hooks.mjs).
  */
 import { parentPort } from 'node:worker_threads';
+import './typescript-hooks-unless-given.mjs';
 
 const stopsAt = Number(process.env.OCS_TEST_PAGE_THREAD_STOPS_AT ?? Infinity);
 let commits = 0;

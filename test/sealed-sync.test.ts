@@ -25,7 +25,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type CliResult,
   type TestWarehouse,
   FAST_RETRIES_YAML,
@@ -114,7 +114,7 @@ function logLines(result: CliResult): Array<Record<string, unknown>> {
     .map((line) => JSON.parse(line) as Record<string, unknown>);
 }
 
-describe.each(testDialects)('sealed fields end to end through the CLI (%s)', (dialect) => {
+describe.each(splitDialects)('sealed fields end to end through the CLI (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let directory: ReturnType<typeof temporaryDirectory>;

@@ -184,6 +184,16 @@ export const testDialects: Array<'sqlite' | 'postgres'> = (['sqlite', 'postgres'
     (!requestedDialects || requestedDialects.includes(dialect)) &&
     (dialect === 'sqlite' || postgresRuns),
 );
+/**
+ * The dialects of the heaviest end-to-end suites (`SPLIT_SUITES` in vitest.config.ts): `npm test`
+ * runs them on SQLite and `npm run test:long` on PostgreSQL (`OCS_TEST_SPLIT_DIALECTS`, set by
+ * each configuration), so CI runs each once per dialect; a file run alone runs on every dialect.
+ */
+const splitTo = process.env.OCS_TEST_SPLIT_DIALECTS?.split(',').map((name) => name.trim());
+export const splitDialects = testDialects.filter(
+  (dialect) => !splitTo || splitTo.includes(dialect),
+);
+
 export function postgresUnavailableReason(): string | undefined {
   if (postgresUrl) return undefined;
   return 'OCS_TEST_POSTGRES_URL is not set (source .ci/postgres.sh to start a throwaway cluster)';

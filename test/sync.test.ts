@@ -21,7 +21,7 @@ import {
   teamKeys,
   temporaryDirectory,
   sourceRowsAsStored,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
   closeCliTestBed,
   openCliTestBed,
@@ -29,7 +29,7 @@ import {
 
 const SMALL_PAGES = { OCS_PAGE_SIZE: '7' };
 
-describe.each(testDialects)('sync against the fake export server (%s)', (dialect) => {
+describe.each(splitDialects)('sync against the fake export server (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let directory: ReturnType<typeof temporaryDirectory>;
@@ -298,7 +298,7 @@ describe('hostile names from the server', () => {
   });
 });
 
-describe.skipIf(!hasSharedExport).each(testDialects)(
+describe.skipIf(!hasSharedExport).each(splitDialects)(
   'conformance with the real manifest and OpenAPI as served (../shared/ocs-export) (%s)',
   (dialect) => {
     const realDocuments = () => ({

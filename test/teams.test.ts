@@ -28,7 +28,7 @@ import {
   runCli,
   startCli,
   teamKeys,
-  testDialects,
+  splitDialects,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -164,7 +164,7 @@ afterEach(async () => {
   fleet = undefined;
 });
 
-describe.each(testDialects)('many teams through the CLI (%s)', (dialect) => {
+describe.each(splitDialects)('many teams through the CLI (%s)', (dialect) => {
   it('sync --team all fills each team’s own warehouse, exactly; status has a line per team and exits with the worst code', async () => {
     fleet = new Fleet(dialect);
     const kenya = await fleet.add('kenya', { seed: 1, extra: 'history: true' });
@@ -486,7 +486,7 @@ describe('choosing the teams a daemon runs', () => {
   }, 180_000);
 });
 
-describe.skipIf(!testDialects.includes('postgres'))('a schema and roles per team', () => {
+describe.skipIf(!splitDialects.includes('postgres'))('a schema and roles per team', () => {
   it("the docs' PostgreSQL permissions keep one team's schema from another's roles", async () => {
     const [block] = docsSqlBlocks('teams-grants');
     expect(block).toBeDefined();
