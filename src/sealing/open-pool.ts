@@ -6,8 +6,9 @@
  *
  * - A page's values go as one batch, cut into chunks so every thread has work and the last one
  *   to finish is short; chunks of every walk share one queue, first come, first served.
- * - The threads start with the first batch (a run that opens nothing starts none), each gets the
- *   keys once as it starts, and `close()` stops them all: the sync closes the pool when its walks
+ * - The threads start with the first batch (a run that opens nothing starts none), more only
+ *   while enough values wait to be worth one; each gets the keys once as it starts, and `close()`
+ *   stops them all: the sync closes the pool when its walks
  *   end, however they end, so a daemon keeps no thread (nor key) between runs.
  * - A batch answers all of its values, in order, or fails as a whole (aborted, or a thread that
  *   stopped): a page is never stored with some of its values missing.
@@ -46,6 +47,12 @@ const DEFAULT_OPEN_THREADS_CAP = 8;
 const MAX_CHUNK = 32;
 /** Chunks per thread a batch is cut into, so the threads finish it close together. */
 const CHUNKS_PER_THREAD = 4;
+/**
+ * Starting a thread costs about as much CPU as opening 64 values (some 130 ms at 3072 bits,
+ * measured): beyond the first, a thread starts only when at least that many values wait for one,
+ * so a team with a few sealed rows starts one thread, not one per core.
+ */
+const VALUES_WORTH_A_THREAD = 64;
 
 /** One thread per core the process may use, at most 8. */
 export function defaultOpenThreads(): number {
@@ -171,7 +178,7 @@ export class OpenThreadPool implements SealedValueOpener {
     await Promise.all(threads.map((thread) => thread.worker.terminate()));
   }
 
-  /** Hands queued chunks to idle threads, starting threads up to the pool's size. */
+  /** Hands queued chunks to idle threads, starting threads up to the pool's size as work needs. */
   private dispatch(): void {
     while (this.queue.length > 0) {
       const thread = this.idleThread();
@@ -187,7 +194,16 @@ export class OpenThreadPool implements SealedValueOpener {
 
   private idleThread(): PoolThread | undefined {
     for (const thread of this.threads) if (!thread.chunk) return thread;
-    return this.threads.size < this.size ? this.start() : undefined;
+    if (this.threads.size >= this.size) return undefined;
+    return this.threads.size === 0 || this.valuesWaiting() >= VALUES_WORTH_A_THREAD
+      ? this.start()
+      : undefined;
+  }
+
+  private valuesWaiting(): number {
+    let values = 0;
+    for (const chunk of this.queue) if (!chunk.batch.settled) values += chunk.request.tokens.length;
+    return values;
   }
 
   private start(): PoolThread {
