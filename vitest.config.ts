@@ -8,23 +8,35 @@ import { THREAD_BUNDLES } from './test/thread-bundles.js';
 export const LONG_SUITES = 'test/**/*.long.test.ts';
 
 /**
- * The heaviest end-to-end suites, looped over the dialects with `splitDialects` (test/support.ts):
- * `npm test` runs them on SQLite, `npm run test:long` on PostgreSQL.
+ * The end-to-end suites, looped over the dialects with `splitDialects` (test/support.ts): `npm test`
+ * runs them on SQLite, `npm run test:long` on PostgreSQL. What is not looped over the dialects in
+ * these files runs in both.
  */
 export const SPLIT_SUITES = [
   'analysts-warehouse',
   'audit',
+  'audit-canonical',
   'audit-operations',
   'audit-scope',
   'chatbot-choice',
   'chatbot-choice-deletions',
+  'early-cursor',
   'files',
+  'hostile',
+  'kubernetes',
   'lifecycle',
   'misbehaving-server',
   'operations',
+  'page-pipeline',
+  'private-files',
+  'real-capture',
   'sealed-sync',
+  'serve',
+  'serve-real-capture',
   'sync',
   'teams',
+  'walks-at-once',
+  'write-behind',
 ].map((name) => `test/${name}.test.ts`);
 
 /** What both configurations share. */

@@ -5,13 +5,14 @@
  * choice changed mid-run (409) and kills verifies clean; and `audit verify` names a hand edit of
  * `_ocs_out_of_scope_since`, `_ocs_version_kind` or `_ocs_served_under`, and a scope exit deleted.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { selectionKey } from '../src/export-api/selection.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import { idsInScope, workingChatbots } from './chatbot-choice-support.js';
 import { runCli, teamKeys, splitDialects, type TestWarehouse } from './support.js';
 import {
+  archiveBuiltOnce,
   expectIntact as verifiedIntact,
   expectNamed,
   killSyncWhen,
@@ -272,8 +273,11 @@ describe.each(splitDialects)('the chatbot choice in the audit chain (%s)', (dial
     },
   ];
 
+  const archive = archiveBuiltOnce(async () => void (await buildScopedArchive()));
+  afterAll(() => archive.dispose());
+
   it.each(changes)('names $what ($kind), exit 3', async (change) => {
-    await buildScopedArchive();
+    await archive.give(bed);
     await expectNamed(warehouse, env, keys, change);
   });
 });

@@ -4,7 +4,7 @@
  * `sqlite3` shell or `psql` (never through ocs-sync).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { cpSync, existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
@@ -215,6 +215,45 @@ export async function openAuditBed(
     },
   };
   return bed;
+}
+
+/**
+ * An archive built once and given to each test that only reads or tampers with it: on SQLite the
+ * first test builds it (several syncs) and keeps a copy of its warehouse folder and its key
+ * folder, and each later test gets that copy in its own bed's folders, the same files at the same
+ * names. On PostgreSQL every test builds its own (the copy would be a schema's). `dispose()` (in
+ * an `afterAll`) removes the copy.
+ */
+export function archiveBuiltOnce(build: (bed: AuditBed) => Promise<void>): {
+  give(bed: AuditBed): Promise<void>;
+  dispose(): void;
+} {
+  let copy:
+    | {
+        warehouse: ReturnType<typeof temporaryDirectory>;
+        keys: ReturnType<typeof temporaryDirectory>;
+      }
+    | undefined;
+  const warehouseFolder = (bed: AuditBed) => dirname(bed.warehouse.env.OCS_WAREHOUSE_URL!);
+  return {
+    async give(bed) {
+      if (bed.warehouse.dialect !== 'sqlite') return build(bed);
+      if (copy) {
+        cpSync(copy.warehouse.path, warehouseFolder(bed), { recursive: true });
+        cpSync(copy.keys.path, bed.directory.path, { recursive: true });
+        return;
+      }
+      await build(bed);
+      copy = { warehouse: temporaryDirectory(), keys: temporaryDirectory() };
+      cpSync(warehouseFolder(bed), copy.warehouse.path, { recursive: true });
+      cpSync(bed.directory.path, copy.keys.path, { recursive: true });
+    },
+    dispose() {
+      copy?.warehouse.remove();
+      copy?.keys.remove();
+      copy = undefined;
+    },
+  };
 }
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -4,7 +4,7 @@
  * verify` passes an archive built through edits, deletions, faults and schema changes, and names
  * every change made behind the tool's back with the database's own shell.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { replayRow } from '../src/audit/replay.js';
 import { verifyAudit } from '../src/audit/verify.js';
 import type { AuditOperation, Row } from '../src/interfaces.js';
@@ -12,6 +12,7 @@ import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, splitDialects, type TestWarehouse } from './support.js';
 import {
+  archiveBuiltOnce,
   expectNamed,
   openAuditBed,
   tamper,
@@ -427,13 +428,16 @@ describe.each(splitDialects)('audit archive (%s)', (dialect) => {
     },
   ];
 
+  const archive = archiveBuiltOnce(() => buildArchive());
+  afterAll(() => archive.dispose());
+
   it.each(changes)('names $what ($kind), exit 3', async (change) => {
-    await buildArchive();
+    await archive.give(bed);
     await expectNamed(warehouse, env, keys, change);
   });
 
   it('names the first broken link even past the problems it lists', async () => {
-    await buildArchive();
+    await archive.give(bed);
     // Found first (tables are walked by name) but chained late; the team row is chained early.
     tamper(warehouse, "UPDATE chat_messages SET content = 'edited' WHERE _deleted_at IS NULL;");
     tamper(warehouse, "UPDATE team SET name = 'edited';");

@@ -30,7 +30,7 @@ import {
   runCli,
   syncEnv,
   teamKeys,
-  testDialects,
+  splitDialects,
 } from './support.js';
 
 const RESOURCE = 'chat_messages';
@@ -273,7 +273,7 @@ describe('reading ahead with the early cursor', () => {
   });
 });
 
-describe.each(testDialects)('early cursor against the fake server (%s)', (dialect) => {
+describe.each(splitDialects)('early cursor against the fake server (%s)', (dialect) => {
   /** A server of 30 chat messages; each page event in `events`, in the order the server saw it. */
   async function start(
     options: Partial<FakeServerOptions> = {},

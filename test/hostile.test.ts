@@ -13,7 +13,7 @@ import {
   openCliTestBed,
   runCli,
   syncEnv,
-  testDialects,
+  splitDialects,
   type CliResult,
   type CliTestBed,
 } from './support.js';
@@ -53,7 +53,7 @@ function cutOffAfter(text: string): number {
   return Number(match[1]);
 }
 
-describe.each(testDialects)('a hostile server, through the CLI (%s)', (dialect) => {
+describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect) => {
   let bed: CliTestBed;
   let server: HostileServer | undefined;
 

@@ -34,7 +34,7 @@ import {
   startCli,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -379,7 +379,7 @@ class PodStandIn {
   }
 }
 
-describe.skipIf(!kubectl).each(testDialects)(
+describe.skipIf(!kubectl).each(splitDialects)(
   'deploy/kubernetes command lines, run (%s)',
   (dialect) => {
     let pod: PodStandIn | undefined;
@@ -473,7 +473,7 @@ describe.skipIf(!kubectl || readOnlyRootReason !== undefined)(
       const teams = [...teamsYaml(objects).matchAll(/^ {2}- name: (\S+)$/gm)].map(
         (match) => match[1]!,
       );
-      const pod = new PodStandIn(testDialects.includes('postgres') ? 'postgres' : 'sqlite');
+      const pod = new PodStandIn(splitDialects.includes('postgres') ? 'postgres' : 'sqlite');
       try {
         await pod.prepare(objects, teams);
         const job = named(objects, 'CronJob', 'ocs-sync-kenya')!;

@@ -25,7 +25,7 @@ import {
   expectWarehouseEqualsSource,
   openCliTestBed,
   syncEnv,
-  testDialects,
+  splitDialects,
   testSource,
   waitFor,
   type TestWarehouse,
@@ -72,7 +72,7 @@ describe('errors between the threads', () => {
   });
 });
 
-describe.each(testDialects)('the page pipeline (%s)', (dialect) => {
+describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
   it('moves each body’s bytes to the page thread (the sync’s thread keeps none) and commits with the cursor', async () => {
     const { warehouse } = await openStored(dialect);
     const lock = await warehouse.acquireLock(0);

@@ -19,7 +19,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type CliTestBed,
 } from './support.js';
 
@@ -33,7 +33,7 @@ afterAll(() => {
   process.umask(umask);
 });
 
-describe.each(testDialects)('private files (%s)', (dialect) => {
+describe.each(splitDialects)('private files (%s)', (dialect) => {
   let bed: CliTestBed;
   let server: FakeServer;
 

@@ -23,7 +23,7 @@ import {
   createTestWarehouse,
   runCli,
   storedFormOf,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 
@@ -64,7 +64,7 @@ describe.skipIf(!hasCapture)('sync against the real server responses (real-captu
     capture = readCapture();
   });
 
-  describe.each(testDialects)('%s', (dialect) => {
+  describe.each(splitDialects)('%s', (dialect) => {
     let warehouse: TestWarehouse;
     let replay: Replay | undefined;
     beforeAll(async () => {

@@ -27,7 +27,7 @@ import {
   serveWarehouse,
   type ServedWarehouse,
 } from './serve-support.js';
-import { createTestWarehouse, runCli, testDialects, type TestWarehouse } from './support.js';
+import { createTestWarehouse, runCli, splitDialects, type TestWarehouse } from './support.js';
 
 type Row = Record<string, unknown>;
 interface PageBody {
@@ -59,7 +59,7 @@ describe.skipIf(!hasCapture)('serve answers as the real server did (real-capture
     restoreKey = createPrivateKey(restoreKeyPair().privateKey);
   });
 
-  describe.each(testDialects)('%s', (dialect) => {
+  describe.each(splitDialects)('%s', (dialect) => {
     let warehouse: TestWarehouse;
     let served: ServedWarehouse;
 

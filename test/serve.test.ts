@@ -34,7 +34,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
 } from './support.js';
 
@@ -47,7 +47,7 @@ interface PageBody {
 
 const BIG = 1_150;
 
-describe.each(testDialects)('serve (%s)', (dialect) => {
+describe.each(splitDialects)('serve (%s)', (dialect) => {
   let dataset: FakeDataset;
   let fake: FakeServer;
   let warehouse: TestWarehouse;
@@ -443,7 +443,7 @@ describe.each(testDialects)('serve (%s)', (dialect) => {
   }
 });
 
-describe.each(testDialects)('serve gives back values a column changes (%s)', (dialect) => {
+describe.each(splitDialects)('serve gives back values a column changes (%s)', (dialect) => {
   it('date-times in another form, NUL characters and key order come back as the server sent them', async () => {
     const dataset = createSampleDataset({ rowsPerResource: 4, seed: 3 });
     const odd = {

@@ -33,7 +33,10 @@ export default async function bundleThreads(): Promise<void> {
     target: 'node20',
     // Dependencies load from node_modules as in a build; only src/ is bundled.
     packages: 'external',
-    sourcemap: 'inline',
+    // Each dialect's warehouse code is a chunk of its own, loaded when the thread opens it (as in
+    // dist/): a SQLite sync's threads never load pg.
+    splitting: true,
+    sourcemap: 'linked',
     logLevel: 'warning',
   });
 }

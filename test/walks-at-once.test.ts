@@ -30,7 +30,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   testSource,
   waitFor,
   type TestWarehouse,
@@ -132,7 +132,7 @@ describe('a walk waiting for its sealed values', () => {
   });
 });
 
-describe.each(testDialects)('the order walks start in (%s)', (dialect) => {
+describe.each(splitDialects)('the order walks start in (%s)', (dialect) => {
   it('is the manifest order with one lane; with more, the longest last walks first, unknown ones before them', async () => {
     const bed = await openBed(dialect, 6);
     // In manifest order.
@@ -246,7 +246,7 @@ describe('the threads that open sealed values', () => {
   });
 });
 
-describe.each(testDialects)(
+describe.each(splitDialects)(
   'several walks and a pool of threads, through the CLI (%s)',
   (dialect) => {
     it('`--concurrency 3` with two threads stores an exact copy; a setting out of range is refused', async () => {
@@ -279,7 +279,7 @@ describe.each(testDialects)(
   },
 );
 
-describe.each(testDialects)('a thread that stops in the middle of a walk (%s)', (dialect) => {
+describe.each(splitDialects)('a thread that stops in the middle of a walk (%s)', (dialect) => {
   it('fails that walk at its page, stores nothing past it, and the next run completes', async () => {
     const bed = await openBed(dialect, 20);
     const keys = { privateKey: privateKey() };

@@ -25,7 +25,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
-  testDialects,
+  splitDialects,
   type TestWarehouse,
   testSource,
 } from './support.js';
@@ -89,7 +89,7 @@ describe('the SQLite writer thread', () => {
   });
 });
 
-describe.each(testDialects)('write-behind (%s)', (dialect) => {
+describe.each(splitDialects)('write-behind (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
   let stored: TestWarehouse;
