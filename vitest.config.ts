@@ -55,6 +55,10 @@ export default defineConfig({
     ...shared,
     include: ['test/**/*.test.ts'],
     exclude: [LONG_SUITES, '**/node_modules/**'],
-    env: { OCS_TEST_THREAD_BUNDLES: THREAD_BUNDLES, OCS_TEST_SPLIT_DIALECTS: 'sqlite' },
+    env: {
+      OCS_TEST_THREAD_BUNDLES: THREAD_BUNDLES,
+      // OCS_TEST_SPLIT_DIALECTS=sqlite,postgres npx vitest run FILE runs a split suite on both.
+      OCS_TEST_SPLIT_DIALECTS: process.env.OCS_TEST_SPLIT_DIALECTS ?? 'sqlite',
+    },
   },
 });

@@ -185,9 +185,9 @@ export const testDialects: Array<'sqlite' | 'postgres'> = (['sqlite', 'postgres'
     (dialect === 'sqlite' || postgresRuns),
 );
 /**
- * The dialects of the heaviest end-to-end suites (`SPLIT_SUITES` in vitest.config.ts): `npm test`
- * runs them on SQLite and `npm run test:long` on PostgreSQL (`OCS_TEST_SPLIT_DIALECTS`, set by
- * each configuration), so CI runs each once per dialect; a file run alone runs on every dialect.
+ * The dialects of the end-to-end suites (`SPLIT_SUITES` in vitest.config.ts): `npm test` runs them
+ * on SQLite and `npm run test:long` on PostgreSQL (`OCS_TEST_SPLIT_DIALECTS`, set by each
+ * configuration unless given), so CI runs each once per dialect.
  */
 const splitTo = process.env.OCS_TEST_SPLIT_DIALECTS?.split(',').map((name) => name.trim());
 export const splitDialects = testDialects.filter(
