@@ -8,8 +8,8 @@
  *   to finish is short; chunks of every walk share one queue, first come, first served.
  * - The threads start with the first batch (a run that opens nothing starts none), more only
  *   while enough values wait to be worth one; each gets the keys once as it starts, and `close()`
- *   stops them all: the sync closes the pool when its walks
- *   end, however they end, so a daemon keeps no thread (nor key) between runs.
+ *   stops them all: the sync closes the pool when its walks end, however they end, so a daemon
+ *   keeps no thread (nor key) between runs.
  * - A batch answers all of its values, in order, or fails as a whole (aborted, or a thread that
  *   stopped): a page is never stored with some of its values missing.
  *
