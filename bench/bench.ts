@@ -115,7 +115,8 @@ const USAGE = `Usage: npm run bench -- [options]
                        that machine noise hits all three alike; the median of each counts (default 3)
   --slow-latency MS    each round also runs the fetch-and-parse loop and the sync with this
                        latency a page, for the slow-page goal (default 20; 0 skips them)
-  --cpu-prof DIR       write a CPU profile (node --cpu-prof) of each round's full sync into DIR
+  --cpu-prof DIR       write CPU profiles (node --cpu-prof, one file a thread) of each round's
+                       full syncs, SQLite and PostgreSQL, into DIR
   --build-pages        the fake server builds each page as it is asked (default: every page is
                        built before the first stage, so the server costs next to nothing)
   --no-audit           skip each round's syncs with history on and with the audit chain on
@@ -340,7 +341,10 @@ export async function runBenchmark(
     output.progress(`${STAGE_LABELS[id]} ...`);
     await on.request<number>({ type: 'requests' });
     const serverCpuBefore = await on.request<number>({ type: 'cpu' });
-    const result = await runStageProcess(request, id === 'sync-sqlite' ? profiled : []);
+    const result = await runStageProcess(
+      request,
+      id === 'sync-sqlite' || id === 'sync-postgres' ? profiled : [],
+    );
     const serverRequests = await on.request<number>({ type: 'requests' });
     const serverCpuSeconds = (await on.request<number>({ type: 'cpu' })) - serverCpuBefore;
     const stage = { ...result, serverRequests, serverCpuSeconds };
