@@ -45,6 +45,8 @@ export interface TeamsOptions {
   /** Each team's budget, requests per 5 minutes. */
   budget: number;
   pageSize: number;
+  /** Every team's `page_threads`. */
+  pageThreads: 'auto' | 'true' | 'false';
   postgresUrl?: string;
   seed: number;
   json: boolean;
@@ -90,6 +92,7 @@ const USAGE = `Usage: npm run bench -- teams [options]
   --fault-rate P       share of each server's requests answered with a fault (default 0.05)
   --budget N           each team's API budget, requests per 5 minutes (default 2000)
   --page-size N        page size of the syncs (default 1000)
+  --page-threads V     every team's page_threads: auto (default), true or false
   --postgres URL       also one PostgreSQL database, a schema per team (default:
                        OCS_BENCH_POSTGRES_URL or OCS_TEST_POSTGRES_URL; '' for none)
   --seed N             seed of the teams and their faults (default ${DEFAULT_BENCH_SEED})
@@ -106,6 +109,7 @@ export function parseTeamsArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'fault-rate',
       'budget',
       'page-size',
+      'page-threads',
       'postgres',
       'seed',
     ],
@@ -116,6 +120,12 @@ export function parseTeamsArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (!(faultRate >= 0 && faultRate < 1)) {
     throw new BenchUsageError(
       `--fault-rate must be from 0 to below 1, not ${values['fault-rate']}.\n${USAGE}`,
+    );
+  }
+  const pageThreads = values['page-threads'] ?? 'auto';
+  if (pageThreads !== 'auto' && pageThreads !== 'true' && pageThreads !== 'false') {
+    throw new BenchUsageError(
+      `--page-threads must be auto, true or false, not ${pageThreads}.\n${USAGE}`,
     );
   }
   const postgresUrl = values.postgres ?? env.OCS_BENCH_POSTGRES_URL ?? env.OCS_TEST_POSTGRES_URL;
@@ -129,6 +139,7 @@ export function parseTeamsArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     faultRate,
     budget: positiveInteger(values.budget, '--budget', 2000),
     pageSize: Math.min(1000, positiveInteger(values['page-size'], '--page-size', 1000)),
+    pageThreads,
     postgresUrl: postgresUrl === '' ? undefined : postgresUrl,
     seed: positiveInteger(values.seed, '--seed', DEFAULT_BENCH_SEED, true),
     json: values.json,
@@ -226,6 +237,7 @@ export async function runTeamsBench(
           [
             `teams_at_once: ${options.teamsAtOnce}`,
             `page_size: ${options.pageSize}`,
+            `page_threads: ${options.pageThreads}`,
             `private_key_file: ${keyFile}`,
             // A fault is retried at once (a real run waits longer; here it would only add sleep).
             'http: { min_retry_delay_ms: 50, max_retry_delay_seconds: 2 }',
@@ -400,7 +412,7 @@ export function formatTeamsReport(results: TeamsResults): string {
   const { settings } = results;
   const lines = [
     `A fleet: ${settings.teams} teams, each its own fake server (budget ${settings.budget} requests / 5 min, ${settings.faultRate * 100}% faults, ${settings.latencyMs} ms a page); the largest has ${formatInteger(settings.rows)} chat messages, team i of n (i + 1) / n of it; ${formatInteger(Object.values(results.rowsPerTeam).reduce((a, b) => a + b, 0))} rows in all.`,
-    `sync --team all, ${settings.teamsAtOnce} teams at once, page size ${settings.pageSize}; Node ${settings.node}, ${settings.cores} cores, load average ${settings.loadAverage.map((value) => value.toFixed(2)).join(' ')} at the end.`,
+    `sync --team all, ${settings.teamsAtOnce} teams at once, page size ${settings.pageSize}, page_threads: ${settings.pageThreads}; Node ${settings.node}, ${settings.cores} cores, load average ${settings.loadAverage.map((value) => value.toFixed(2)).join(' ')} at the end.`,
     '',
   ];
   for (const entry of results.byDialect) {

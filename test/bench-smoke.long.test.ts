@@ -750,7 +750,10 @@ describe('teams mode (issue 37)', () => {
   it('refuses bad flags with a usage message', () => {
     expect(() => parseTeamsArgs(['--teams-at-once', '65'])).toThrow(/from 1 to 64/);
     expect(() => parseTeamsArgs(['--fault-rate', '1'])).toThrow(/--fault-rate/);
+    expect(() => parseTeamsArgs(['--page-threads', 'some'])).toThrow(/auto, true or false/);
+    expect(parseTeamsArgs(['--page-threads', 'true'], {}).pageThreads).toBe('true');
     expect(parseTeamsArgs([], {})).toMatchObject({
+      pageThreads: 'auto',
       teams: 20,
       rows: 20_000,
       teamsAtOnce: 4,

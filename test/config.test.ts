@@ -18,6 +18,7 @@ import { historyFor, selectResources } from '../src/config/sync.js';
 import { parseWarehouseUrl, redactUrl } from '../src/warehouse/url.js';
 import { ConfigError } from '../src/errors.js';
 import { packageVersion } from '../src/package-info.js';
+import { inFleet } from '../src/cli/wiring.js';
 
 const SERVER = { server: true };
 const LOCAL = { server: false };
@@ -650,6 +651,20 @@ describe('schedules, time zone, health', () => {
     expect(resolveYaml("full_refresh_schedule: '30 2 * * *'\n").fullRefreshSchedule).toBe(
       '30 2 * * *',
     );
+  });
+
+  it('takes page_threads as auto (the default), true or false; a fleet of several at once turns auto off', () => {
+    expect(resolveYaml('page_size: 10\n').pageThreads).toBe('auto');
+    expect(resolveYaml('page_threads: false\n').pageThreads).toBe(false);
+    expect(resolveYaml('page_threads: true\n').pageThreads).toBe(true);
+    const path = writeConfig('page_threads: sometimes\n');
+    expect(problemsOf(() => loadConfig({ configPath: path, env: {}, needs: LOCAL }))).toEqual([
+      `${path}:1: page_threads must be auto, true or false; got "sometimes"`,
+    ]);
+    const auto = resolveYaml('page_size: 10\n');
+    expect(inFleet(auto, 1).pageThreads).toBe(true);
+    expect(inFleet(auto, 2).pageThreads).toBe(false);
+    expect(inFleet(resolveYaml('page_threads: true\n'), 4).pageThreads).toBe(true);
   });
 
   it('explains that a cron expression starting with * must be quoted in YAML', () => {

@@ -83,7 +83,7 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       { from: null, to: null },
     );
     const runId = await warehouse.startRun('incremental', null);
-    const pipeline = createPagePipeline({ warehouse, keys: {} });
+    const pipeline = createPagePipeline({ warehouse, keys: {}, pageThread: true });
     cleanups.push(() => pipeline.close());
     const unused = async (): Promise<never> => {
       throw new Error('not asked');
@@ -216,6 +216,69 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
 
     const rerun = await sync();
     expect(rerun.status).toBe('ok');
+    await expectWarehouseEqualsSource(stored, dataset, { resources });
+  });
+
+  it('page_threads: false parses, prepares and writes on the sync’s thread: no page thread, no writer thread', async (context) => {
+    if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
+    const dataset = createSampleDataset({ rowsPerResource: 20, seed: 37 });
+    const server = await startFakeServer({ dataset });
+    cleanups.push(() => server.close());
+    const { stored, warehouse: threadedWarehouse } = await openStored(dialect);
+    const resources = ['users', 'chats', 'chat_messages'];
+    let warehouse = threadedWarehouse;
+    let mostThreads = 0;
+    const sync = async (overrides: Partial<SyncOptions>) => {
+      const source = testSource(server.url);
+      try {
+        return await runSync({
+          source,
+          warehouse,
+          logger: silentLogger(),
+          pageSize: 5,
+          secrets: { keys: {}, policyFor: () => 'sealed' },
+          onSchemaChange: 'evolve',
+          history: false,
+          deletes: 'mark',
+          pagesInFlight: 2,
+          concurrency: 2,
+          lockWaitMs: 0,
+          events: {
+            onResourceDone: () => {
+              mostThreads = Math.max(mostThreads, threadsOfThisProcess());
+            },
+          },
+          ...overrides,
+        });
+      } finally {
+        await source.close();
+      }
+    };
+    // A page thread stops at its first page: a run with one fails at it.
+    process.env.OCS_TEST_PAGE_THREAD_STOPS_AT = '1';
+    cleanups.push(() => {
+      delete process.env.OCS_TEST_PAGE_THREAD_STOPS_AT;
+    });
+    const pageThreadModule = new URL('./page-thread-that-stops.mjs', import.meta.url);
+    const threaded = await sync({ resources, pageThreadModule });
+    expect(threaded.status).toBe('partial');
+    expect(threaded.resources.map((resource) => resource.error).join('\n')).toContain(
+      "The sync's page thread stopped",
+    );
+    await threadedWarehouse.close();
+    warehouse = await openWarehouse({
+      url: stored.env.OCS_WAREHOUSE_URL!,
+      ...(stored.env.OCS_WAREHOUSE_SCHEMA ? { schema: stored.env.OCS_WAREHOUSE_SCHEMA } : {}),
+      writerThread: false,
+    });
+    cleanups.push(() => warehouse.close());
+    // Node's own threads (its pool for files and crypto) are up after a first run.
+    expect((await sync({ resources: ['users'], pageThreads: false })).status).toBe('ok');
+    const settled = threadsOfThisProcess();
+    mostThreads = 0;
+    const report = await sync({ resources, pageThreads: false, pageThreadModule });
+    expect(report.status).toBe('ok');
+    expect(mostThreads).toBe(settled);
     await expectWarehouseEqualsSource(stored, dataset, { resources });
   });
 });

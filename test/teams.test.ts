@@ -168,7 +168,7 @@ describe.each(splitDialects)('many teams through the CLI (%s)', (dialect) => {
   it('sync --team all fills each team’s own warehouse, exactly; status has a line per team and exits with the worst code', async () => {
     fleet = new Fleet(dialect);
     const kenya = await fleet.add('kenya', { seed: 1, extra: 'history: true' });
-    const malawi = await fleet.add('malawi', { seed: 2 });
+    const malawi = await fleet.add('malawi', { seed: 2, extra: 'page_threads: true' });
     const uganda = await fleet.add('uganda', {
       seed: 3,
       server: { apiKeys: { admin: ['another-key'], nonAdmin: [] } },
@@ -198,6 +198,14 @@ describe.each(splitDialects)('many teams through the CLI (%s)', (dialect) => {
       expect.objectContaining({ team: 'uganda', level: 50 }),
     ]);
     expect(new Set(lines.map((line) => line.team))).toEqual(new Set(['kenya', 'malawi', 'uganda']));
+    // Two teams at once: a team keeps its pages on the sync's thread unless it says otherwise.
+    const pageThreads = Object.fromEntries(
+      lines.filter((line) => line.msg === 'Sync ok').map((line) => [line.team, line.pageThread]),
+    );
+    expect(pageThreads).toEqual({ kenya: false, malawi: true });
+    const alone = await fleet.cli(['sync', '--team', 'kenya']);
+    expect(alone.code, alone.stderr).toBe(0);
+    expect(alone.logs).toMatch(/"pageThread":true/);
 
     const status = await fleet.cli(['status']);
     expect(status.code).toBe(4);

@@ -105,9 +105,10 @@ async function runFleetDaemon(
       'No team falls in this shard; the daemon runs none (its /healthz answers 200)',
     );
   }
+  const teamsAtOnce = Math.min(fleet.teamsAtOnce, chosen.length);
   const teams = chosen.map((team) => {
     const teamLogger = logger.child({ team: team.name });
-    const config = inFleet(team.config, fleet.teamsAtOnce);
+    const config = inFleet(team.config, teamsAtOnce);
     // Key problems are reported now; the team's runs fail with them (each run reads its keys
     // afresh, so a key put right is used at the next run) while the other teams run.
     try {

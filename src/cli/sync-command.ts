@@ -103,6 +103,7 @@ async function syncEveryTeam(
     : stopOnSignals(logger, 'Stopping after the page in flight');
   const signal = context.environment.signal ?? stop!.signal;
   const slots = new Slots(fleet.teamsAtOnce);
+  const teamsAtOnce = Math.min(fleet.teamsAtOnce, fleet.teams.length);
   // Each team hangs one listener on the signal (its run's, or its wait for a slot's): no leak.
   setMaxListeners(Math.max(10, 2 * fleet.teams.length + 10), signal);
   try {
@@ -116,7 +117,7 @@ async function syncEveryTeam(
           return { team, error };
         }
         try {
-          const report = await syncOnce(inFleet(team.config, fleet.teamsAtOnce), teamLogger, {
+          const report = await syncOnce(inFleet(team.config, teamsAtOnce), teamLogger, {
             fullRefresh: options.fullRefresh,
             acceptSchemaChange: options.acceptSchemaChange,
             signal,

@@ -70,6 +70,7 @@ export function createWarehouse(
     statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
     lockStaleAfterSeconds: config.lock.staleAfterSeconds,
     fileModes: privateModes(config.dataFileMode),
+    writerThread: pageThreadsOf(config),
     logger,
   });
 }
@@ -122,14 +123,23 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
 }
 
 /**
- * A team's settings as a fleet runs them, `teams_at_once` teams together: unless the team says
- * otherwise, each opens sealed values on its share of the cores (not on every core each), so the
- * teams syncing together keep one thread per core between them, and 10 MB a thread each.
+ * A team's settings as a fleet runs them, `teams_at_once` teams together, unless the team says
+ * otherwise: each opens sealed values on its share of the cores (not on every core each), so the
+ * teams syncing together keep one such thread per core between them, 10 MB a thread; and with
+ * more than one team at once, each keeps its pages on the sync's thread (`page_threads: auto`):
+ * the teams keep the cores busy between them, and a team's page and writer threads would add
+ * about 40 MB a team at once for no time saved (docs/performance.md, Many teams).
  */
 export function inFleet(config: Config, teamsAtOnce: number): Config {
-  if (config.secrets.openThreads !== undefined) return config;
-  const share = Math.max(1, Math.floor(defaultOpenThreads() / teamsAtOnce));
-  return { ...config, secrets: { ...config.secrets, openThreads: share } };
+  const openThreads =
+    config.secrets.openThreads ?? Math.max(1, Math.floor(defaultOpenThreads() / teamsAtOnce));
+  const pageThreads = config.pageThreads === 'auto' ? teamsAtOnce === 1 : config.pageThreads;
+  return { ...config, pageThreads, secrets: { ...config.secrets, openThreads } };
+}
+
+/** Whether a sync hands its pages to threads of its own: `page_threads`, `auto` being yes. */
+function pageThreadsOf(config: Config): boolean {
+  return config.pageThreads !== false;
 }
 
 export function syncOptionsFromConfig(
@@ -151,6 +161,7 @@ export function syncOptionsFromConfig(
     history: config.history,
     deletes: config.deletes,
     pagesInFlight: config.pagesInFlight,
+    pageThreads: pageThreadsOf(config),
     concurrency: config.concurrency,
     lockWaitMs: config.lock.waitSeconds * 1000,
   };

@@ -520,6 +520,7 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
     excludeFields: config.excludeFields,
     concurrency: config.concurrency,
     pagesInFlight: config.pagesInFlight,
+    pageThreads: config.pageThreads,
     http: { ...config.http },
     logLevel: config.logLevel,
     privateKey:

@@ -161,6 +161,7 @@ const KEY_ORDER = [
   'exclude_fields',
   'concurrency',
   'pages_in_flight',
+  'page_threads',
   'http',
   'log_level',
   'private_key_file',

@@ -1,6 +1,7 @@
 /**
  * What a sync takes and how: `page_size`, `resources`, `exclude_resources`, `exclude_fields`,
- * `concurrency`, `pages_in_flight`, `history`, `deletes`, `on_schema_change`, and `log_level`.
+ * `concurrency`, `pages_in_flight`, `page_threads`, `history`, `deletes`, `on_schema_change`, and
+ * `log_level`.
  */
 import type { DeleteMode } from '../interfaces.js';
 import {
@@ -18,6 +19,7 @@ export const SCHEMA_CHANGE_POLICIES = [
   'evolve',
   'stop',
 ] as const satisfies readonly SchemaChangePolicy[];
+export type PageThreads = 'auto' | boolean;
 export const DELETE_MODES = ['mark', 'remove'] as const satisfies readonly DeleteMode[];
 
 export interface SyncConfig {
@@ -31,6 +33,12 @@ export interface SyncConfig {
   concurrency: number;
   /** Pages fetched ahead of the writer. */
   pagesInFlight: number;
+  /**
+   * Whether a sync hands its pages to threads of its own (the page thread; SQLite's writer
+   * thread): `auto` is yes for a sync of one team at a time, no in a fleet syncing several at
+   * once (fleetSettings in cli/wiring.ts), whose teams then share the sync's thread.
+   */
+  pageThreads: PageThreads;
   /** true = every resource, false = none, or a list of resources. */
   history: boolean | string[];
   deletes: DeleteMode;
@@ -45,6 +53,7 @@ export interface SyncFileValues {
   exclude_fields?: Record<string, string[]>;
   concurrency?: number;
   pages_in_flight?: number;
+  page_threads?: PageThreads;
   history?: boolean | string[];
   deletes?: DeleteMode;
   on_schema_change?: SchemaChangePolicy;
@@ -57,6 +66,7 @@ export const syncDefaults = {
   exclude_fields: {} as Record<string, string[]>,
   concurrency: 1,
   pages_in_flight: 2,
+  page_threads: 'auto' as PageThreads,
   history: false as boolean | string[],
   deletes: 'mark' as DeleteMode,
   on_schema_change: 'evolve' as SchemaChangePolicy,
@@ -92,6 +102,7 @@ export const SYNC_SETTINGS: readonly SettingInfo[] = [
     allowed: 'an integer from 1 to 8',
   },
   { path: 'pages_in_flight', kind: 'integer', allowed: 'an integer from 1 to 8' },
+  { path: 'page_threads', kind: 'text', allowed: 'auto, true or false' },
   {
     path: 'history',
     env: 'OCS_HISTORY',
@@ -133,6 +144,7 @@ export const syncFields = {
   exclude_fields: checked(isExcludeFieldsShape, checkExcludeFields),
   concurrency: integer(1, 8),
   pages_in_flight: integer(1, 8),
+  page_threads: z.union([z.literal('auto'), z.boolean()]),
   history: z.union([z.boolean(), resourceList]),
   deletes: z.enum(DELETE_MODES),
   on_schema_change: z.enum(SCHEMA_CHANGE_POLICIES),
@@ -147,6 +159,7 @@ export function syncConfig(values: SectionValues<typeof syncFields>): SyncConfig
     excludeFields: normaliseExcludeFields(values.exclude_fields),
     concurrency: values.concurrency,
     pagesInFlight: values.pages_in_flight,
+    pageThreads: values.page_threads,
     history: Array.isArray(values.history) ? [...new Set(values.history)] : values.history,
     deletes: values.deletes,
     onSchemaChange: values.on_schema_change,

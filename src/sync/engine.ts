@@ -146,6 +146,7 @@ class SyncRun {
     this.pipeline = createPagePipeline({
       warehouse: options.warehouse,
       keys: options.secrets.keys,
+      pageThread: options.pageThreads !== false,
       threadModule: options.pageThreadModule,
     });
     const policyOf = (entry: ManifestEntry) => this.policyOf(entry);
@@ -355,6 +356,7 @@ class SyncRun {
         skipped: reports.filter((r) => r.status === 'skipped').map((r) => r.resource),
         failed: reports.filter((r) => r.status === 'failed').map((r) => r.resource),
         durationMs: report.durationMs,
+        pageThread: this.pipeline.threaded,
       },
       `Sync ${status}`,
     );

@@ -67,6 +67,8 @@ export interface SyncOptions {
   events?: SyncEvents;
   /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
   files?: FilesStep;
+  /** False parses, prepares and writes pages on this thread, not on a page thread. Default true. */
+  pageThreads?: boolean;
   /** The page thread's module instead of the pipeline's own (tests give one that stops). */
   pageThreadModule?: URL;
 }

@@ -34,6 +34,8 @@ export interface OpenWarehouseOptions {
   mustExist?: boolean;
   /** Modes a new SQLite file (and its lock file) is created with (default 0600). */
   fileModes?: PrivateModes;
+  /** SQLite: false commits pages on this thread's connection, not on a writer thread. */
+  writerThread?: boolean;
   logger?: WarehouseLogger;
 }
 
@@ -67,6 +69,7 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     path,
     lockStaleAfterSeconds: options.lockStaleAfterSeconds,
     fileModes: options.fileModes,
+    writerThread: options.writerThread,
     logger: options.logger,
   });
   return migrated(warehouse);

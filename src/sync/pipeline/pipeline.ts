@@ -9,7 +9,9 @@
  * The thread starts with the first walk and stops when the run closes the pipeline, however the
  * run ends. A thread that dies fails the walks in flight (the next run resumes after their last
  * committed page); a walk started later gets a new thread. A warehouse only this thread can
- * write (`:memory:`) runs the same stages here (LocalPipeline).
+ * write (`:memory:`, an SQLite file without its writer thread), and a sync told to keep its pages
+ * on its own thread (`page_threads: false`, a fleet's teams), run the same stages here
+ * (LocalPipeline).
  */
 import { Worker, type TransferListItem } from 'node:worker_threads';
 import { OcsSyncError } from '../../errors.js';
@@ -47,16 +49,20 @@ export interface PagePipeline {
   startWalk(setup: WalkSetup, host: PageHost): PipelineWalk;
   /** Waits for every page in flight, then stops the thread (again: nothing more). */
   close(): Promise<void>;
+  /** Whether the pages went to a page thread (false: the stages ran on this thread). */
+  readonly threaded: boolean;
 }
 
 export interface PipelineOptions {
   warehouse: Warehouse;
   keys: SealingKeys;
+  /** False runs the stages on this thread, whatever the warehouse. */
+  pageThread: boolean;
   /** The page thread's module (tests give one that stops); default page-thread. */
   threadModule?: URL;
 }
 
-/** The run's pipeline: a page thread when the warehouse can be written from one, else this thread. */
+/** The run's pipeline: a page thread when asked and the warehouse can be written from one. */
 export function createPagePipeline(options: PipelineOptions): PagePipeline {
   return new ThreadedPipeline(options);
 }
@@ -75,6 +81,10 @@ class ThreadedPipeline implements PagePipeline {
   private closing?: Promise<void>;
 
   constructor(private readonly options: PipelineOptions) {}
+
+  get threaded(): boolean {
+    return this.thread !== undefined;
+  }
 
   warm(): void {
     this.pipeline();
@@ -97,7 +107,7 @@ class ThreadedPipeline implements PagePipeline {
     if (this.closing) throw new OcsSyncError('The page pipeline is closed.');
     if (this.local) return this.local;
     if (!this.thread || this.thread.dead) {
-      const sink = this.options.warehouse.pageSinkSetup();
+      const sink = this.options.pageThread ? this.options.warehouse.pageSinkSetup() : undefined;
       if (!sink) {
         this.local = new LocalPipeline(this.options.warehouse, this.options.keys);
         return this.local;
@@ -299,10 +309,10 @@ function askHost(host: PageHost, method: HostMethod, args: unknown[]): Promise<u
 }
 
 /**
- * The same stages on this thread, for a warehouse only it can write (`:memory:`): the pages go
- * to the warehouse's own writePage.
+ * The same stages on this thread, for a warehouse only it can write or a sync without a page
+ * thread: the pages go to the warehouse's own writePage.
  */
-class LocalPipeline implements Omit<PagePipeline, 'warm'> {
+class LocalPipeline implements Omit<PagePipeline, 'warm' | 'threaded'> {
   private readonly stages: PageStages;
 
   constructor(warehouse: Warehouse, keys: SealingKeys) {

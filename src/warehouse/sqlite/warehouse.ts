@@ -88,6 +88,8 @@ export interface SqliteWarehouseOptions {
   busyTimeoutMs?: number;
   /** Modes the writer lock's side file is created with (default 0600). */
   fileModes?: PrivateModes;
+  /** False commits a file's pages on this connection, as `:memory:` does. Default true. */
+  writerThread?: boolean;
   logger?: WarehouseLogger;
 }
 
@@ -114,7 +116,7 @@ export class SqliteWarehouse implements Warehouse {
       options.busyTimeoutMs ?? 10_000,
     );
     this.committer =
-      options.path === ':memory:'
+      options.path === ':memory:' || options.writerThread === false
         ? new InThreadCommitter(new SqlitePageWriter(this.connection.handle))
         : new WriterThreadCommitter({
             path: options.path,
