@@ -52,6 +52,33 @@ async function openStored(
   return { stored, warehouse };
 }
 
+/** One run of the resources given into `warehouse`, five rows a page, with `overrides`. */
+async function syncFrom(
+  serverUrl: string,
+  warehouse: Warehouse,
+  overrides: Partial<SyncOptions> = {},
+) {
+  const source = testSource(serverUrl);
+  try {
+    return await runSync({
+      source,
+      warehouse,
+      logger: silentLogger(),
+      pageSize: 5,
+      secrets: { keys: {}, policyFor: () => 'sealed' },
+      onSchemaChange: 'evolve',
+      history: false,
+      deletes: 'mark',
+      pagesInFlight: 2,
+      concurrency: 1,
+      lockWaitMs: 0,
+      ...overrides,
+    });
+  } finally {
+    await source.close();
+  }
+}
+
 describe('errors between the threads', () => {
   it('keep their class, message, hint and fields; the run’s own come back as themselves', () => {
     const sealed = new SealedValueError('users', '7', 'secret', 'does not open');
@@ -155,28 +182,8 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     cleanups.push(() => server.close());
     const { stored, warehouse } = await openStored(dialect);
     const resources = ['users', 'chats', 'chat_messages'];
-    const sync = async (overrides: Partial<SyncOptions> = {}) => {
-      const source = testSource(server.url);
-      try {
-        return await runSync({
-          source,
-          warehouse,
-          logger: silentLogger(),
-          pageSize: 5,
-          resources,
-          secrets: { keys: {}, policyFor: () => 'sealed' },
-          onSchemaChange: 'evolve',
-          history: false,
-          deletes: 'mark',
-          pagesInFlight: 2,
-          concurrency: 1,
-          lockWaitMs: 0,
-          ...overrides,
-        });
-      } finally {
-        await source.close();
-      }
-    };
+    const sync = (overrides: Partial<SyncOptions> = {}) =>
+      syncFrom(server.url, warehouse, { resources, ...overrides });
     // The first run starts what stays (the warehouse's writer thread, Node's own).
     expect((await sync({ resources: ['users'] })).status).toBe('ok');
     const settled = threadsOfThisProcess();
@@ -228,32 +235,16 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     const resources = ['users', 'chats', 'chat_messages'];
     let warehouse = threadedWarehouse;
     let mostThreads = 0;
-    const sync = async (overrides: Partial<SyncOptions>) => {
-      const source = testSource(server.url);
-      try {
-        return await runSync({
-          source,
-          warehouse,
-          logger: silentLogger(),
-          pageSize: 5,
-          secrets: { keys: {}, policyFor: () => 'sealed' },
-          onSchemaChange: 'evolve',
-          history: false,
-          deletes: 'mark',
-          pagesInFlight: 2,
-          concurrency: 2,
-          lockWaitMs: 0,
-          events: {
-            onResourceDone: () => {
-              mostThreads = Math.max(mostThreads, threadsOfThisProcess());
-            },
+    const sync = (overrides: Partial<SyncOptions>) =>
+      syncFrom(server.url, warehouse, {
+        concurrency: 2,
+        events: {
+          onResourceDone: () => {
+            mostThreads = Math.max(mostThreads, threadsOfThisProcess());
           },
-          ...overrides,
-        });
-      } finally {
-        await source.close();
-      }
-    };
+        },
+        ...overrides,
+      });
     // A page thread stops at its first page: a run with one fails at it.
     process.env.OCS_TEST_PAGE_THREAD_STOPS_AT = '1';
     cleanups.push(() => {
