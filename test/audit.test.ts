@@ -4,6 +4,8 @@
  * verify` passes an archive built through edits, deletions, faults and schema changes, and names
  * every change made behind the tool's back with the database's own shell.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { replayRow } from '../src/audit/replay.js';
 import { verifyAudit } from '../src/audit/verify.js';
@@ -13,6 +15,7 @@ import { openWarehouse } from '../src/warehouse/open.js';
 import { runCli, splitDialects, type TestWarehouse } from './support.js';
 import {
   archiveBuiltOnce,
+  expectIntact,
   expectNamed,
   openAuditBed,
   tamper,
@@ -218,6 +221,16 @@ describe.each(splitDialects)('audit archive (%s)', (dialect) => {
       "SELECT count(*) FROM _ocs_audit WHERE operation = 'delete';",
     ).trim();
     expect(Number(deletions)).toBe(2);
+  });
+
+  it('the same archive, its pages written on the sync’s thread (page_threads: false, as a fleet does), verifies clean', async () => {
+    const config = join(bed.directory.path, 'config.yaml');
+    writeFileSync(config, 'page_threads: false\n');
+    env = { ...env, OCS_CONFIG: config };
+    await buildArchive();
+    const report = await expectIntact(env, keys);
+    expect(report.checkpoints.checked).toBe(3);
+    expect(report.versions).toBeGreaterThan(0);
   });
 
   /** A row of chat_messages with two versions (edited once), and its versions' ids. */
