@@ -11,9 +11,8 @@ import { OcsSyncError, SealedValueError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
-import { silentLogger } from '../src/log.js';
 import { BodyNotJsonError } from '../src/source/page-body.js';
-import { runSync, type SyncOptions } from '../src/sync/engine.js';
+import type { SyncOptions } from '../src/sync/engine.js';
 import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js';
 import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
@@ -26,7 +25,7 @@ import {
   openCliTestBed,
   syncEnv,
   splitDialects,
-  testSource,
+  syncFrom,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -50,33 +49,6 @@ async function openStored(
   });
   cleanups.push(() => warehouse.close());
   return { stored, warehouse };
-}
-
-/** One run of the resources given into `warehouse`, five rows a page, with `overrides`. */
-async function syncFrom(
-  serverUrl: string,
-  warehouse: Warehouse,
-  overrides: Partial<SyncOptions> = {},
-) {
-  const source = testSource(serverUrl);
-  try {
-    return await runSync({
-      source,
-      warehouse,
-      logger: silentLogger(),
-      pageSize: 5,
-      secrets: { keys: {}, policyFor: () => 'sealed' },
-      onSchemaChange: 'evolve',
-      history: false,
-      deletes: 'mark',
-      pagesInFlight: 2,
-      concurrency: 1,
-      lockWaitMs: 0,
-      ...overrides,
-    });
-  } finally {
-    await source.close();
-  }
 }
 
 describe('errors between the threads', () => {

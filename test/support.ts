@@ -9,6 +9,8 @@ import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { silentLogger } from '../src/log.js';
+import { runSync, type SyncOptions, type SyncReport } from '../src/sync/engine.js';
+import type { Warehouse } from '../src/interfaces.js';
 import { HttpExportSource, type HttpSourceOptions } from '../src/source/http-source.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { projectRoot } from '../src/package-info.js';
@@ -295,6 +297,36 @@ export function testSource(
     logger: silentLogger(),
     ...options,
   });
+}
+
+/**
+ * One run through the engine against the fake server at `serverUrl` into `warehouse`: five rows a
+ * page, sealed values kept sealed, one walk at a time, unless `overrides` says otherwise.
+ */
+export async function syncFrom(
+  serverUrl: string,
+  warehouse: Warehouse,
+  overrides: Partial<SyncOptions> = {},
+): Promise<SyncReport> {
+  const source = testSource(serverUrl);
+  try {
+    return await runSync({
+      source,
+      warehouse,
+      logger: silentLogger(),
+      pageSize: 5,
+      secrets: { keys: {}, policyFor: () => 'sealed' },
+      onSchemaChange: 'evolve',
+      history: false,
+      deletes: 'mark',
+      pagesInFlight: 2,
+      concurrency: 1,
+      lockWaitMs: 0,
+      ...overrides,
+    });
+  } finally {
+    await source.close();
+  }
 }
 
 /** Quick retries so fault tests do not wait long. */

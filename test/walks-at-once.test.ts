@@ -12,7 +12,6 @@ import { InterruptedError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
-import { silentLogger } from '../src/log.js';
 import {
   InThreadOpener,
   OpenThreadPool,
@@ -31,7 +30,7 @@ import {
   teamKeys,
   temporaryDirectory,
   splitDialects,
-  testSource,
+  syncFrom,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -68,27 +67,12 @@ async function openBed(dialect: 'sqlite' | 'postgres', rowsPerResource: number):
     dataset,
     stored,
     warehouse,
-    async sync(overrides = {}) {
-      const source = testSource(server.url);
-      try {
-        return await runSync({
-          source,
-          warehouse,
-          logger: silentLogger(),
-          pageSize: 5,
-          secrets: { keys: { privateKey: privateKey() }, policyFor: () => 'plaintext' },
-          onSchemaChange: 'evolve',
-          history: false,
-          deletes: 'mark',
-          pagesInFlight: 2,
-          concurrency: 2,
-          lockWaitMs: 0,
-          ...overrides,
-        });
-      } finally {
-        await source.close();
-      }
-    },
+    sync: (overrides = {}) =>
+      syncFrom(server.url, warehouse, {
+        secrets: { keys: { privateKey: privateKey() }, policyFor: () => 'plaintext' },
+        concurrency: 2,
+        ...overrides,
+      }),
   };
 }
 

@@ -12,8 +12,6 @@ import type { PageWrite, PageWriteResult, Warehouse } from '../src/interfaces.js
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
-import { silentLogger } from '../src/log.js';
-import { runSync } from '../src/sync/engine.js';
 import { FailedWalks } from '../src/warehouse/commit-order.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { WriterThreadCommitter } from '../src/warehouse/sqlite/page-committer.js';
@@ -26,8 +24,8 @@ import {
   teamKeys,
   temporaryDirectory,
   splitDialects,
+  syncFrom,
   type TestWarehouse,
-  testSource,
 } from './support.js';
 
 const RESOURCE = 'chat_messages';
@@ -157,25 +155,10 @@ describe.each(splitDialects)('write-behind (%s)', (dialect) => {
         };
       },
     }) as Warehouse;
-    const source = testSource(server.url);
     try {
-      const report = await runSync({
-        source,
-        warehouse: recording,
-        logger: silentLogger(),
-        pageSize: 4,
-        resources: [RESOURCE],
-        secrets: { keys: {}, policyFor: () => 'sealed' },
-        onSchemaChange: 'evolve',
-        history: false,
-        deletes: 'mark',
-        pagesInFlight: 2,
-        concurrency: 1,
-        lockWaitMs: 0,
-      });
+      const report = await syncFrom(server.url, recording, { pageSize: 4, resources: [RESOURCE] });
       expect(report.status).toBe('ok');
     } finally {
-      await source.close();
       await warehouse.close();
     }
     const pages = events.filter((event) => event === `hand ${RESOURCE}`).length;
