@@ -19,8 +19,9 @@ export const SCHEMA_CHANGE_POLICIES = [
   'evolve',
   'stop',
 ] as const satisfies readonly SchemaChangePolicy[];
-export type PageThreads = 'auto' | boolean;
 export const DELETE_MODES = ['mark', 'remove'] as const satisfies readonly DeleteMode[];
+
+export type PageThreads = 'auto' | boolean;
 
 export interface SyncConfig {
   pageSize: number;
@@ -36,7 +37,7 @@ export interface SyncConfig {
   /**
    * Whether a sync hands its pages to threads of its own (the page thread; SQLite's writer
    * thread): `auto` is yes for a sync of one team at a time, no in a fleet syncing several at
-   * once (fleetSettings in cli/wiring.ts), whose teams then share the sync's thread.
+   * once (inFleet in cli/wiring.ts), whose teams then share the sync's thread.
    */
   pageThreads: PageThreads;
   /** true = every resource, false = none, or a list of resources. */
