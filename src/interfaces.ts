@@ -42,8 +42,9 @@
  * - Page pipeline: a walk's pages, from the bytes the sync's thread fetched to rows committed with
  *   their cursors: the page thread parses and prepares them, a page sink writes them (SQLite's on
  *   its writer thread) in walk order (src/sync/pipeline/).
- * - Deletion proof: under a choice, what shows a missing row is gone from the server and not
- *   merely out of scope: the rows served in the same full refresh still reach it
+ * - Deletion proof: under a choice, what shows a missing row last served under the same choice is
+ *   gone from the server and not merely out of scope: its resource is owned (a chatbot's own rows
+ *   never leave an unchanged choice), or the rows served in the same full refresh still reach it
  *   (src/sync/choice-reach.ts).
  * - Progress: a stage of a run moving one step (a page committed, a file stored, deleted rows
  *   marked). Every stage reports its steps to the run's ProgressListener; the daemon's /healthz
@@ -374,23 +375,21 @@ export interface MissingUnderChoice {
  * Why a row that a full refresh under a chatbot choice did not see is gone from the server,
  * rather than out of the choice (planned in sync/choice-reach.ts, tested in SQL by the
  * warehouse). "Served" means written by this run under this choice.
+ * - `owned`: the resource is a chatbot's own (manifest `owned`): a row last served under this same
+ *   choice belongs to a chosen chatbot for its whole life, so the choice would serve it still.
  * - `every_row`: the resource is served whole under any choice (users, tags, ...).
  * - `named_by`: a served row of `table` names it in `column` (a list of ids when `list`), a link
  *   the choice follows: the server would have served it.
  * - `names`: it names a served row of `table` in `column`, the link the choice reaches it by.
- * - `names_nothing`: `column` is null: served under any choice (a team-level channel).
- * - `names_typed`: `typeColumn` is `type` and `idColumn` names a served row of `table` (a
- *   generic foreign key).
  * - `parent_gone`: its required `column` names a row of `table` (walked completely in this run)
  *   the warehouse holds as deleted, or not at all: the server cannot keep a row whose required
  *   parent it deleted.
  */
 export type DeletionProof =
+  | { kind: 'owned' }
   | { kind: 'every_row' }
   | { kind: 'named_by'; table: string; column: string; list: boolean }
   | { kind: 'names'; column: string; table: string }
-  | { kind: 'names_nothing'; column: string }
-  | { kind: 'names_typed'; typeColumn: string; idColumn: string; type: string; table: string }
   | { kind: 'parent_gone'; column: string; table: string };
 
 /** A chatbot choice as recorded: its key and the chatbots (public id, name) it stood for. */

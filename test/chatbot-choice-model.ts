@@ -42,6 +42,9 @@ const RELINKS: ReadonlyArray<readonly [resource: string, field: string, target: 
   ['collection_files', 'file', 'files'],
 ];
 
+/** Owned resources whose rows carry no link to their chatbot: reached only by who names them. */
+const UNLINKED_OWNED: ReadonlySet<string> = new Set(['chats', 'event_actions']);
+
 /** What the runs of one seed went through, summed by the caller to show every case happened. */
 export interface ModelCounts {
   fullRefreshChecks: number;
@@ -49,6 +52,11 @@ export interface ModelCounts {
   deletionsRecorded: number;
   /** Of those, under a choice in resources shared between chatbots (`referenced`). */
   sharedDeletionsRecorded: number;
+  /**
+   * Of those, under a choice in owned resources whose rows name no chatbot and nothing that leads
+   * to one (a chat is named by its session, an event action by its trigger).
+   */
+  unlinkedOwnedDeletionsRecorded: number;
   /** Rows gone from the server that nothing served reaches any more: left out of scope. */
   goneUnprovable: number;
   /** Rows a re-link took out of the choice under an unchanged choice. */
@@ -57,8 +65,9 @@ export interface ModelCounts {
 
 /**
  * Runs the model for each seed, then holds that every case happened across them: full refreshes
- * checked, choices changed, deletions recorded (shared ones too, under a choice), rows gone that
- * nothing served reaches, rows re-linked out of an unchanged choice.
+ * checked, choices changed, deletions recorded (shared ones, and owned ones with no link to their
+ * chatbot, under a choice), rows gone that nothing served reaches, rows re-linked out of an
+ * unchanged choice.
  */
 export async function runDeletionModelSeeds(
   dialect: 'sqlite' | 'postgres',
@@ -85,6 +94,7 @@ export async function runDeletionModel(
     choiceChanges: 0,
     deletionsRecorded: 0,
     sharedDeletionsRecorded: 0,
+    unlinkedOwnedDeletionsRecorded: 0,
     goneUnprovable: 0,
     relinkedOut: 0,
   };
@@ -127,9 +137,10 @@ export async function runDeletionModel(
           .map((entry) => entry.resource),
       );
       if (key !== 'all') {
-        counts.sharedDeletionsRecorded += newlyDeleted.filter((row) =>
-          shared.has(row.split('/')[0]!),
-        ).length;
+        const of = (resources: ReadonlySet<string>) =>
+          newlyDeleted.filter((row) => resources.has(row.split('/')[0]!)).length;
+        counts.sharedDeletionsRecorded += of(shared);
+        counts.unlinkedOwnedDeletionsRecorded += of(UNLINKED_OWNED);
       }
       // The report and the events count what the warehouse holds.
       const reported = report.resources.reduce((sum, resource) => sum + resource.deleted, 0);
@@ -246,9 +257,10 @@ async function deletedRows(
 
 /**
  * After a full refresh: live and in scope is exactly what the server serves now; the rest is out
- * of scope or deleted; a row gone from the server that it last served under this same choice,
- * and that the rows served now still reach, is deleted (the rest of the gone: out of scope, for
- * a whole-team full refresh to settle). Returns how many gone rows could not be told deleted.
+ * of scope or deleted; a row gone from the server that it last served under this same choice is
+ * deleted when it is owned, or when the rows served now still reach it (the rest of the gone:
+ * out of scope, for a whole-team full refresh to settle). Returns how many gone rows could not be
+ * told deleted.
  */
 async function checkFullRefresh(
   bed: ScopedBed,
@@ -280,10 +292,13 @@ async function checkFullRefresh(
       if (row.deleted) continue;
       expect(row.outOfScope, `${at} not served, yet neither deleted nor out of scope`).toBe(true);
       if (exists.has(row.id)) continue;
-      // Gone from the server and not recorded deleted: only when nothing served reaches it.
+      // Gone from the server and not recorded deleted: only a shared row nothing served reaches.
       const last = before.get(`${resource}/${row.id}`);
       expect(key, `${at}: a whole-team full refresh leaves a gone row live`).not.toBe('all');
       if (last?.key === key) {
+        expect(scope, `${at}: an owned row gone under an unchanged choice left live`).not.toBe(
+          'owned',
+        );
         expect(wouldServe(dataset, chosen, resource, model, last.row), `${at} gone`).toBe(false);
       }
       unprovable += 1;

@@ -8,7 +8,7 @@
 import { describe, expect, it } from 'vitest';
 import { selectionKey } from '../src/export-api/selection.js';
 import { SeededRandom } from '../src/fake-server/random.js';
-import { scopedBeds, storedFlags } from './chatbot-choice-support.js';
+import { deleteAsServer, scopedBeds, storedFlags } from './chatbot-choice-support.js';
 import { sourceRowsAsStored, testDialects } from './support.js';
 
 /** Many runs in one test: generous, so a busy machine slows them without failing them. */
@@ -135,7 +135,11 @@ describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dial
               current.dataset.edit(resource, [random.pick(existing)]);
             }
             if (existing.length > 4 && random.chance(0.4)) {
-              current.dataset.remove(resource, [random.pick(existing)]);
+              // As the server deletes: a session takes its chat and what hangs under it along (a
+              // user, whom every chatbot names as its owner, only goes alone).
+              const id = String(random.pick(existing));
+              if (resource === 'users') current.dataset.remove(resource, [id]);
+              else deleteAsServer(current.dataset, resource, [id], false);
             }
           }
           if (random.chance(0.3)) current.server.choice!.changeAfter(random.int(3, 60), choose());

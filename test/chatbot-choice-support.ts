@@ -203,10 +203,29 @@ export function wouldServe(
 }
 
 /**
+ * The links an owned row belongs to its chatbot by that a database would not cascade on its own:
+ * an owned row never outlives its place in a chatbot (docs/chatbot-choice.md), so the server
+ * deletes it with its owner. `[resource, field]`: a row of `resource` goes with the row its
+ * nullable `field` names (a score with its session).
+ */
+const OWNED_BY: ReadonlyArray<readonly [resource: string, field: string]> = [['scores', 'session']];
+
+/**
+ * The other way round: deleting a row of `resource` deletes the owned row it names in `field` (a
+ * session takes its chat with it, a trigger its event action).
+ */
+const OWNS: ReadonlyArray<readonly [resource: string, field: string]> = [
+  ['sessions', 'chat'],
+  ['static_triggers', 'action'],
+  ['timeout_triggers', 'action'],
+  ['scheduled_triggers', 'action'],
+];
+
+/**
  * Deletes rows as the server's database does: a row whose required (non-null) reference names a
- * deleted row goes with it; a nullable reference is set to null (`nullify`) or left naming the
- * gone row (a reference the database does not hold, as in a JSON field). Returns every row
- * deleted, `resource/id`.
+ * deleted row goes with it, and so does an owned row with its owner (OWNED_BY, OWNS); any other
+ * nullable reference is set to null (`nullify`) or left naming the gone row (a reference the
+ * database does not hold, as in a JSON field). Returns every row deleted, `resource/id`.
  */
 export function deleteAsServer(
   dataset: FakeDataset,
@@ -218,8 +237,15 @@ export function deleteAsServer(
   const deleted: string[] = [];
   const queue = ids.map((id) => ({ resource, id }));
   for (let next = queue.shift(); next; next = queue.shift()) {
+    const row = dataset.rows(next.resource).find((candidate) => String(candidate.id) === next.id);
     if (dataset.remove(next.resource, [next.id]) === 0) continue;
     deleted.push(`${next.resource}/${next.id}`);
+    for (const [owner, field] of OWNS) {
+      const target = fixture.find((entry) => entry.resource === owner)?.fields[field]?.references;
+      if (owner === next.resource && target && row?.[field] != null) {
+        queue.push({ resource: target, id: String(row[field]) });
+      }
+    }
     for (const referring of fixture) {
       if (!dataset.hasResource(referring.resource)) continue;
       for (const [field, spec] of Object.entries(referring.fields)) {
@@ -228,7 +254,8 @@ export function deleteAsServer(
           .rows(referring.resource)
           .filter((row) => String(row[field]) === next.id)
           .map((row) => String(row.id));
-        if (!spec.nullable) {
+        const owned = OWNED_BY.some(([name, by]) => name === referring.resource && by === field);
+        if (!spec.nullable || owned) {
           queue.push(...naming.map((id) => ({ resource: referring.resource, id })));
         } else if (nullify && naming.length > 0) {
           dataset.edit(referring.resource, naming, { [field]: null });

@@ -410,7 +410,8 @@ export function sampleFixture(): FixtureResource[] {
  * The sample fixture as the next server version exports it, for the fake's `chatbotChoice`: the
  * references the chatbot scope follows (a chatbot's versions, providers and pipeline; a node's
  * collection, provider, model and source material; tagged items and comments pointing at messages
- * and sessions) and the new `scheduled_triggers` after `timeout_triggers`.
+ * and sessions), a chatbot's triggers and their event actions, and the new `scheduled_triggers`
+ * after `timeout_triggers`.
  */
 export function scopedSampleFixture(): FixtureResource[] {
   const fixture = sampleFixture();
@@ -436,12 +437,27 @@ export function scopedSampleFixture(): FixtureResource[] {
     delete fields.content_type_id;
     Object.assign(fields, { content_type: choice([model]), object_id: ref(target) });
   }
+  // A chatbot's triggers, and the event action each runs: an owned row with no link to its
+  // chatbot, reached only through the trigger naming it.
   const triggers = [
+    resource('event_actions', 'events.eventaction', 'pk', {
+      ...timestamps,
+      action_type: choice(['log', 'send_message_to_bot', 'end_conversation', 'pipeline_start']),
+      params: json('object'),
+    }),
+    resource('static_triggers', 'events.statictrigger', 'pk', {
+      ...timestamps,
+      type: choice(['conversation_start', 'new_human_message', 'participant_joined']),
+      is_active: boolean(),
+      action: ref('event_actions'),
+      experiment: ref('chatbots'),
+    }),
     resource('timeout_triggers', 'events.timeouttrigger', 'pk', {
       ...timestamps,
       delay: integer(),
       total_num_triggers: integer(),
       is_active: boolean(),
+      action: ref('event_actions'),
       experiment: ref('chatbots'),
     }),
     resource('scheduled_triggers', 'events.scheduledtrigger', 'pk', {
@@ -449,6 +465,7 @@ export function scopedSampleFixture(): FixtureResource[] {
       name: string('title'),
       cron_expression: choice(['0 9 * * *', '*/30 * * * *']),
       is_active: boolean(),
+      action: ref('event_actions'),
       experiment: ref('chatbots'),
     }),
   ];

@@ -2,34 +2,33 @@
  * How the server's chatbot choice reaches each model's rows, and so what shows that a row a full
  * refresh under the choice did not see is gone from the server rather than out of the choice.
  *
- * The server serves, under a choice, the chosen chatbots' families and what they reach, one link
- * at a time, always from rows it serves (upstream `apps/teams/export/chatbot_scope.py`, read for
- * REFERENCE.md's last section). So a missing row is provably deleted when the rows served in the
- * same run still reach it: the server would have served it if it still had it. A row nothing
- * served reaches any more may have left the choice (a chatbot stopped using a provider, a session
- * was deleted and its chat kept), so it is only marked out of scope. One more proof holds on any
- * server with referential integrity: a row whose required parent is gone is gone with it.
+ * An owned row (a chatbot's own: its sessions, chats, messages, traces, ...) belongs to one
+ * chatbot for its whole life, and the server serves every owned row of the chosen chatbots
+ * (REFERENCE.md, last section): under the same choice it cannot leave, so a complete walk that no
+ * longer serves it shows it deleted, whatever links it carries.
  *
- * A model this table does not know, or one the manifest classes otherwise than the table
+ * A shared row is served, under a choice, when the chosen chatbots reach it, one link at a time,
+ * always from rows the server serves (upstream `apps/teams/export/chatbot_scope.py`). So a
+ * missing shared row is provably deleted when the rows served in the same run still reach it: the
+ * server would have served it if it still had it. A row nothing served reaches any more may have
+ * left the choice (a chatbot stopped using a provider), so it is only marked out of scope. One
+ * more proof holds on any server with referential integrity: a row whose required parent is gone
+ * is gone with it.
+ *
+ * A shared model this table does not know, or one the manifest classes otherwise than the table
  * expects (the server's rules changed), gets no proof: its missing rows are out of scope.
  */
 import type { DeletionProof, ManifestEntry } from '../interfaces.js';
+import { scopeClassOf } from './chatbot-choice.js';
 
 type Link =
   /** A served row of `model` names it in `field` (a list of ids when `list`). */
   | { kind: 'named_by'; model: string; field: string; list: boolean }
   /** It names a served row of `model` in `field`; `required`: the field is never null. */
-  | { kind: 'names'; model: string; field: string; required: boolean }
-  /** `field` is null: served under any choice. */
-  | { kind: 'names_nothing'; field: string }
-  /** A generic foreign key: `typeField` holds a model label, `idField` its row. */
-  | { kind: 'names_typed'; typeField: string; idField: string; models: readonly string[] };
+  | { kind: 'names'; model: string; field: string; required: boolean };
 
-interface Reach {
-  scope: 'owned' | 'referenced';
-  /** Empty: served whole under any choice (team-wide). */
-  links: readonly Link[];
-}
+/** The links the choice reaches a shared model's rows by; none: served whole (team-wide). */
+type Reach = readonly Link[];
 
 const namedBy = (model: string, field: string, list = false): Link => ({
   kind: 'named_by',
@@ -44,63 +43,21 @@ const names = (model: string, field: string, required = false): Link => ({
   field,
   required,
 });
-const owned = (...links: Link[]): Reach => ({ scope: 'owned', links });
-const referenced = (...links: Link[]): Reach => ({ scope: 'referenced', links });
-const teamWide: Reach = { scope: 'referenced', links: [] };
+const referenced = (...links: Link[]): Reach => links;
+/** Served whole under any choice. */
+const teamWide: Reach = [];
 
 const CHATBOT = 'experiments.experiment';
 const SESSION = 'experiments.experimentsession';
-const CHAT = 'chat.chat';
 const NODE = 'pipelines.node';
 const COLLECTION = 'documents.collection';
-/** Chats, messages and sessions: what tagged items and comments may point at. */
-const CONVERSATION_MODELS = [CHAT, 'chat.chatmessage', SESSION];
 const versionsOf = (model: string) => namedBy(model, 'working_version');
 
-/** By model label (the manifest's `model`), as the server's registry has it. */
+/**
+ * The shared models (the manifest's `referenced`), by model label as the server's registry has
+ * them. Owned ones need no links (deletionProofs).
+ */
 const CHOICE_REACH: Readonly<Record<string, Reach>> = {
-  // --- owned: a chosen chatbot's family and what hangs under it
-  [CHATBOT]: owned(names(CHATBOT, 'working_version')),
-  'bot_channels.experimentchannel': owned(names(CHATBOT, 'experiment'), {
-    kind: 'names_nothing',
-    field: 'experiment',
-  }),
-  'events.statictrigger': owned(names(CHATBOT, 'experiment', true)),
-  'events.timeouttrigger': owned(names(CHATBOT, 'experiment', true)),
-  'events.scheduledtrigger': owned(names(CHATBOT, 'experiment', true)),
-  'events.eventaction': owned(
-    namedBy('events.statictrigger', 'action'),
-    namedBy('events.timeouttrigger', 'action'),
-    namedBy('events.scheduledtrigger', 'action'),
-  ),
-  'events.scheduledmessage': owned(names(CHATBOT, 'experiment', true)),
-  [SESSION]: owned(names(CHATBOT, 'experiment', true)),
-  'experiments.participantdata': owned(names(CHATBOT, 'experiment', true)),
-  [CHAT]: owned(namedBy(SESSION, 'chat')),
-  'chat.chatmessage': owned(names(CHAT, 'chat', true)),
-  'chat.chatattachment': owned(names(CHAT, 'chat', true)),
-  'trace.trace': owned(names(CHATBOT, 'experiment')),
-  'pipelines.pipelinechathistory': owned(names(SESSION, 'session', true)),
-  'pipelines.pipelinechatmessages': owned(
-    names('pipelines.pipelinechathistory', 'chat_history', true),
-  ),
-  'cost_tracking.usagerecord': owned(names(CHATBOT, 'experiment')),
-  'annotations.customtaggeditem': owned({
-    kind: 'names_typed',
-    typeField: 'content_type',
-    idField: 'object_id',
-    models: CONVERSATION_MODELS,
-  }),
-  'annotations.usercomment': owned({
-    kind: 'names_typed',
-    typeField: 'content_type',
-    idField: 'object_id',
-    models: CONVERSATION_MODELS,
-  }),
-  // The server keeps only some of a session's scores (not those of evaluations or reviews):
-  // only a score naming its session is proven.
-  'assessments.score': owned(names(SESSION, 'session')),
-  // --- referenced: shared rows the chosen chatbots use
   'experiments.participant': referenced(
     namedBy(SESSION, 'participant'),
     namedBy('experiments.participantdata', 'participant'),
@@ -177,39 +134,23 @@ const CHOICE_REACH: Readonly<Record<string, Reach>> = {
 
 /**
  * The proofs that a row of `entry` missing from a complete full refresh under a choice is gone
- * from the server. `entries`: the manifest (models to resources); `walkedCompletely`: resources
- * this run walked from the start to the end under the choice (a parent's absence proves nothing
- * unless its resource was). Empty: no missing row of it can be told deleted.
+ * from the server, when it was last served under this same choice. `entries`: the manifest
+ * (models to resources); `walkedCompletely`: resources this run walked from the start to the end
+ * under the choice (a parent's absence proves nothing unless its resource was). Empty: no missing
+ * row of it can be told deleted.
  */
 export function deletionProofs(
   entry: ManifestEntry,
   entries: readonly ManifestEntry[],
   walkedCompletely: ReadonlySet<string>,
 ): DeletionProof[] {
+  if (scopeClassOf(entry) === 'owned') return [{ kind: 'owned' }];
   const reach = Object.hasOwn(CHOICE_REACH, entry.model) ? CHOICE_REACH[entry.model] : undefined;
-  if (!reach || reach.scope !== entry.scope) return [];
-  if (reach.links.length === 0) return [{ kind: 'every_row' }];
+  if (!reach || entry.scope !== 'referenced') return [];
+  if (reach.length === 0) return [{ kind: 'every_row' }];
   const resourceOf = (model: string) => entries.find((other) => other.model === model)?.resource;
   const proofs: DeletionProof[] = [];
-  for (const link of reach.links) {
-    if (link.kind === 'names_nothing') {
-      proofs.push({ kind: 'names_nothing', column: link.field });
-      continue;
-    }
-    if (link.kind === 'names_typed') {
-      for (const model of link.models) {
-        const table = resourceOf(model);
-        if (table === undefined) continue;
-        proofs.push({
-          kind: 'names_typed',
-          typeColumn: link.typeField,
-          idColumn: link.idField,
-          type: model,
-          table,
-        });
-      }
-      continue;
-    }
+  for (const link of reach) {
     const table = resourceOf(link.model);
     if (table === undefined) continue;
     if (link.kind === 'named_by') {

@@ -1,9 +1,9 @@
 /**
  * The step after every walk of a full refresh under a chatbot choice: each resource walked
  * completely under the choice the run ended with settles the rows it did not see, in manifest
- * order (a parent before its rows). Those last served under this choice that the rows served
- * prove gone are deleted (choice-reach.ts); the rest are marked out of scope. It waits for every
- * walk because the proofs read what the other walks served.
+ * order (a parent before its rows). Those last served under this choice that are owned, or that
+ * the rows served prove gone, are deleted (choice-reach.ts); the rest are marked out of scope. It
+ * waits for every walk because the proofs read what the other walks served.
  */
 import type { DeleteMode, ManifestEntry, StageProgress, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';

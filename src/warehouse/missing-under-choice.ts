@@ -97,13 +97,11 @@ function proofSql(
   proof: DeletionProof,
   table: string,
   dialect: ChoiceSqlDialect,
-  where: {
-    parameter(value: string, type: 'text'): string;
-    served(alias: string): string;
-  },
+  where: { served(alias: string): string },
 ): string {
   const servedIn = (name: string) => `${dialect.table(name)} s WHERE ${where.served('s')}`;
   switch (proof.kind) {
+    case 'owned':
     case 'every_row':
       return '1 = 1';
     case 'named_by': {
@@ -116,13 +114,6 @@ function proofSql(
     }
     case 'names':
       return `${q(proof.column)} IN (SELECT s."id" FROM ${servedIn(proof.table)})`;
-    case 'names_nothing':
-      return `${q(proof.column)} IS NULL`;
-    case 'names_typed':
-      return (
-        `${q(proof.typeColumn)} = ${where.parameter(proof.type, 'text')} AND ` +
-        `${q(proof.idColumn)} IN (SELECT s."id" FROM ${servedIn(proof.table)})`
-      );
     case 'parent_gone':
       // Correlated by the table's own name: the statements these clauses go in never alias it.
       return (
@@ -144,6 +135,7 @@ function applies(proof: DeletionProof, table: string, columnsOf: ColumnsOf): boo
     return columnsOf(of) !== undefined;
   };
   switch (proof.kind) {
+    case 'owned':
     case 'every_row':
       return true;
     case 'named_by':
@@ -151,14 +143,6 @@ function applies(proof: DeletionProof, table: string, columnsOf: ColumnsOf): boo
     case 'names':
     case 'parent_gone':
       return typeOf(table, proof.column) === 'integer' && stored(proof.table);
-    case 'names_nothing':
-      return typeOf(table, proof.column) !== undefined;
-    case 'names_typed':
-      return (
-        typeOf(table, proof.typeColumn) === 'text' &&
-        typeOf(table, proof.idColumn) === 'integer' &&
-        stored(proof.table)
-      );
   }
 }
 
