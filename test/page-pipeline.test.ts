@@ -5,7 +5,7 @@
  * flight with a clear message, stores nothing past the last committed page, leaves no thread
  * behind, and the next run completes exactly.
  */
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OcsSyncError, SealedValueError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -25,7 +25,9 @@ import {
   openCliTestBed,
   syncEnv,
   splitDialects,
+  settledThreads,
   syncFrom,
+  threadsOfThisProcess,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -35,8 +37,6 @@ afterEach(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
   cleanups = [];
 });
-
-const threadsOfThisProcess = () => readdirSync('/proc/self/task').length;
 
 async function openStored(
   dialect: 'sqlite' | 'postgres',
@@ -158,7 +158,7 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       syncFrom(server.url, warehouse, { resources, ...overrides });
     // The first run starts what stays (the warehouse's writer thread, Node's own).
     expect((await sync({ resources: ['users'] })).status).toBe('ok');
-    const settled = threadsOfThisProcess();
+    const settled = await settledThreads();
     // users has nothing new; the thread stops when told to write its 2nd page, chats' 2nd.
     process.env.OCS_TEST_PAGE_THREAD_STOPS_AT = '2';
     cleanups.push(() => {
@@ -235,9 +235,9 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       writerThread: false,
     });
     cleanups.push(() => warehouse.close());
-    // Node's own threads (its pool for files and crypto) are up after a first run.
+    // The first run starts Node's own threads (its pool for files and crypto) too.
     expect((await sync({ resources: ['users'], pageThreads: false })).status).toBe('ok');
-    const settled = threadsOfThisProcess();
+    const settled = await settledThreads();
     mostThreads = 0;
     const report = await sync({ resources, pageThreads: false, pageThreadModule });
     expect(report.status).toBe('ok');

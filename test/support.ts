@@ -1,11 +1,12 @@
 /** Shared test plumbing: a fake server, a fresh warehouse, the CLI with captured output. */
-import { generateKeyPairSync } from 'node:crypto';
+import { generateKeyPairSync, randomFill } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { Writable } from 'node:stream';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { expect } from 'vitest';
 import { main } from '../src/cli/main.js';
 import { silentLogger } from '../src/log.js';
@@ -262,6 +263,20 @@ export function sourceRowsAsStored(
   resource: string,
 ): Array<Record<string, unknown>> {
   return dataset.rows(resource).map((row) => normalizeSourceRow(row));
+}
+
+/** The threads this process runs now (Linux: `/proc/self/task`). */
+export const threadsOfThisProcess = (): number => readdirSync('/proc/self/task').length;
+
+/**
+ * The threads this process runs once Node's own are up, to count a run's threads against: libuv
+ * starts its thread pool (4 threads) at its first use, which Node 20 makes long before a test's
+ * run and Node 22 may first make in the middle of it.
+ */
+export async function settledThreads(): Promise<number> {
+  // An asynchronous random fill always runs on the pool.
+  await promisify(randomFill)(Buffer.alloc(1));
+  return threadsOfThisProcess();
 }
 
 /** Poll `condition` (no fixed sleeps): resolves with its first truthy value. */

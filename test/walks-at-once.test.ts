@@ -6,7 +6,7 @@
  * past it. The pacing of every setting is in pacer.test.ts.
  */
 import { createPrivateKey } from 'node:crypto';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { InterruptedError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -30,7 +30,9 @@ import {
   teamKeys,
   temporaryDirectory,
   splitDialects,
+  settledThreads,
   syncFrom,
+  threadsOfThisProcess,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -179,8 +181,6 @@ describe.each(splitDialects)('the order walks start in (%s)', (dialect) => {
 });
 
 describe('the threads that open sealed values', () => {
-  const threadsOfThisProcess = () => readdirSync('/proc/self/task').length;
-
   it('start with the first sealed page and stop when the walks end: done, or interrupted', async (context) => {
     if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
     const bed = await openBed('sqlite', 12);
@@ -192,7 +192,7 @@ describe('the threads that open sealed values', () => {
     };
     // The first run starts what stays (the warehouse's writer thread, Node's own).
     expect((await bed.sync({ resources, secrets })).status).toBe('ok');
-    const settled = threadsOfThisProcess();
+    const settled = await settledThreads();
 
     let during = 0;
     const report = await bed.sync({
