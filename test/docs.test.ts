@@ -37,6 +37,7 @@ const ALLOWED: Record<string, string> = {
   'npm run bench':
     'minutes of benchmark at its default size; bench-smoke.long.test.ts runs it small',
   'bash .ci/run': 'CI itself: installs PostgreSQL and runs the suite in a container',
+  'bash .ci/node22.sh': 'the suite again on Node 22, which CI runs after the suite',
   'source .ci/postgres.sh': 'starts a PostgreSQL cluster; the suite is given one instead',
   'npx vite-node bench/postgres-upsert.ts': 'a benchmark of PostgreSQL page writes',
   'docker build': 'needs a Docker daemon; .ci/run builds the image',
