@@ -604,3 +604,64 @@ describe.skipIf(!splitDialects.includes('postgres'))('a schema and roles per tea
     }
   }, 180_000);
 });
+
+describe('secrets written where a teams: configuration names their source', () => {
+  it('are never shown, and a team entry refuses what may only come from the environment', async () => {
+    fleet = new Fleet('sqlite');
+    const key = 'AbCdEf12.s3cr3tKeyThatSatInTheFile';
+    const password = 'Sup3rS3cretPW';
+    const hexKey = 'abcdef0123456789abcdef0123456789';
+    const passphrase = 'correct horse battery staple';
+    writeFileSync(
+      fleet.configFile,
+      [
+        'base_url: https://chat.example.org',
+        'teams:',
+        `  - { name: kenya, api_key_env: '${key}', warehouse: { url: ./k.db } }`,
+        `  - { name: malawi, api_key_env: OCS_MALAWI_API_KEY, warehouse: { url_env: 'postgres://ocs:${password}@db/ocs' } }`,
+        `  - { name: uganda, api_key_env: OCS_UGANDA_API_KEY, private_key_passphrase: '${passphrase}', warehouse: { url: ./u.db } }`,
+        `  - { name: zambia, api_key_env: ${hexKey}, warehouse: { url_env: ${hexKey} } }`,
+        '',
+      ].join('\n'),
+    );
+    const result = await fleet.cli(['sync', '--team', 'all']);
+    expect(result.code).toBe(1);
+    const shown = result.stdout + result.stderr + result.logs;
+    for (const secret of [key, password, passphrase, hexKey]) expect(shown).not.toContain(secret);
+    expect(result.stderr).toContain(
+      'teams.yaml:3: teams[0] (kenya).api_key_env must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself',
+    );
+    expect(result.stderr).toContain(
+      'teams.yaml:4: teams[1] (malawi).warehouse.url_env must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself',
+    );
+    expect(result.stderr).toContain(
+      "teams.yaml:5: teams[2] (uganda).private_key_passphrase may only come from the environment (OCS_PRIVATE_KEY_PASSPHRASE, which every team shares), so that it never sits in a file; remove it from the team's entry",
+    );
+    // A name a shell could set, but not written as variables are: maybe a key; not shown.
+    expect(result.stderr).toContain(
+      "teams.yaml:6: teams[3] (zambia).warehouse.url_env: the variable it names (not shown) is not set; set it to the team's warehouse URL",
+    );
+
+    // The key's variable is read when the team syncs: named only when written as variables are.
+    writeFileSync(
+      fleet.configFile,
+      [
+        'teams:',
+        `  - { name: zambia, base_url: https://chat.example.org, api_key_env: ${hexKey}, warehouse: { url: '${join(fleet.folder, 'z.db')}' }, files: { enabled: false } }`,
+        `  - { name: kenya, base_url: https://chat.example.org, api_key_env: OCS_KENYA_KEY, warehouse: { url: '${join(fleet.folder, 'k.db')}' }, files: { enabled: false } }`,
+        '',
+      ].join('\n'),
+    );
+    const unset = await fleet.cli(['sync', '--team', 'all']);
+    expect(unset.code).toBe(1);
+    const text = unset.stdout + unset.stderr + unset.logs;
+    expect(text).not.toContain(hexKey);
+    expect(text).toContain(
+      'teams[0] (zambia).api_key_env: the variable it names (not shown) is not set (or empty)',
+    );
+    expect(text).toContain('teams[1] (kenya).api_key_env: OCS_KENYA_KEY is not set (or empty)');
+    const explained = await fleet.cli(['config', '--team', 'zambia']);
+    expect(explained.code, explained.stderr).toBe(0);
+    expect(explained.stdout).not.toContain(hexKey);
+  });
+});

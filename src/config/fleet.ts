@@ -18,13 +18,14 @@ import {
   type Label,
   type Origin,
 } from './problems.js';
-import { configSchema, toConfig, type Config } from './schema.js';
+import { SETTINGS, configSchema, toConfig, type Config } from './schema.js';
 import { isPlainObject, type Tree } from './setting.js';
 import {
   ENV_NAME,
   PROCESS_SETTINGS,
   TEAM_NAME_RULE,
   isTeamName,
+  variableShown,
   type ApiKeySource,
 } from './teams.js';
 
@@ -219,6 +220,14 @@ function readEntry(
       );
     }
   }
+  // As at the top level of the file: a ConfigMap is no place for a passphrase either.
+  for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
+    if (!Object.hasOwn(settings, setting.path)) continue;
+    own.push(
+      `${label(setting.path)} may only come from the environment (${setting.env}, which every team shares), so that it never sits in a file; remove it from the team's entry (the value is not shown)`,
+    );
+    delete settings[setting.path];
+  }
   if (settings.teams !== undefined) {
     own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
   }
@@ -247,7 +256,7 @@ function readKeySource(
   if (given(env)) {
     if (typeof env !== 'string' || !ENV_NAME.test(env)) {
       problems.push(
-        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; got ${describe(env)}`,
+        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself (if it is, put the key in that variable and change it on the server: it sat in the file)`,
       );
       return undefined;
     }
@@ -281,13 +290,13 @@ function readWarehouseUrlEnv(
   settings.warehouse = copy;
   if (typeof variable !== 'string' || !ENV_NAME.test(variable)) {
     problems.push(
-      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _); got ${describe(variable)}`,
+      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself (if it is, put the URL in that variable and change its password: it sat in the file)`,
     );
   } else if (warehouse.url !== undefined && warehouse.url !== null) {
     problems.push(`${label('warehouse.url_env')} and warehouse.url are both set; give one of them`);
   } else if ((env[variable] ?? '').trim() === '') {
     problems.push(
-      `${label('warehouse.url_env')}: ${variable} is not set; set it to the team's warehouse URL`,
+      `${label('warehouse.url_env')}: ${variableShown(variable)} is not set; set it to the team's warehouse URL`,
     );
   } else {
     copy.url = env[variable]!.trim();
@@ -402,7 +411,7 @@ export function readApiKey(
     const key = env[source.env]?.trim();
     if (!key) {
       throw new ConfigError([
-        `${who}.api_key_env: ${source.env} is not set (or empty); set it to the API key of one of the team's admins`,
+        `${who}.api_key_env: ${variableShown(source.env)} is not set (or empty); set it to the API key of one of the team's admins`,
       ]);
     }
     return key;

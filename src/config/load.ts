@@ -41,6 +41,7 @@ import {
   type ConfigFlags,
 } from './schema.js';
 import { getAt, isPlainObject, type Tree } from './setting.js';
+import { variableShown } from './teams.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -138,7 +139,7 @@ export function explainConfig(
         source === undefined
           ? 'not set'
           : 'env' in source
-            ? `from env ${source.env}`
+            ? `from env ${variableShown(source.env)}`
             : `from file ${source.file}`,
       source: placeInFile([
         'teams',
