@@ -5,7 +5,7 @@
  * teams that can sync finish, exact, while one team's server hangs, one is down and one refuses
  * the key; /healthz names them; SIGTERM stops every team. Ordered by events, never by time.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -664,4 +664,67 @@ describe('secrets written where a teams: configuration names their source', () =
     expect(explained.code, explained.stderr).toBe(0);
     expect(explained.stdout).not.toContain(hexKey);
   });
+});
+
+describe('key files others may read', () => {
+  it('are warned about by every sync that reads them, and shown by check, each with its chmod', async () => {
+    fleet = new Fleet('sqlite');
+    const kenya = await fleet.add('kenya', { seed: 40 });
+    const apiKeyFile = join(fleet.folder, 'kenya-api-key');
+    writeFileSync(apiKeyFile, `${ADMIN_KEY}\n`);
+    expect((await runCli(['keygen', '--signing', '--out', fleet.folder], {})).code).toBe(0);
+    const signingKeyFile = join(fleet.folder, 'ocs-audit-signing.key');
+    writeFileSync(
+      fleet.configFile,
+      [
+        'teams:',
+        '  - name: kenya',
+        `    base_url: ${kenya.baseUrl}`,
+        `    api_key_file: ${apiKeyFile}`,
+        `    private_key_file: ${fleet.keyFile}`,
+        `    warehouse: { url: '${kenya.warehouse.env.OCS_WAREHOUSE_URL}' }`,
+        `    files: { dir: '${kenya.warehouse.filesDir}' }`,
+        `    audit: { enabled: true, signing_key_file: ${signingKeyFile}, checkpoint_file: ${join(fleet.folder, 'checkpoints.jsonl')} }`,
+        '',
+      ].join('\n'),
+    );
+    const keys = [
+      { what: 'API key file', file: apiKeyFile, mode: 0o644 },
+      { what: 'Private key file', file: fleet.keyFile, mode: 0o640 },
+      { what: 'Audit signing key file', file: signingKeyFile, mode: 0o604 },
+    ];
+    for (const { file, mode } of keys) chmodSync(file, mode);
+    const modeText = (mode: number) => `0${mode.toString(8)}`;
+
+    for (const argv of [
+      ['--team', 'kenya', 'sync'],
+      ['sync', '--team', 'all'],
+    ]) {
+      const synced = await fleet.cli(argv);
+      expect(synced.code, synced.logs.slice(-2000)).toBe(0);
+      for (const { what, file, mode } of keys) {
+        expect(synced.logs, `${argv.join(' ')}: ${what}`).toContain(
+          `${what} ${file} is accessible to group or others (mode ${modeText(mode)}); restrict it with: chmod 600 ${file}`,
+        );
+      }
+    }
+    const checked = await fleet.cli(['check', '--team', 'all']);
+    expect(checked.code, checked.stdout).toBe(0);
+    for (const { what, file, mode } of keys) {
+      expect(checked.stdout).toMatch(
+        new RegExp(
+          `^ {2}! key files private +${what} ${file} can be read by group or others \\(mode ${modeText(mode)}\\)\\n +fix: It holds a key: chmod 600 ${file}$`,
+          'm',
+        ),
+      );
+    }
+
+    for (const { file } of keys) chmodSync(file, 0o600);
+    const quiet = await fleet.cli(['--team', 'kenya', 'sync']);
+    expect(quiet.code).toBe(0);
+    expect(quiet.logs).not.toMatch(/accessible to group or others/);
+    expect((await fleet.cli(['check', '--team', 'kenya'])).stdout).toMatch(
+      /^ {2}✓ key files private +\S+kenya-api-key, \S+private\.pem, \S+ocs-audit-signing\.key$/m,
+    );
+  }, 60_000);
 });

@@ -109,10 +109,11 @@ async function runFleetDaemon(
   const teams = chosen.map((team) => {
     const teamLogger = logger.child({ team: team.name });
     const config = inFleet(team.config, teamsAtOnce);
+    const warn = (message: string) => teamLogger.warn(message);
     // Key problems are reported now; the team's runs fail with them (each run reads its keys
     // afresh, so a key put right is used at the next run) while the other teams run.
     try {
-      createSecrets({ ...config, apiKey: readApiKey(team, env) }, teamLogger);
+      createSecrets({ ...config, apiKey: readApiKey(team, env, warn) }, teamLogger);
     } catch (error) {
       teamLogger.error(
         { error: describeError(error) },
@@ -132,7 +133,7 @@ async function runFleetDaemon(
           signal: runSignal,
           events,
           onAttempt,
-          readApiKey: () => readApiKey(team, env),
+          readApiKey: () => readApiKey(team, env, warn),
         }),
       ...warehouseReads(config, teamLogger),
     };

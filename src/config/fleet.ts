@@ -7,7 +7,7 @@
  */
 import { resolve } from 'node:path';
 import { ConfigError, describeError } from '../errors.js';
-import { readKeyFile } from '../sealing/keys.js';
+import { readKeyFile, warnIfExposed } from '../sealing/keys.js';
 import { recordByName } from '../names.js';
 import { layerSources, originFinder, type ConfigSources } from './layers.js';
 import {
@@ -398,7 +398,8 @@ function describe(value: unknown): string {
 export function readApiKey(
   team: Pick<TeamSetup, 'name' | 'index' | 'apiKey'>,
   env: Readonly<Record<string, string | undefined>>,
-  read: (path: string) => string = (path) => readKeyFile(path, 'API key file'),
+  /** Told when others than the owner may read the key's file. */
+  warn?: (message: string) => void,
 ): string {
   const who = teamLabel(team.index, team.name);
   const source = team.apiKey;
@@ -418,10 +419,11 @@ export function readApiKey(
   }
   let text: string;
   try {
-    text = read(source.file);
+    text = readKeyFile(source.file, 'API key file');
   } catch (error) {
     throw new ConfigError([`${who}.api_key_file: ${describeError(error)}`]);
   }
+  if (warn) warnIfExposed(source.file, 'API key file', warn);
   const key = text.trim();
   if (key === '') throw new ConfigError([`${who}.api_key_file: ${source.file} is empty`]);
   return key;
@@ -431,6 +433,7 @@ export function readApiKey(
 export function withApiKey(
   team: TeamSetup,
   env: Readonly<Record<string, string | undefined>>,
+  warn?: (message: string) => void,
 ): Config {
-  return { ...team.config, apiKey: readApiKey(team, env) };
+  return { ...team.config, apiKey: readApiKey(team, env, warn) };
 }
