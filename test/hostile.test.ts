@@ -509,8 +509,8 @@ describe('the pieces that bound what a server can do', () => {
   });
 });
 
-describe('serve: failed keys per address', () => {
-  it('take turns, wait longer each time, are refused past the cap, and are bounded in memory', async () => {
+describe('serve: wrong keys, for the whole process', () => {
+  it('take turns a few a second, are refused past the cap, and keep no state per address', async () => {
     let now = 0;
     const waits: number[] = [];
     const throttle = new FailedKeyThrottle({
@@ -518,28 +518,20 @@ describe('serve: failed keys per address', () => {
       sleep: async (ms) => {
         waits.push(ms);
       },
-      freeFailures: 0,
-      maxDelayMs: 4000,
-      maxAddresses: 3,
-      forgetAfterMs: 60_000,
+      perSecond: 2,
+      maxDelayMs: 2000,
     });
-    expect(await throttle.beforeCheck('a')).toBe(true);
-    expect(throttle.failed('a')).toBe(true);
-    // Five guesses at once from one address: one check per second, then refused.
-    const turns = await Promise.all([1, 2, 3, 4, 5].map(() => throttle.beforeCheck('a')));
-    expect(turns).toEqual([true, true, true, true, false]);
-    expect(waits).toEqual([1000, 2000, 3000, 4000]);
-    expect(throttle.retryAfterSeconds('a')).toBe(5);
-    // Other addresses are not slowed by it; at most three are remembered.
-    for (const address of ['b', 'c', 'd']) throttle.failed(address);
-    expect(throttle.size).toBe(3);
+    // Six wrong keys at once, from anywhere: the first answered at once, the next four in turns
+    // half a second apart up to the cap, the sixth refused without waiting.
+    const turns = await Promise.all([1, 2, 3, 4, 5, 6].map(() => throttle.failed()));
+    expect(turns).toEqual([true, true, true, true, true, false]);
+    expect(waits).toEqual([500, 1000, 1500, 2000]);
+    expect(throttle.retryAfterSeconds()).toBe(1);
+    // Once their turns have passed, a wrong key is answered at once again.
+    now += 2500;
     waits.length = 0;
-    expect(await throttle.beforeCheck('a')).toBe(true);
+    expect(await throttle.failed()).toBe(true);
     expect(waits).toEqual([]);
-    // A quiet address is forgotten.
-    now += 60_001;
-    expect(await throttle.beforeCheck('d')).toBe(true);
-    expect(throttle.size).toBe(2);
   });
 });
 
