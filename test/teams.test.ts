@@ -728,3 +728,49 @@ describe('key files others may read', () => {
     );
   }, 60_000);
 });
+
+describe("a team's warehouse URL given only where it runs", () => {
+  it('is needed by the commands that run the team, and by no other', async () => {
+    fleet = new Fleet('sqlite');
+    const kenya = await fleet.add('kenya', { seed: 50 });
+    const malawi = await fleet.add('malawi', { seed: 51 });
+    writeFileSync(
+      fleet.configFile,
+      [
+        `private_key_file: ${fleet.keyFile}`,
+        'files: { enabled: false }',
+        'teams:',
+        ...[kenya, malawi].map((team) =>
+          [
+            `  - name: ${team.name}`,
+            `    base_url: ${team.baseUrl}`,
+            `    api_key_env: ${keyVariable(team.name)}`,
+            `    warehouse: { url_env: OCS_${team.name.toUpperCase()}_WAREHOUSE_URL }`,
+          ].join('\n'),
+        ),
+        '',
+      ].join('\n'),
+    );
+    // As kenya's job is given it: kenya's URL only.
+    const env = { OCS_KENYA_WAREHOUSE_URL: kenya.warehouse.env.OCS_WAREHOUSE_URL! };
+    const synced = await fleet.cli(['sync', '--team', 'kenya'], env);
+    expect(synced.code, synced.stderr + synced.logs.slice(-1000)).toBe(0);
+    expect((await lastRunOf(kenya))?.status).toBe('ok');
+    expect(malawi.server!.requests).toHaveLength(0);
+    const unset =
+      "teams.yaml:11: teams[1] (malawi).warehouse.url_env: OCS_MALAWI_WAREHOUSE_URL is not set; set it to the team's warehouse URL";
+    for (const argv of [
+      ['sync', '--team', 'all'],
+      ['sync', '--team', 'malawi'],
+      ['daemon', '--teams', 'kenya,malawi'],
+      ['status'],
+    ]) {
+      const refused = await fleet.cli(argv, env);
+      expect(refused.code, argv.join(' ')).toBe(1);
+      expect(refused.stderr.replaceAll(fleet.configFile, 'teams.yaml'), argv.join(' ')).toContain(
+        unset,
+      );
+    }
+    expect(malawi.server!.requests).toHaveLength(0);
+  }, 60_000);
+});

@@ -1,6 +1,6 @@
 /** What every command gets: the global options, the outside world, and validated configuration. */
 import { withApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
-import { loadSetup, noTeams, pickTeam, type Setup } from '../config/load.js';
+import { loadSetup, noTeams, pickTeam, type ConfigNeeds, type Setup } from '../config/load.js';
 import type { LogFormat } from '../config/log-options.js';
 import type { Config } from '../config/schema.js';
 import { ALL_TEAMS } from '../config/teams.js';
@@ -76,11 +76,18 @@ export class CommandContext {
     });
   }
 
-  /** The whole configuration: one team, or a `teams:` list (for commands that run every team). */
+  /**
+   * The whole configuration: one team, or a `teams:` list (for commands that run every team).
+   * Unless `needs.teams` says which teams run, `--team NAME` does.
+   */
   setup(
-    needs: { server: boolean },
+    needs: ConfigNeeds,
     extraFlags: Record<string, unknown> = {},
   ): { setup: Setup; filePath?: string } {
+    const team = this.globals.team;
+    if (needs.teams === undefined && team !== undefined && team !== ALL_TEAMS) {
+      needs = { ...needs, teams: { names: [team] } };
+    }
     const key = JSON.stringify([needs, extraFlags]);
     if (this.loaded?.key !== key) {
       const value = loadSetup({

@@ -8,7 +8,7 @@
  */
 import { readApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
 import type { Config } from '../config/schema.js';
-import { ALL_TEAMS, parseShard, shardOfTeam } from '../config/teams.js';
+import { ALL_TEAMS, parseShard, shardOfTeam, type TeamChoice } from '../config/teams.js';
 import { ExitCode, UsageError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
@@ -36,7 +36,7 @@ export async function runDaemonCommand(
   context: CommandContext,
   options: DaemonCommandOptions = {},
 ): Promise<number> {
-  const { setup, filePath } = context.setup({ server: true });
+  const { setup, filePath } = context.setup({ server: true, teams: teamsChosen(options) });
   if (setup.kind === 'fleet') return runFleetDaemon(context, setup.fleet, options, filePath);
   if (options.teams !== undefined || options.shard !== undefined) {
     throw new UsageError(
@@ -147,6 +147,15 @@ async function runFleetDaemon(
     cleanup,
   });
   return stopped(await running.stopped, logger, fromProcess);
+}
+
+/** The teams --teams or --shard name, for the configuration (chooseTeams checks the flags). */
+function teamsChosen(options: DaemonCommandOptions): TeamChoice | undefined {
+  if (options.teams !== undefined) {
+    return { names: options.teams.split(',').map((name) => name.trim()) };
+  }
+  const shard = options.shard === undefined ? undefined : parseShard(options.shard);
+  return shard === undefined || 'problem' in shard ? undefined : { shard };
 }
 
 /** The teams a fleet's daemon runs: --team NAME, --teams a,b, --shard i/n, or every one. */

@@ -24,9 +24,11 @@ import {
   ENV_NAME,
   PROCESS_SETTINGS,
   TEAM_NAME_RULE,
+  choosesTeam,
   isTeamName,
   variableShown,
   type ApiKeySource,
+  type TeamChoice,
 } from './teams.js';
 
 /** One team of a `teams:` list, ready to run. */
@@ -55,7 +57,8 @@ export interface FleetContext {
   sources: ConfigSources;
   /** The file's `teams:` value, as parsed. */
   teams: unknown;
-  needs: { server: boolean };
+  /** `teams`: the teams the command runs, when not every one. */
+  needs: { server: boolean; teams?: TeamChoice };
   env: Readonly<Record<string, string | undefined>>;
   /** `FILE:LINE` of a path of the file. */
   placeInFile(segments: readonly (string | number)[]): string;
@@ -91,7 +94,9 @@ export function resolveFleet(context: FleetContext): {
   const firstIndexOf = new Map<string, number>();
   context.teams.forEach((value: unknown, index) => {
     const entry = readEntry(value, index, context, firstIndexOf);
-    if (entry === undefined) return;
+    // A team this command does not run, whose warehouse URL is not given here, is not checked
+    // further, nor run.
+    if (entry === undefined || entry.notHere) return;
     const origin: Origin = { kind: 'team', index, name: entry.name };
     const { merged, origins } = layerSources(sources, { entry: entry.settings, origin });
     for (const [path, variable] of entry.readFrom) {
@@ -161,6 +166,8 @@ interface Entry {
   settings: Tree;
   /** Settings read from a variable the entry names (`warehouse.url_env`), by path. */
   readFrom: Map<string, string>;
+  /** Its `warehouse.url_env` is not set in this process, which does not run the team. */
+  notHere: boolean;
   /** Problems of the entry's own keys. */
   problems: string[];
 }
@@ -231,11 +238,12 @@ function readEntry(
   if (settings.teams !== undefined) {
     own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
   }
-  const readFrom = readWarehouseUrlEnv(settings, context.env, label, own);
+  const runsHere = name === undefined || choosesTeam(context.needs.teams, name);
+  const { readFrom, notHere } = readWarehouseUrlEnv(settings, context.env, label, own, runsHere);
   for (const key of ['name', 'api_key', 'api_key_env', 'api_key_file', 'teams'])
     delete settings[key];
   problems.push(...own);
-  return { name, apiKey, settings, readFrom, problems: own };
+  return { name, apiKey, settings, readFrom, notHere, problems: own };
 }
 
 /** `api_key_env` or `api_key_file` (one of them), checked. */
@@ -272,17 +280,21 @@ function readKeySource(
   return undefined;
 }
 
-/** `warehouse.url_env`: the team's warehouse URL (a password of its own) from a variable. */
+/**
+ * `warehouse.url_env`: the team's warehouse URL (a role and password of its own) from a variable;
+ * `notHere` when the variable is not set and this process does not run the team (`runsHere`).
+ */
 function readWarehouseUrlEnv(
   settings: Tree,
   env: Readonly<Record<string, string | undefined>>,
   label: (path: string) => string,
   problems: string[],
-): Map<string, string> {
+  runsHere: boolean,
+): { readFrom: Map<string, string>; notHere: boolean } {
   const readFrom = new Map<string, string>();
   const warehouse = settings.warehouse;
   if (!isPlainObject(warehouse) || warehouse.url_env === undefined || warehouse.url_env === null) {
-    return readFrom;
+    return { readFrom, notHere: false };
   }
   const variable = warehouse.url_env;
   const copy = recordByName(Object.entries(warehouse));
@@ -295,6 +307,7 @@ function readWarehouseUrlEnv(
   } else if (warehouse.url !== undefined && warehouse.url !== null) {
     problems.push(`${label('warehouse.url_env')} and warehouse.url are both set; give one of them`);
   } else if ((env[variable] ?? '').trim() === '') {
+    if (!runsHere) return { readFrom, notHere: true };
     problems.push(
       `${label('warehouse.url_env')}: ${variableShown(variable)} is not set; set it to the team's warehouse URL`,
     );
@@ -302,7 +315,7 @@ function readWarehouseUrlEnv(
     copy.url = env[variable]!.trim();
     readFrom.set('warehouse.url', variable);
   }
-  return readFrom;
+  return { readFrom, notHere: false };
 }
 
 /** Problems of the keys a command needs and of the rules that span keys, for one team. */

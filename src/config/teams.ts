@@ -76,6 +76,19 @@ export interface Shard {
   count: number;
 }
 
+/**
+ * The teams a command runs, when it runs some of a `teams:` list (`--team NAME`, `--teams a,b`,
+ * `--shard i/n`): a team it does not run need not have its warehouse URL's variable set in this
+ * process (a job or shard is given its own teams' URLs only).
+ */
+export type TeamChoice = { names: readonly string[] } | { shard: Shard };
+
+export function choosesTeam(choice: TeamChoice | undefined, name: string): boolean {
+  if (choice === undefined) return true;
+  if ('names' in choice) return choice.names.includes(name);
+  return shardOfTeam(name, choice.shard.count) === choice.shard.index;
+}
+
 /** `1/3` -> { index: 1, count: 3 }; the problem, phrased to follow the flag's name, otherwise. */
 export function parseShard(text: string): Shard | { problem: string } {
   const match = /^\s*(\d+)\s*\/\s*(\d+)\s*$/.exec(text);
