@@ -649,6 +649,8 @@ describe('secrets written where a teams: configuration names their source', () =
         'teams:',
         `  - { name: zambia, base_url: https://chat.example.org, api_key_env: ${hexKey}, warehouse: { url: '${join(fleet.folder, 'z.db')}' }, files: { enabled: false } }`,
         `  - { name: kenya, base_url: https://chat.example.org, api_key_env: OCS_KENYA_KEY, warehouse: { url: '${join(fleet.folder, 'k.db')}' }, files: { enabled: false } }`,
+        // A key where its file's path belongs: a path without a / is not shown either.
+        `  - { name: malawi, base_url: https://chat.example.org, api_key_file: '${key}', warehouse: { url: '${join(fleet.folder, 'm.db')}' }, files: { enabled: false } }`,
         '',
       ].join('\n'),
     );
@@ -656,6 +658,10 @@ describe('secrets written where a teams: configuration names their source', () =
     expect(unset.code).toBe(1);
     const text = unset.stdout + unset.stderr + unset.logs;
     expect(text).not.toContain(hexKey);
+    expect(text).not.toContain(key);
+    expect(text).toContain(
+      'teams[2] (malawi).api_key_file: The API key file (name not shown: it has no / and may be a key written there by mistake; write a file of this folder as ./NAME) does not exist.',
+    );
     expect(text).toContain(
       'teams[0] (zambia).api_key_env: the variable it names (not shown) is not set (or empty)',
     );

@@ -147,8 +147,19 @@ export function readKeyFile(file: string, what: string): string {
           : code === 'EISDIR'
             ? 'is a directory'
             : `cannot be read (${code ?? 'unknown error'})`;
-    throw new KeyError(`The ${what} ${file} ${why}.`);
+    throw new KeyError(`The ${what} ${keyFileShown(file)} ${why}.`);
   }
+}
+
+/**
+ * A key file's name for a message when it cannot be read: a path as written when it holds a `/`
+ * (as `/run/secrets/…` and `./NAME` do), else not at all, since a key pasted there by mistake
+ * would be printed for anyone who reads the logs.
+ */
+export function keyFileShown(file: string): string {
+  return file.includes('/')
+    ? file
+    : '(name not shown: it has no / and may be a key written there by mistake; write a file of this folder as ./NAME)';
 }
 
 /**
