@@ -2,9 +2,18 @@
  * Files that hold team data (the SQLite warehouse, blobs, Parquet exports, checkpoints) are
  * created readable by their owner only, in folders only their owner may enter: 0600 and 0700,
  * unless the operator sets `data_file_mode` (OCS_DATA_FILE_MODE). Every writer of such files goes
- * through here, and `check` uses the same modes to find files made wider since.
+ * through here, and `check` uses the same modes to find files made wider since. Files that hold
+ * keys are the operator's: `exposedMode` says when anyone but their owner may read one.
  */
-import { chmodSync, closeSync, constants as fsConstants, mkdirSync, openSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  constants as fsConstants,
+  lstatSync,
+  mkdirSync,
+  openSync,
+  statSync,
+} from 'node:fs';
 import {
   chmod,
   lstat,
@@ -186,4 +195,37 @@ export async function findWiderThanPrivate(
     }
   }
   return { wider, examined, complete: true };
+}
+
+/**
+ * The mode of a key file that anyone but its owner may read or change, else undefined. A key in a
+ * Kubernetes Secret volume is owned by root and readable by the pod's group (fsGroup), the only
+ * way a non-root pod can read it: group access there is allowed, others' access is not.
+ */
+export function exposedMode(file: string): number | undefined {
+  if (process.platform === 'win32') return undefined;
+  try {
+    const mode = statSync(file).mode & 0o777;
+    const allowed = inKubernetesSecretVolume(file) ? 0o070 : 0;
+    return (mode & 0o077 & ~allowed) !== 0 ? mode : undefined;
+  } catch {
+    // A file that cannot be stat'ed is reported where it is read; only the warning is lost.
+    return undefined;
+  }
+}
+
+/** The kubelet lays out a Secret volume through a `..data` link in the volume's folder. */
+function inKubernetesSecretVolume(file: string): boolean {
+  let folder = dirname(file);
+  for (let depth = 0; depth < 4; depth += 1) {
+    try {
+      if (lstatSync(join(folder, '..data')).isSymbolicLink()) return true;
+    } catch {
+      // Not here; try the folder above (a projected item may sit in a subfolder).
+    }
+    const parent = dirname(folder);
+    if (parent === folder) break;
+    folder = parent;
+  }
+  return false;
 }

@@ -262,9 +262,14 @@ describe.each(splitDialects)('operating the audit archive (%s)', (dialect) => {
     writeFileSync(exposed, readFileSync(keys.privateKeyFile));
     chmodSync(exposed, 0o644);
     result = await check({ OCS_AUDIT_SIGNING_KEY_FILE: exposed });
+    // Said once, by the key files' check, with the chmod that fixes it.
+    expect(result.stdout).toMatch(/✓ audit signing\s+Ed25519 key \w+ loads; /);
     expect(result.stdout).toMatch(
-      /! audit signing\s+Ed25519 key \w+ loads; .*is accessible to group or others/,
+      new RegExp(
+        `! key files private +Audit signing key file ${exposed} can be read by group or others \\(mode 0644\\)`,
+      ),
     );
+    expect(result.stdout).toContain(`fix: It holds a key: chmod 600 ${exposed}`);
     expect(result.code).toBe(0);
 
     const missingFolder = join(directory.path, 'not-mounted', 'checkpoints.jsonl');

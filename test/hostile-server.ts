@@ -41,6 +41,8 @@ export interface HostileServerOptions {
   files?: FileBehaviour;
   /** Answers `team/` instead of the team object (e.g. a hostile 401). */
   team?: (response: ServerResponse) => void;
+  /** More names the manifest lists (never served), by how many times it was fetched before. */
+  manifestNames?: (fetches: number) => string[];
 }
 
 /** What one streamed answer did: bytes written, and whether the client closed it before the end. */
@@ -151,6 +153,7 @@ export async function startHostileServer(options: HostileServerOptions): Promise
   const requests: string[] = [];
   const streams: StreamLog[] = [];
   const counts = new Map<string, number>();
+  let manifestFetches = 0;
   const byName = new Map(options.resources.map((resource) => [resource.name, resource]));
 
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
@@ -170,12 +173,19 @@ export async function startHostileServer(options: HostileServerOptions): Promise
     const authorized = request.headers['x-api-key'] === ADMIN_KEY;
 
     if (url.pathname === '/api/export/manifest/') {
+      const listed = options.manifestNames?.(manifestFetches++) ?? [];
       sendJson(response, 200, {
         schema_checksum: 'hostile',
-        entries: options.resources.map((resource) => ({
-          model: `hostile.${resource.name}`,
-          resource: resource.name,
-          cursor: resource.cursor ?? 'pk',
+        entries: [
+          ...options.resources.map((resource) => ({
+            name: resource.name,
+            cursor: resource.cursor,
+          })),
+          ...listed.map((name) => ({ name, cursor: undefined })),
+        ].map(({ name, cursor }) => ({
+          model: `hostile.${name}`,
+          resource: name,
+          cursor: cursor ?? 'pk',
           secret: false,
         })),
       });

@@ -12,8 +12,10 @@ import {
   closeCliTestBed,
   openCliTestBed,
   runCli,
+  startCli,
   syncEnv,
   splitDialects,
+  waitFor,
   type CliResult,
   type CliTestBed,
 } from './support.js';
@@ -301,10 +303,11 @@ describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect)
       expect(text).not.toContain('\u202e');
     }
     // Escaped once where the manifest is read (the summary's label), then quoted as JSON in the
-    // refusal (its backslashes escaped in turn): never raw.
-    expect(named.stdout).toContain('skipped evil\\u001b[2Jname\\u202e: ');
-    expect(named.stdout).toContain('"evil\\\\u001b[2Jname\\\\u202e"');
-    expect(named.logs).toContain('evil\\u001b[2Jname');
+    // refusal logged (its backslashes escaped in turn): never raw.
+    expect(named.stdout).toContain(
+      'skipped evil\\u001b[2Jname\\u202e: not a name a table may have (names must match ^[a-z][a-z0-9_]{0,62}$)',
+    );
+    expect(named.logs).toContain('"evil\\\\u001b[2Jname\\\\u202e"');
 
     // A 401 whose detail would clear the screen: one line, escaped, cut short.
     await server!.close();
@@ -341,6 +344,71 @@ describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect)
     }
   });
 
+  it('a manifest of thousands of names no table may have, new ones every run: the daemon keeps as many metric series, and says it in one log line a run', async () => {
+    await start({
+      resources: [{ name: 'plain', pages: rowsByPk(2) }],
+      // 2000 names a fetch, each 170 characters, none a table name, none listed twice.
+      manifestNames: (fetch) =>
+        Array.from({ length: 2000 }, (_, index) => `Made-Up-${fetch}-${index}-${'x'.repeat(150)}`),
+    });
+    const daemon = startCli(['--config', bed.configFile, 'daemon'], {
+      ...syncEnv(server!.url, bed.warehouse.env),
+      OCS_SCHEDULE: '* * * * * *',
+      OCS_FULL_REFRESH_SCHEDULE: 'off',
+      OCS_HEALTH_LISTEN: '127.0.0.1:0',
+      OCS_LOG_LEVEL: 'info',
+    });
+    try {
+      const url = await daemon.healthUrl();
+      const series = (text: string) =>
+        text
+          .split('\n')
+          .filter((line) => line.startsWith('ocs_sync_'))
+          .map((line) => line.split(' ')[0]!);
+      const runs = (text: string) =>
+        text
+          .split('\n')
+          .filter((line) => line.startsWith('ocs_sync_runs_total{'))
+          .reduce((sum, line) => sum + Number(line.split(' ')[1]), 0);
+      const afterRuns = (count: number) =>
+        waitFor(
+          async () => {
+            const text = await (await fetch(`${url}/metrics`)).text();
+            return runs(text) >= count && text;
+          },
+          `${count} runs`,
+          120_000,
+        );
+      const first = await afterRuns(1);
+      const later = await afterRuns(3);
+      expect(series(later)).toEqual(series(first));
+      expect(series(later).filter((name) => name.includes('Made-Up'))).toEqual([]);
+      const invalid =
+        /^ocs_sync_resource_problems_total\{resource="invalid",status="skipped"\} (\d+)$/m;
+      expect(Number(invalid.exec(later)![1])).toBeGreaterThanOrEqual(3 * 2000);
+      expect(later).toMatch(/^ocs_sync_rows_synced_total\{resource="plain"\} \d+$/m);
+    } finally {
+      expect(await daemon.stop()).toBe(0);
+    }
+    const lines = daemon.logs().split('\n');
+    const finished = lines.filter((line) => line.includes('"msg":"Sync partial"')).length;
+    const said = lines.filter((line) => line.includes('resource names that cannot be tables'));
+    expect(finished).toBeGreaterThanOrEqual(3);
+    expect(said.length).toBeGreaterThanOrEqual(finished);
+    expect(said.length).toBeLessThanOrEqual(finished + 1);
+    expect(said[0]).toContain('The manifest lists 2000 resource names that cannot be tables');
+    for (const line of said) expect(line.length).toBeLessThan(3000);
+    // The run's last line names ten skipped resources at most; no other line names any.
+    const others = lines.filter(
+      (line) =>
+        line.includes('Made-Up') && !said.includes(line) && !line.includes('"msg":"Sync partial"'),
+    );
+    expect(others).toEqual([]);
+    for (const line of lines.filter((line) => line.includes('"msg":"Sync partial"'))) {
+      expect(line).toContain('"and 1990 more"');
+    }
+  }, 180_000);
+
   it('names like constructor, __proto__ and toString are names, never Object.prototype members', async () => {
     const fields = (id: number) => ({
       constructor: `c${id}`,
@@ -372,8 +440,7 @@ describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect)
     expect(result.code, result.stdout + result.logs.slice(-2000)).toBe(3);
     expect(result.stdout).not.toContain('is not iterable');
     // The refused names are named, and nothing else went wrong.
-    expect(result.stdout).toContain('Refusing resource name "__proto__"');
-    expect(result.stdout).toContain('Refusing resource name "toString"');
+    expect(result.stdout).toContain('skipped __proto__, toString: not a name a table may have');
     expect(result.stdout).toContain('Refusing field name "__proto__" in constructor');
     expect(result.stdout).toContain('Refusing field name "hasOwnProperty" in constructor');
     expect(result.stdout).not.toMatch(/failed (constructor|valueof|hasownproperty)/);
@@ -509,8 +576,8 @@ describe('the pieces that bound what a server can do', () => {
   });
 });
 
-describe('serve: failed keys per address', () => {
-  it('take turns, wait longer each time, are refused past the cap, and are bounded in memory', async () => {
+describe('serve: wrong keys, for the whole process', () => {
+  it('take turns a few a second, are refused past the cap, and keep no state per address', async () => {
     let now = 0;
     const waits: number[] = [];
     const throttle = new FailedKeyThrottle({
@@ -518,28 +585,20 @@ describe('serve: failed keys per address', () => {
       sleep: async (ms) => {
         waits.push(ms);
       },
-      freeFailures: 0,
-      maxDelayMs: 4000,
-      maxAddresses: 3,
-      forgetAfterMs: 60_000,
+      perSecond: 2,
+      maxDelayMs: 2000,
     });
-    expect(await throttle.beforeCheck('a')).toBe(true);
-    expect(throttle.failed('a')).toBe(true);
-    // Five guesses at once from one address: one check per second, then refused.
-    const turns = await Promise.all([1, 2, 3, 4, 5].map(() => throttle.beforeCheck('a')));
-    expect(turns).toEqual([true, true, true, true, false]);
-    expect(waits).toEqual([1000, 2000, 3000, 4000]);
-    expect(throttle.retryAfterSeconds('a')).toBe(5);
-    // Other addresses are not slowed by it; at most three are remembered.
-    for (const address of ['b', 'c', 'd']) throttle.failed(address);
-    expect(throttle.size).toBe(3);
+    // Six wrong keys at once, from anywhere: the first answered at once, the next four in turns
+    // half a second apart up to the cap, the sixth refused without waiting.
+    const turns = await Promise.all([1, 2, 3, 4, 5, 6].map(() => throttle.failed()));
+    expect(turns).toEqual([true, true, true, true, true, false]);
+    expect(waits).toEqual([500, 1000, 1500, 2000]);
+    expect(throttle.retryAfterSeconds()).toBe(1);
+    // Once their turns have passed, a wrong key is answered at once again.
+    now += 2500;
     waits.length = 0;
-    expect(await throttle.beforeCheck('a')).toBe(true);
+    expect(await throttle.failed()).toBe(true);
     expect(waits).toEqual([]);
-    // A quiet address is forgotten.
-    now += 60_001;
-    expect(await throttle.beforeCheck('d')).toBe(true);
-    expect(throttle.size).toBe(2);
   });
 });
 

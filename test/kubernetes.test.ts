@@ -19,7 +19,7 @@ import {
 } from 'node:fs';
 import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments } from 'yaml';
+import { parseAllDocuments, parseDocument } from 'yaml';
 import { parseConfigText, resolveSetup } from '../src/config/load.js';
 import { shardOfTeam, parseShard } from '../src/config/teams.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -98,6 +98,23 @@ function teamsYaml(objects: K8sObject[]): string {
   return config!.data['teams.yaml'] as string;
 }
 
+/** The teams of the configuration, in its order. */
+const teamsOf = (objects: K8sObject[]) =>
+  [...teamsYaml(objects).matchAll(/^ {2}- name: (\S+)$/gm)].map((match) => match[1]!);
+
+/** The variable a team's warehouse URL (its own role's) is given in. */
+const warehouseVariable = (team: string) => `OCS_${team.toUpperCase()}_WAREHOUSE_URL`;
+
+/** The teams a workload runs: a CronJob's `--team`, a shard's by the shard rule. */
+function teamsRunBy(workload: K8sObject, teams: string[]): string[] {
+  const args = podOf(workload).containers[0].args as string[];
+  const team = args.indexOf('--team');
+  if (team >= 0) return [args[team + 1]!];
+  const shard = parseShard(args[args.indexOf('--shard') + 1]!);
+  if ('problem' in shard) throw new Error(shard.problem);
+  return teams.filter((name) => shardOfTeam(name, shard.count) === shard.index);
+}
+
 describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
   const layouts = { cronjobs: [] as K8sObject[], shards: [] as K8sObject[] };
   beforeAll(() => {
@@ -105,29 +122,122 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
     layouts.shards = render('shards');
   });
 
-  it('holds a valid fleet configuration, each team with a Secret of its own', () => {
+  it('holds a valid fleet configuration, each team with a Secret of its own: its keys and its own database role', () => {
     for (const objects of Object.values(layouts)) {
-      const { file, fileLines } = parseConfigText(teamsYaml(objects), 'teams.yaml');
-      const setup = resolveSetup(
-        { file, fileLines, env: { OCS_WAREHOUSE_URL: 'postgres://ocs:pw@postgres/ocs' } },
-        { server: true },
+      const teams = teamsOf(objects);
+      // As the team's pod is given it: from its own Secret.
+      const env = Object.fromEntries(
+        teams.map((team) => [
+          warehouseVariable(team),
+          named(objects, 'Secret', `ocs-sync-team-${team}`)!.stringData['warehouse-url'] as string,
+        ]),
       );
+      const { file, fileLines } = parseConfigText(teamsYaml(objects), 'teams.yaml');
+      const setup = resolveSetup({ file, fileLines, env }, { server: true });
       expect(setup.kind).toBe('fleet');
       if (setup.kind !== 'fleet') return;
+      expect(setup.fleet.teams.map((team) => team.name)).toEqual(teams);
+      const roles = new Set<string>();
       for (const team of setup.fleet.teams) {
-        expect(team.config.warehouse).toMatchObject({
-          schema: team.name,
-          url: 'postgres://ocs:pw@postgres/ocs',
-        });
+        const url = new URL(team.config.warehouse.url);
+        expect(url.protocol).toBe('postgres:');
+        expect(url.username).toBe(`ocs_${team.name}`);
+        roles.add(url.username);
+        expect(team.config.warehouse.schema).toBe(team.name);
         expect(team.apiKey).toEqual({ file: `/run/secrets/ocs-sync/${team.name}/api-key` });
         expect(team.config.privateKeyFile).toBe(`/run/secrets/ocs-sync/${team.name}/private.pem`);
         expect(team.config.files.dir).toBe(`/data/files/${team.name}`);
         const secret = named(objects, 'Secret', `ocs-sync-team-${team.name}`);
-        expect(Object.keys(secret!.stringData).sort()).toEqual(['api-key', 'private.pem']);
+        expect(Object.keys(secret!.stringData).sort()).toEqual([
+          'api-key',
+          'private.pem',
+          'warehouse-url',
+        ]);
       }
-      expect(named(objects, 'Secret', 'ocs-sync-postgres')!.stringData.url).toMatch(
-        /^postgres:\/\//,
-      );
+      // A role per team, and no Secret that is not a team's (no URL every team shares).
+      expect(roles.size).toBe(teams.length);
+      expect(
+        ofKind(objects, 'Secret')
+          .map((secret) => secret.metadata.name)
+          .sort(),
+      ).toEqual(teams.map((team) => `ocs-sync-team-${team}`).sort());
+    }
+  });
+
+  it("gives no pod another team's Secret, database role or files: only those of the teams it runs", () => {
+    for (const objects of Object.values(layouts)) {
+      const teams = teamsOf(objects);
+      const config = parseDocument(teamsYaml(objects)).toJS() as {
+        teams: Array<{ name: string; warehouse: { url_env: string }; files: { dir: string } }>;
+      };
+      const runners = new Map<string, string[]>(teams.map((team) => [team, []]));
+      for (const workload of [...ofKind(objects, 'CronJob'), ...ofKind(objects, 'Deployment')]) {
+        const where = workload.metadata.name;
+        const own = teamsRunBy(workload, teams);
+        expect(own.length, where).toBeGreaterThan(0);
+        for (const team of own) runners.get(team)!.push(where);
+        const pod = podOf(workload);
+        // Not even by name: nothing of the pod's spec names a team it does not run.
+        const text = JSON.stringify(pod).toLowerCase();
+        for (const other of teams.filter((team) => !own.includes(team))) {
+          expect(text.includes(other), `${where} names ${other}`).toBe(false);
+        }
+        const volumes = new Map<string, K8sObject>(
+          pod.volumes.map((volume: K8sObject) => [volume.name, volume]),
+        );
+        const secrets = [
+          ...pod.volumes.flatMap((volume: K8sObject) => [
+            ...(volume.secret ? [volume.secret.secretName] : []),
+            ...(volume.projected?.sources ?? []).flatMap((source: K8sObject) =>
+              source.secret ? [source.secret.name] : [],
+            ),
+          ]),
+          ...[...(pod.initContainers ?? []), ...pod.containers].flatMap((container: K8sObject) => [
+            ...(container.env ?? []).flatMap((entry: K8sObject) =>
+              entry.valueFrom?.secretKeyRef ? [entry.valueFrom.secretKeyRef.name] : [],
+            ),
+            ...(container.envFrom ?? []).flatMap((entry: K8sObject) =>
+              entry.secretRef ? [entry.secretRef.name] : [],
+            ),
+          ]),
+        ];
+        expect(new Set(secrets), where).toEqual(
+          new Set(own.map((team) => `ocs-sync-team-${team}`)),
+        );
+        for (const container of [...(pod.initContainers ?? []), ...pod.containers]) {
+          // Each database URL given is a team's own, from its own Secret.
+          const urls = (container.env ?? []).filter((entry: K8sObject) =>
+            entry.name.endsWith('_WAREHOUSE_URL'),
+          );
+          expect(urls.map((entry: K8sObject) => entry.name).sort(), where).toEqual(
+            own.map(warehouseVariable).sort(),
+          );
+          for (const entry of urls) {
+            const team = own.find((candidate) => warehouseVariable(candidate) === entry.name)!;
+            expect(entry.valueFrom, where).toEqual({
+              secretKeyRef: { name: `ocs-sync-team-${team}`, key: 'warehouse-url' },
+            });
+          }
+          // The files volume only ever by a team's folder, at the place its files.dir names.
+          const files = (container.volumeMounts ?? []).filter(
+            (mount: K8sObject) =>
+              volumes.get(mount.name)?.persistentVolumeClaim?.claimName === 'ocs-sync-files',
+          );
+          expect(files.map((mount: K8sObject) => mount.subPath).sort(), where).toEqual(
+            [...own].sort(),
+          );
+          for (const mount of files) {
+            const entry = config.teams.find((team) => team.name === mount.subPath)!;
+            expect(mount.mountPath, where).toBe(entry.files.dir);
+          }
+        }
+        for (const team of own) {
+          const entry = config.teams.find((candidate) => candidate.name === team)!;
+          expect(entry.warehouse.url_env).toBe(warehouseVariable(team));
+        }
+      }
+      // Every team runs somewhere, in one workload.
+      for (const [team, where] of runners) expect(where, team).toHaveLength(1);
     }
   });
 
@@ -157,9 +267,7 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
           ]),
         );
         expect(env.TMPDIR, where).toBe('/tmp');
-        expect(env.OCS_WAREHOUSE_URL, where).toEqual({
-          secretKeyRef: { name: 'ocs-sync-postgres', key: 'url' },
-        });
+        expect(env.OCS_WAREHOUSE_URL, where).toBeUndefined();
         const volumes = new Map(
           pod.volumes.map((volume: { name: string }) => [volume.name, volume]),
         );
@@ -167,10 +275,14 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
           container.volumeMounts.map((mount: { mountPath: string }) => [mount.mountPath, mount]),
         );
         expect(volumes.get(mounts.get('/tmp')!.name), where).toMatchObject({ emptyDir: {} });
-        expect(volumes.get(mounts.get('/data/files')!.name), where).toMatchObject({
-          persistentVolumeClaim: { claimName: 'ocs-sync-files' },
-        });
-        expect(mounts.get('/data/files')!.readOnly, where).toBeUndefined();
+        for (const team of teamsRunBy(workload, teamsOf(objects))) {
+          const files = mounts.get(`/data/files/${team}`)!;
+          expect(files, where).toMatchObject({ subPath: team });
+          expect(volumes.get(files.name), where).toMatchObject({
+            persistentVolumeClaim: { claimName: 'ocs-sync-files' },
+          });
+          expect(files.readOnly, where).toBeUndefined();
+        }
         expect(mounts.get('/etc/ocs-sync'), where).toMatchObject({ readOnly: true });
         expect(mounts.get('/run/secrets/ocs-sync'), where).toMatchObject({ readOnly: true });
         expect(container.args.slice(0, 2), where).toEqual(['--config', '/etc/ocs-sync/teams.yaml']);
@@ -260,11 +372,11 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
       expect(container.livenessProbe.httpGet).toEqual({ path: '/livez', port: 'metrics' });
       expect(container.readinessProbe).toBeUndefined();
       expect(container.resources).toEqual({ requests: { cpu, memory }, limits: { memory: limit } });
-      // Every team's keys: a shard's teams are known only once it runs.
+      // The keys of the shard's teams, and no other team's.
       const keys = pod.volumes.find((volume: { name: string }) => volume.name === 'team-keys');
       expect(
         keys.projected.sources.map((source: { secret: { name: string } }) => source.secret.name),
-      ).toEqual(teams.map((team) => `ocs-sync-team-${team}`));
+      ).toEqual(teamsRunBy(deployment, teams).map((team) => `ocs-sync-team-${team}`));
       for (const [label, value] of Object.entries(
         service.spec.selector as Record<string, string>,
       )) {
@@ -300,7 +412,8 @@ class PodStandIn {
       );
       this.warehouses.set(team, await createTestWarehouse(this.dialect));
     }
-    // The configuration as rendered, its placeholders filled in: paths, servers, warehouses.
+    // The configuration as rendered, its placeholders filled in: paths, servers, schemas (each
+    // team's URL is its Secret's, given by commandOf).
     let text = teamsYaml(objects)
       .replaceAll('/run/secrets/ocs-sync/', `${this.path('/run/secrets/ocs-sync')}/`)
       .replaceAll('/data/files/', `${this.path('/data/files')}/`);
@@ -310,16 +423,17 @@ class PodStandIn {
         new RegExp(`(- name: ${team}\\n    base_url: )https://chat\\.example\\.org`),
         `$1${this.servers.get(team)!.url}`,
       );
-      text = text.replace(
-        `warehouse: { schema: ${team} }`,
-        this.dialect === 'postgres'
-          ? `warehouse: { schema: ${warehouse.env.OCS_WAREHOUSE_SCHEMA} }`
-          : `warehouse: { url: ${this.path(`/data/files/${team}.db`)} }`,
-      );
+      if (this.dialect === 'postgres') {
+        text = text.replace(
+          `warehouse: { schema: ${team},`,
+          `warehouse: { schema: ${warehouse.env.OCS_WAREHOUSE_SCHEMA},`,
+        );
+      }
+      // Each team's folder of the files volume, as the kubelet makes it for its subPath.
+      mkdirSync(this.path(`/data/files/${team}`), { recursive: true });
     }
     mkdirSync(this.path('/etc/ocs-sync'), { recursive: true });
     writeFileSync(this.path('/etc/ocs-sync/teams.yaml'), text);
-    mkdirSync(this.path('/data/files'), { recursive: true });
     mkdirSync(this.path('/tmp'), { recursive: true });
     // The keys as the kubelet lays out the projected volume (a `..data` link to a timestamped
     // folder, 0400 plus group read for the pod's fsGroup), the Secrets' placeholders filled in.
@@ -327,7 +441,11 @@ class PodStandIn {
     const payload = join(volume, '..2026_01_05_10_00_00.000000001');
     for (const team of teams) {
       const secret = named(objects, 'Secret', `ocs-sync-team-${team}`)!;
-      expect(Object.keys(secret.stringData).sort()).toEqual(['api-key', 'private.pem']);
+      expect(Object.keys(secret.stringData).sort()).toEqual([
+        'api-key',
+        'private.pem',
+        'warehouse-url',
+      ]);
       mkdirSync(join(payload, team), { recursive: true });
       writeFileSync(join(payload, team, 'api-key'), `${ADMIN_KEY}\n`, { mode: 0o440 });
       writeFileSync(join(payload, team, 'private.pem'), teamKeys().privateKey, { mode: 0o440 });
@@ -336,7 +454,10 @@ class PodStandIn {
     symlinkSync(basename(payload), join(volume, '..data'));
   }
 
-  /** The container's command line and environment, moved here. */
+  /**
+   * The container's command line and environment, moved here: each variable from a team's Secret
+   * (its `warehouse-url`) is that team's warehouse, and nothing else is given.
+   */
   commandOf(workload: K8sObject): { argv: string[]; env: Record<string, string> } {
     const [container] = podOf(workload).containers;
     const argv = (container.args as string[]).map((arg) =>
@@ -346,23 +467,30 @@ class PodStandIn {
     for (const entry of container.env as Array<{
       name: string;
       value?: string;
-      valueFrom?: unknown;
+      valueFrom?: { secretKeyRef: { name: string; key: string } };
     }>) {
-      if (entry.value !== undefined)
+      if (entry.value !== undefined) {
         env[entry.name] = entry.value.startsWith('/') ? this.path(entry.value) : entry.value;
+      } else {
+        const { name, key } = entry.valueFrom!.secretKeyRef;
+        expect(key).toBe('warehouse-url');
+        env[entry.name] = this.warehouseUrl(name.replace(/^ocs-sync-team-/, ''));
+      }
     }
-    // The one secretKeyRef: the shared PostgreSQL URL (SQLite teams give their own file instead).
-    const postgres = [...this.warehouses.values()][0]!.env.OCS_WAREHOUSE_URL!;
-    env.OCS_WAREHOUSE_URL =
-      this.dialect === 'postgres' ? postgres : this.path('/data/files/unused.db');
     return { argv, env };
+  }
+
+  /** A team's warehouse here: its schema of the test database, or a SQLite file in its folder. */
+  warehouseUrl(team: string): string {
+    return this.dialect === 'postgres'
+      ? this.warehouses.get(team)!.env.OCS_WAREHOUSE_URL!
+      : this.path(`/data/files/${team}/warehouse.db`);
   }
 
   async rowsOf(team: string): Promise<number> {
     const { env } = this.warehouses.get(team)!;
     const reader = await openWarehouseReader({
-      url:
-        this.dialect === 'postgres' ? env.OCS_WAREHOUSE_URL! : this.path(`/data/files/${team}.db`),
+      url: this.warehouseUrl(team),
       schema: env.OCS_WAREHOUSE_SCHEMA ?? 'ocs',
     });
     try {
@@ -496,15 +624,20 @@ describe.skipIf(!kubectl || readOnlyRootReason !== undefined)(
             chownSync(join(payload, team, file), 0, 1000);
           }
         }
-        for (const volume of ['/data/files', '/tmp']) chownSync(pod.path(volume), 1000, 1000);
+        // Writable: what the manifest mounts writable (kenya's folder of the files volume, /tmp),
+        // and no other team's folder.
+        const mounted = (podOf(job).containers[0].volumeMounts as K8sObject[])
+          .filter((mount) => mount.readOnly !== true)
+          .map((mount) => pod.path(mount.mountPath as string));
+        expect(mounted.sort()).toEqual([pod.path('/data/files/kenya'), pod.path('/tmp')]);
+        for (const volume of mounted) chownSync(volume, 1000, 1000);
         // The writable volumes bound over themselves before / turns read-only keep their own flags.
         const writable = [
-          pod.path('/data/files'),
-          pod.path('/tmp'),
+          ...mounted,
           join(ROOT, 'node_modules/.cache'),
           join(ROOT, 'node_modules/.vite'),
         ];
-        mkdirSync(writable[3]!, { recursive: true });
+        mkdirSync(writable[writable.length - 1]!, { recursive: true });
         const script = [
           'set -e',
           ...writable.map((path) => `mount --bind '${path}' '${path}'`),
@@ -513,7 +646,7 @@ describe.skipIf(!kubectl || readOnlyRootReason !== undefined)(
           `exec setpriv --reuid=1000 --regid=1000 --clear-groups -- '${process.execPath}' ${CLI_FROM_SOURCE.map((part) => `'${part}'`).join(' ')} ${argv.map((arg) => `'${arg}'`).join(' ')}`,
         ].join('\n');
         // node_modules/.cache and .vite: where running from source (not the image) keeps its caches.
-        for (const path of writable.slice(2)) execFileSync('chmod', ['a+rwx', path]);
+        for (const path of writable.slice(-2)) execFileSync('chmod', ['a+rwx', path]);
         const child = spawn('unshare', ['-m', '--propagation', 'private', 'sh', '-c', script], {
           cwd: ROOT,
           env: { PATH: process.env.PATH!, HOME: pod.path('/tmp'), ...env },

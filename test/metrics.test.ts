@@ -2,7 +2,12 @@
 import { register as globalRegistry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ResourceStatus } from '../src/interfaces.js';
-import { SyncMetrics, combineEvents } from '../src/daemon/metrics.js';
+import {
+  MAX_RESOURCE_LABELS,
+  MAX_STATUS_LABELS,
+  SyncMetrics,
+  combineEvents,
+} from '../src/daemon/metrics.js';
 import type { ResourceReport } from '../src/sync/engine.js';
 
 function resourceReport(overrides: Partial<ResourceReport>): ResourceReport {
@@ -208,6 +213,37 @@ describe('SyncMetrics', () => {
     text = (await metrics.render()).body;
     expect(text).not.toContain('resource="chat_messages"');
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBe(0);
+  });
+});
+
+describe('labels the server feeds', () => {
+  it('take at most so many values, names no table may have count under invalid, the rest under other', async () => {
+    const metrics = new SyncMetrics();
+    const events = metrics.syncEvents();
+    for (let index = 0; index < MAX_RESOURCE_LABELS + 100; index += 1) {
+      events.onResourceDone?.(resourceReport({ resource: `made_up_${index}`, status: 'failed' }));
+      events.onResourceDone?.(resourceReport({ resource: `Made-Up ${index}`, status: 'skipped' }));
+    }
+    for (let status = 100; status < 1000; status += 1) {
+      metrics.onAttempt({ path: 'a/', status, outcome: 'error', durationMs: 1 });
+    }
+    metrics.warehouseStatus([status('made_up_1', 3, null), status('made_up_9999', 4, null)]);
+    const text = (await metrics.render()).body;
+    const seriesOf = (name: string) =>
+      text.split('\n').filter((line) => line.startsWith(`${name}{`));
+    expect(seriesOf('ocs_sync_resource_problems_total')).toHaveLength(MAX_RESOURCE_LABELS + 2);
+    expect(
+      sample(text, 'ocs_sync_resource_problems_total{resource="invalid",status="skipped"}'),
+    ).toBe(MAX_RESOURCE_LABELS + 100);
+    expect(sample(text, 'ocs_sync_resource_problems_total{resource="other",status="failed"}')).toBe(
+      100,
+    );
+    expect(seriesOf('ocs_sync_http_requests_total')).toHaveLength(MAX_STATUS_LABELS + 1);
+    expect(sample(text, 'ocs_sync_http_requests_total{status="other",outcome="error"}')).toBe(
+      900 - MAX_STATUS_LABELS,
+    );
+    expect(sample(text, 'ocs_sync_resource_rows{resource="made_up_1"}')).toBe(3);
+    expect(sample(text, 'ocs_sync_resource_rows{resource="other"}')).toBe(4);
   });
 });
 

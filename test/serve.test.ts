@@ -5,7 +5,7 @@
  * and the `serve` command itself.
  */
 import { createPrivateKey, createPublicKey } from 'node:crypto';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -35,6 +35,8 @@ import {
   teamKeys,
   temporaryDirectory,
   splitDialects,
+  startCli,
+  waitFor,
   type TestWarehouse,
 } from './support.js';
 
@@ -123,16 +125,18 @@ describe.each(splitDialects)('serve (%s)', (dialect) => {
     expect(next.results[0]!.id).toBe(dataset.ids('users')[2]);
   });
 
-  it('slows down an address that keeps presenting wrong keys, refuses it past the cap, and forgets it after the right key', async () => {
-    let now = 0;
-    const waits: number[] = [];
-    // The clock stands still while a check waits: as when many guesses arrive at once.
+  it('answers wrong keys in turns, a few a second for the whole process, 429 past the cap; the right key never waits', async () => {
+    const now = 0;
+    const turns: Array<() => void> = [];
+    // The clock stands still while wrong keys wait their turns: as when many arrive at once.
     const failedKeys = new FailedKeyThrottle({
       now: () => now,
-      sleep: async (ms) => {
-        waits.push(ms);
+      sleep: (ms) => {
+        expect(ms).toBeGreaterThan(0);
+        return new Promise<void>((resolve) => turns.push(resolve));
       },
-      maxDelayMs: 4000,
+      perSecond: 2,
+      maxDelayMs: 2000,
     });
     const guarded = await serveWarehouse(warehouse, {
       sealing: { publicKey: restorePublicKey() },
@@ -140,25 +144,21 @@ describe.each(splitDialects)('serve (%s)', (dialect) => {
     });
     try {
       const team = (key: string) => get(`${guarded.url}/api/export/team/`, { 'x-api-key': key });
-      const statuses: number[] = [];
-      for (let attempt = 0; attempt < 7; attempt += 1) statuses.push((await team('guess')).status);
-      expect(statuses).toEqual([401, 401, 401, 401, 401, 401, 401]);
-      // Three free failures, then each check waits twice as long, up to the cap.
-      expect(waits).toEqual([1000, 2000, 4000]);
-      // The next would wait past the cap: refused at once, its key not even checked.
-      const refused = await team(SERVE_KEY);
-      expect(refused.status).toBe(429);
-      expect(refused.headers['retry-after']).toBe('8');
-      expect(refused.headers['cache-control']).toBe('no-store');
-      expect(refused.json()).toEqual({
-        detail: 'Too many wrong API keys from this address; try again later.',
-      });
-      now += 8000;
-      expect((await team(SERVE_KEY)).status).toBe(200);
-      // The right key cleared the address.
-      waits.length = 0;
       expect((await team('guess')).status).toBe(401);
-      expect(waits).toEqual([]);
+      const waiting = [1, 2, 3, 4].map(() => team('guess'));
+      await waitFor(() => turns.length === 4, 'four wrong keys waiting their turns');
+      const refused = await team('guess');
+      expect(refused.status).toBe(429);
+      expect(refused.headers['retry-after']).toBe('1');
+      expect(refused.headers['cache-control']).toBe('no-store');
+      expect(refused.json()).toEqual({ detail: 'Too many wrong API keys; try again later.' });
+      // The right key, while they wait and past the cap: answered at once.
+      expect((await team(SERVE_KEY)).status).toBe(200);
+      expect(turns).toHaveLength(4);
+      for (const turn of turns) turn();
+      expect((await Promise.all(waiting)).map((answer) => answer.status)).toEqual([
+        401, 401, 401, 401,
+      ]);
     } finally {
       await guarded.close();
     }
@@ -433,6 +433,66 @@ describe.each(splitDialects)('serve (%s)', (dialect) => {
       "serve listens on 0.0.0.0:0, beyond loopback, and speaks plain HTTP: the API key and the team's data",
     );
     expect(logs).toContain('unless a TLS proxy sits in front of it');
+  });
+
+  it('serve through the CLI: wrong keys from its one address never slow the right key, and make one log line; a malformed escape is a quiet 400; a key file others may read is warned about', async () => {
+    const publicKeyFile = join(directory.path, `restore-guarded-${dialect}.pem`);
+    writeFileSync(publicKeyFile, restoreKeyPair().publicKey);
+    const apiKeyFile = join(directory.path, `serve-key-open-${dialect}`);
+    writeFileSync(apiKeyFile, `${SERVE_KEY}\n`);
+    chmodSync(apiKeyFile, 0o644);
+    const serve = startCli(
+      [
+        'serve',
+        '--listen',
+        '127.0.0.1:0',
+        '--public-key',
+        publicKeyFile,
+        '--api-key-file',
+        apiKeyFile,
+      ],
+      { ...warehouse.env, OCS_LOG_LEVEL: 'info' },
+    );
+    try {
+      const url = await waitFor(() => / at (http:\/\/\S+)/.exec(serve.logs())?.[1], 'serve');
+      expect(serve.logs()).toContain(
+        `serve API key file (--api-key-file) ${apiKeyFile} is accessible to group or others (mode 0644); restrict it with: chmod 600 ${apiKeyFile}`,
+      );
+      const malformed = await get(`${url}/api/export/%E0/`);
+      expect(malformed.status).toBe(400);
+      expect(malformed.json()).toEqual({ detail: 'Malformed percent-escape in the path.' });
+
+      // Sixty wrong keys at once, every one from 127.0.0.1 (as behind a TLS proxy or a tunnel):
+      // ten a second are answered 401 in turn, for 5 s at most; the rest 429 at once.
+      const team = (key: string) => get(`${url}/api/export/team/`, { 'x-api-key': key });
+      const answered: number[] = [];
+      const wrong = Array.from({ length: 60 }, () =>
+        team('guess').then((answer) => {
+          answered.push(answer.status);
+          return answer.status;
+        }),
+      );
+      await waitFor(() => answered.includes(429), 'a wrong key refused past the cap');
+      const right = await team(SERVE_KEY);
+      expect(right.status).toBe(200);
+      // Answered while wrong keys still wait their turns.
+      expect(answered.length).toBeLessThan(60);
+      expect(await serve.stop()).toBe(0);
+      const statuses = (await Promise.allSettled(wrong)).flatMap((outcome) =>
+        outcome.status === 'fulfilled' ? [outcome.value] : [],
+      );
+      expect(new Set(statuses)).toEqual(new Set([401, 429]));
+      const lines = serve
+        .logs()
+        .split('\n')
+        .filter((line) => line.includes('wrong API key'));
+      expect(lines).toHaveLength(1);
+      expect(lines[0]).toContain('serve: 60 wrong API keys');
+      expect(lines[0]).toContain('127.0.0.1');
+      expect(serve.logs()).not.toMatch(/"level":50|cannot answer/);
+    } finally {
+      await serve.stop();
+    }
   });
 
   function restoreKey() {

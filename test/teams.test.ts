@@ -5,7 +5,7 @@
  * teams that can sync finish, exact, while one team's server hangs, one is down and one refuses
  * the key; /healthz names them; SIGTERM stops every team. Ordered by events, never by time.
  */
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -603,4 +603,180 @@ describe.skipIf(!splitDialects.includes('postgres'))('a schema and roles per tea
       await admin.end();
     }
   }, 180_000);
+});
+
+describe('secrets written where a teams: configuration names their source', () => {
+  it('are never shown, and a team entry refuses what may only come from the environment', async () => {
+    fleet = new Fleet('sqlite');
+    const key = 'AbCdEf12.s3cr3tKeyThatSatInTheFile';
+    const password = 'Sup3rS3cretPW';
+    const hexKey = 'abcdef0123456789abcdef0123456789';
+    const passphrase = 'correct horse battery staple';
+    writeFileSync(
+      fleet.configFile,
+      [
+        'base_url: https://chat.example.org',
+        'teams:',
+        `  - { name: kenya, api_key_env: '${key}', warehouse: { url: ./k.db } }`,
+        `  - { name: malawi, api_key_env: OCS_MALAWI_API_KEY, warehouse: { url_env: 'postgres://ocs:${password}@db/ocs' } }`,
+        `  - { name: uganda, api_key_env: OCS_UGANDA_API_KEY, private_key_passphrase: '${passphrase}', warehouse: { url: ./u.db } }`,
+        `  - { name: zambia, api_key_env: ${hexKey}, warehouse: { url_env: ${hexKey} } }`,
+        '',
+      ].join('\n'),
+    );
+    const result = await fleet.cli(['sync', '--team', 'all']);
+    expect(result.code).toBe(1);
+    const shown = result.stdout + result.stderr + result.logs;
+    for (const secret of [key, password, passphrase, hexKey]) expect(shown).not.toContain(secret);
+    expect(result.stderr).toContain(
+      'teams.yaml:3: teams[0] (kenya).api_key_env must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself',
+    );
+    expect(result.stderr).toContain(
+      'teams.yaml:4: teams[1] (malawi).warehouse.url_env must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself',
+    );
+    expect(result.stderr).toContain(
+      "teams.yaml:5: teams[2] (uganda).private_key_passphrase may only come from the environment (OCS_PRIVATE_KEY_PASSPHRASE, which every team shares), so that it never sits in a file; remove it from the team's entry",
+    );
+    // A name a shell could set, but not written as variables are: maybe a key; not shown.
+    expect(result.stderr).toContain(
+      "teams.yaml:6: teams[3] (zambia).warehouse.url_env: the variable it names (not shown) is not set; set it to the team's warehouse URL",
+    );
+
+    // The key's variable is read when the team syncs: named only when written as variables are.
+    writeFileSync(
+      fleet.configFile,
+      [
+        'teams:',
+        `  - { name: zambia, base_url: https://chat.example.org, api_key_env: ${hexKey}, warehouse: { url: '${join(fleet.folder, 'z.db')}' }, files: { enabled: false } }`,
+        `  - { name: kenya, base_url: https://chat.example.org, api_key_env: OCS_KENYA_KEY, warehouse: { url: '${join(fleet.folder, 'k.db')}' }, files: { enabled: false } }`,
+        // A key where its file's path belongs: a path without a / is not shown either.
+        `  - { name: malawi, base_url: https://chat.example.org, api_key_file: '${key}', warehouse: { url: '${join(fleet.folder, 'm.db')}' }, files: { enabled: false } }`,
+        '',
+      ].join('\n'),
+    );
+    const unset = await fleet.cli(['sync', '--team', 'all']);
+    expect(unset.code).toBe(1);
+    const text = unset.stdout + unset.stderr + unset.logs;
+    expect(text).not.toContain(hexKey);
+    expect(text).not.toContain(key);
+    expect(text).toContain(
+      'teams[2] (malawi).api_key_file: The API key file (name not shown: it has no / and may be a key written there by mistake; write a file of this folder as ./NAME) does not exist.',
+    );
+    expect(text).toContain(
+      'teams[0] (zambia).api_key_env: the variable it names (not shown) is not set (or empty)',
+    );
+    expect(text).toContain('teams[1] (kenya).api_key_env: OCS_KENYA_KEY is not set (or empty)');
+    const explained = await fleet.cli(['config', '--team', 'zambia']);
+    expect(explained.code, explained.stderr).toBe(0);
+    expect(explained.stdout).not.toContain(hexKey);
+  });
+});
+
+describe('key files others may read', () => {
+  it('are warned about by every sync that reads them, and shown by check, each with its chmod', async () => {
+    fleet = new Fleet('sqlite');
+    const kenya = await fleet.add('kenya', { seed: 40 });
+    const apiKeyFile = join(fleet.folder, 'kenya-api-key');
+    writeFileSync(apiKeyFile, `${ADMIN_KEY}\n`);
+    expect((await runCli(['keygen', '--signing', '--out', fleet.folder], {})).code).toBe(0);
+    const signingKeyFile = join(fleet.folder, 'ocs-audit-signing.key');
+    writeFileSync(
+      fleet.configFile,
+      [
+        'teams:',
+        '  - name: kenya',
+        `    base_url: ${kenya.baseUrl}`,
+        `    api_key_file: ${apiKeyFile}`,
+        `    private_key_file: ${fleet.keyFile}`,
+        `    warehouse: { url: '${kenya.warehouse.env.OCS_WAREHOUSE_URL}' }`,
+        `    files: { dir: '${kenya.warehouse.filesDir}' }`,
+        `    audit: { enabled: true, signing_key_file: ${signingKeyFile}, checkpoint_file: ${join(fleet.folder, 'checkpoints.jsonl')} }`,
+        '',
+      ].join('\n'),
+    );
+    const keys = [
+      { what: 'API key file', file: apiKeyFile, mode: 0o644 },
+      { what: 'Private key file', file: fleet.keyFile, mode: 0o640 },
+      { what: 'Audit signing key file', file: signingKeyFile, mode: 0o604 },
+    ];
+    for (const { file, mode } of keys) chmodSync(file, mode);
+    const modeText = (mode: number) => `0${mode.toString(8)}`;
+
+    for (const argv of [
+      ['--team', 'kenya', 'sync'],
+      ['sync', '--team', 'all'],
+    ]) {
+      const synced = await fleet.cli(argv);
+      expect(synced.code, synced.logs.slice(-2000)).toBe(0);
+      for (const { what, file, mode } of keys) {
+        expect(synced.logs, `${argv.join(' ')}: ${what}`).toContain(
+          `${what} ${file} is accessible to group or others (mode ${modeText(mode)}); restrict it with: chmod 600 ${file}`,
+        );
+      }
+    }
+    const checked = await fleet.cli(['check', '--team', 'all']);
+    expect(checked.code, checked.stdout).toBe(0);
+    for (const { what, file, mode } of keys) {
+      expect(checked.stdout).toMatch(
+        new RegExp(
+          `^ {2}! key files private +${what} ${file} can be read by group or others \\(mode ${modeText(mode)}\\)\\n +fix: It holds a key: chmod 600 ${file}$`,
+          'm',
+        ),
+      );
+    }
+
+    for (const { file } of keys) chmodSync(file, 0o600);
+    const quiet = await fleet.cli(['--team', 'kenya', 'sync']);
+    expect(quiet.code).toBe(0);
+    expect(quiet.logs).not.toMatch(/accessible to group or others/);
+    expect((await fleet.cli(['check', '--team', 'kenya'])).stdout).toMatch(
+      /^ {2}✓ key files private +\S+kenya-api-key, \S+private\.pem, \S+ocs-audit-signing\.key$/m,
+    );
+  }, 60_000);
+});
+
+describe("a team's warehouse URL given only where it runs", () => {
+  it('is needed by the commands that run the team, and by no other', async () => {
+    fleet = new Fleet('sqlite');
+    const kenya = await fleet.add('kenya', { seed: 50 });
+    const malawi = await fleet.add('malawi', { seed: 51 });
+    writeFileSync(
+      fleet.configFile,
+      [
+        `private_key_file: ${fleet.keyFile}`,
+        'files: { enabled: false }',
+        'teams:',
+        ...[kenya, malawi].map((team) =>
+          [
+            `  - name: ${team.name}`,
+            `    base_url: ${team.baseUrl}`,
+            `    api_key_env: ${keyVariable(team.name)}`,
+            `    warehouse: { url_env: OCS_${team.name.toUpperCase()}_WAREHOUSE_URL }`,
+          ].join('\n'),
+        ),
+        '',
+      ].join('\n'),
+    );
+    // As kenya's job is given it: kenya's URL only.
+    const env = { OCS_KENYA_WAREHOUSE_URL: kenya.warehouse.env.OCS_WAREHOUSE_URL! };
+    const synced = await fleet.cli(['sync', '--team', 'kenya'], env);
+    expect(synced.code, synced.stderr + synced.logs.slice(-1000)).toBe(0);
+    expect((await lastRunOf(kenya))?.status).toBe('ok');
+    expect(malawi.server!.requests).toHaveLength(0);
+    const unset =
+      "teams.yaml:11: teams[1] (malawi).warehouse.url_env: OCS_MALAWI_WAREHOUSE_URL is not set; set it to the team's warehouse URL";
+    for (const argv of [
+      ['sync', '--team', 'all'],
+      ['sync', '--team', 'malawi'],
+      ['daemon', '--teams', 'kenya,malawi'],
+      ['status'],
+    ]) {
+      const refused = await fleet.cli(argv, env);
+      expect(refused.code, argv.join(' ')).toBe(1);
+      expect(refused.stderr.replaceAll(fleet.configFile, 'teams.yaml'), argv.join(' ')).toContain(
+        unset,
+      );
+    }
+    expect(malawi.server!.requests).toHaveLength(0);
+  }, 60_000);
 });

@@ -26,6 +26,7 @@ import type { CommandContext } from './context.js';
 import { formatFileTotals } from './files-output.js';
 import {
   DEFAULT_DATA_FILE_MODE,
+  exposedMode,
   findWiderThanPrivate,
   formatMode,
   privateModes,
@@ -60,6 +61,7 @@ const NAMES = {
   lock: 'writer lock free',
   files: 'file contents',
   privateFiles: 'files private',
+  keyFiles: 'key files private',
   audit: 'audit signing',
 } as const;
 
@@ -87,9 +89,12 @@ export async function runChecks(
   config: Config,
   /** Why a team's API key could not be read (its server is then not asked). */
   apiKeyProblem?: unknown,
+  /** The file a team's API key is read from, if it is. */
+  apiKeyFile?: string,
 ): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
   const warehouse = await checkWarehouse(config, results);
+  results.push(...keyFilesResults(config, apiKeyFile));
   if (config.audit.enabled || config.audit.signingKeyFile !== undefined) {
     results.push(await auditResult(config));
   }
@@ -169,10 +174,10 @@ async function auditResult(config: Config): Promise<CheckResult> {
     import('../audit/signing.js'),
     import('../audit/key-id.js'),
   ]);
-  const warnings: string[] = [];
   let publicKey: string;
   try {
-    publicKey = loadSigner(signingKeyFile, (message) => warnings.push(message)).publicKey;
+    // Whether others may read it is the key files' check.
+    publicKey = loadSigner(signingKeyFile, () => undefined).publicKey;
   } catch (error) {
     return failure(name, error);
   }
@@ -189,10 +194,7 @@ async function auditResult(config: Config): Promise<CheckResult> {
   const where = existsSync(file)
     ? `checkpoints are appended to ${file}`
     : `${file} is created by the next sync`;
-  const detail = `Ed25519 key ${keyId(publicKey)} loads; ${where}`;
-  return warnings.length > 0
-    ? { name, status: 'warning', detail: `${detail}; ${warnings.join('; ')}` }
-    : { name, status: 'ok', detail };
+  return { name, status: 'ok', detail: `Ed25519 key ${keyId(publicKey)} loads; ${where}` };
 }
 
 /** Why the checkpoint file could not be appended to (or created), or undefined when it can. */
@@ -250,6 +252,40 @@ async function privateFilesResult(config: Config): Promise<CheckResult> {
       (modes.file === DEFAULT_DATA_FILE_MODE ? ` (chmod -R go-rwx ${paths.join(' ')})` : '') +
       ', or set data_file_mode (OCS_DATA_FILE_MODE) if they are meant to be shared.',
   };
+}
+
+/**
+ * Whether the files that hold keys are their owner's alone (as a sync judges them, which warns
+ * about each): a warning with the `chmod` for each one group or others may read.
+ */
+function keyFilesResults(config: Config, apiKeyFile: string | undefined): CheckResult[] {
+  const files = [
+    { what: 'API key file', file: apiKeyFile },
+    { what: 'Private key file', file: config.privateKeyFile },
+    { what: 'Audit signing key file', file: config.audit.signingKeyFile },
+  ].filter((entry): entry is { what: string; file: string } => {
+    return entry.file !== undefined && existsSync(entry.file);
+  });
+  if (files.length === 0) return [];
+  const exposed = files.flatMap(({ what, file }) => {
+    const mode = exposedMode(file);
+    return mode === undefined ? [] : [{ what, file, mode }];
+  });
+  if (exposed.length === 0) {
+    return [
+      {
+        name: NAMES.keyFiles,
+        status: 'ok',
+        detail: files.map(({ file }) => file).join(', '),
+      },
+    ];
+  }
+  return exposed.map(({ what, file, mode }) => ({
+    name: NAMES.keyFiles,
+    status: 'warning',
+    detail: `${what} ${file} can be read by group or others (mode ${formatMode(mode)})`,
+    fix: `It holds a key: chmod 600 ${file}`,
+  }));
 }
 
 /** Where file contents go, whether this user may write there, and what is kept so far. */
@@ -542,7 +578,9 @@ export async function runCheckCommand(
         hint: "Set it to the API key of one of the team's admins, or point the team's api_key_env or api_key_file at it.",
       });
     }
-    const checks = await checksOf({ ...team.config, apiKey }, keyProblem);
+    const keyFile =
+      team.apiKey !== undefined && 'file' in team.apiKey ? team.apiKey.file : undefined;
+    const checks = await checksOf({ ...team.config, apiKey }, keyProblem, keyFile);
     byTeam.push({ team: team.name, ok: allPassed(checks), checks });
   }
   const ok = byTeam.every((team) => team.ok);
@@ -557,10 +595,14 @@ export async function runCheckCommand(
   return ok ? ExitCode.ok : ExitCode.failed;
 }
 
-async function checksOf(config: Config, apiKeyProblem?: unknown): Promise<CheckResult[]> {
+async function checksOf(
+  config: Config,
+  apiKeyProblem?: unknown,
+  apiKeyFile?: string,
+): Promise<CheckResult[]> {
   return [
     { name: NAMES.config, status: 'ok', detail: 'valid' },
-    ...(await runChecks(config, apiKeyProblem)),
+    ...(await runChecks(config, apiKeyProblem, apiKeyFile)),
   ];
 }
 

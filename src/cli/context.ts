@@ -1,6 +1,6 @@
 /** What every command gets: the global options, the outside world, and validated configuration. */
 import { withApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
-import { loadSetup, noTeams, pickTeam, type Setup } from '../config/load.js';
+import { loadSetup, noTeams, pickTeam, type ConfigNeeds, type Setup } from '../config/load.js';
 import type { LogFormat } from '../config/log-options.js';
 import type { Config } from '../config/schema.js';
 import { ALL_TEAMS } from '../config/teams.js';
@@ -37,6 +37,8 @@ export class CommandContext {
   private area?: LiveArea;
   /** The team `config()` chose, when the configuration has a `teams:` list. */
   private chosen?: TeamSetup;
+  /** Warnings about reading the configuration's keys, for the command's log. */
+  private readonly warnings: string[] = [];
   /** The configuration as last loaded, and what it was loaded for. */
   private loaded?: { key: string; value: { setup: Setup; filePath?: string } };
 
@@ -67,14 +69,25 @@ export class CommandContext {
       );
     }
     this.chosen = pickTeam(setup.fleet, team, filePath);
-    return needs.server ? withApiKey(this.chosen, this.environment.env) : this.chosen.config;
+    if (!needs.server) return this.chosen.config;
+    // Said once the command has its logger (made from this configuration).
+    return withApiKey(this.chosen, this.environment.env, (message) => {
+      if (!this.warnings.includes(message)) this.warnings.push(message);
+    });
   }
 
-  /** The whole configuration: one team, or a `teams:` list (for commands that run every team). */
+  /**
+   * The whole configuration: one team, or a `teams:` list (for commands that run every team).
+   * Unless `needs.teams` says which teams run, `--team NAME` does.
+   */
   setup(
-    needs: { server: boolean },
+    needs: ConfigNeeds,
     extraFlags: Record<string, unknown> = {},
   ): { setup: Setup; filePath?: string } {
+    const team = this.globals.team;
+    if (needs.teams === undefined && team !== undefined && team !== ALL_TEAMS) {
+      needs = { ...needs, teams: { names: [team] } };
+    }
     const key = JSON.stringify([needs, extraFlags]);
     if (this.loaded?.key !== key) {
       const value = loadSetup({
@@ -120,6 +133,9 @@ export class CommandContext {
       pretty: format === undefined ? area.live : format === 'pretty',
       destination: area.live ? area.logStream : area.stream,
     });
-    return this.chosen === undefined ? logger : logger.child({ team: this.chosen.name });
+    const teamLogger =
+      this.chosen === undefined ? logger : logger.child({ team: this.chosen.name });
+    for (const warning of this.warnings.splice(0)) teamLogger.warn(warning);
+    return teamLogger;
   }
 }

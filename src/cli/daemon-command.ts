@@ -8,7 +8,7 @@
  */
 import { readApiKey, type Fleet, type TeamSetup } from '../config/fleet.js';
 import type { Config } from '../config/schema.js';
-import { ALL_TEAMS, parseShard, shardOfTeam } from '../config/teams.js';
+import { ALL_TEAMS, parseShard, shardOfTeam, type TeamChoice } from '../config/teams.js';
 import { ExitCode, UsageError, describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
@@ -36,7 +36,7 @@ export async function runDaemonCommand(
   context: CommandContext,
   options: DaemonCommandOptions = {},
 ): Promise<number> {
-  const { setup, filePath } = context.setup({ server: true });
+  const { setup, filePath } = context.setup({ server: true, teams: teamsChosen(options) });
   if (setup.kind === 'fleet') return runFleetDaemon(context, setup.fleet, options, filePath);
   if (options.teams !== undefined || options.shard !== undefined) {
     throw new UsageError(
@@ -109,10 +109,11 @@ async function runFleetDaemon(
   const teams = chosen.map((team) => {
     const teamLogger = logger.child({ team: team.name });
     const config = inFleet(team.config, teamsAtOnce);
+    const warn = (message: string) => teamLogger.warn(message);
     // Key problems are reported now; the team's runs fail with them (each run reads its keys
     // afresh, so a key put right is used at the next run) while the other teams run.
     try {
-      createSecrets({ ...config, apiKey: readApiKey(team, env) }, teamLogger);
+      createSecrets({ ...config, apiKey: readApiKey(team, env, warn) }, teamLogger);
     } catch (error) {
       teamLogger.error(
         { error: describeError(error) },
@@ -132,7 +133,7 @@ async function runFleetDaemon(
           signal: runSignal,
           events,
           onAttempt,
-          readApiKey: () => readApiKey(team, env),
+          readApiKey: () => readApiKey(team, env, warn),
         }),
       ...warehouseReads(config, teamLogger),
     };
@@ -146,6 +147,15 @@ async function runFleetDaemon(
     cleanup,
   });
   return stopped(await running.stopped, logger, fromProcess);
+}
+
+/** The teams --teams or --shard name, for the configuration (chooseTeams checks the flags). */
+function teamsChosen(options: DaemonCommandOptions): TeamChoice | undefined {
+  if (options.teams !== undefined) {
+    return { names: options.teams.split(',').map((name) => name.trim()) };
+  }
+  const shard = options.shard === undefined ? undefined : parseShard(options.shard);
+  return shard === undefined || 'problem' in shard ? undefined : { shard };
 }
 
 /** The teams a fleet's daemon runs: --team NAME, --teams a,b, --shard i/n, or every one. */

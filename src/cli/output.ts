@@ -3,6 +3,7 @@ import type { ResourceStatus } from '../interfaces.js';
 import { STORED_TEXT_LENGTH, printable } from '../printable.js';
 import { EXCLUDED_BY_CHOICE, describeChoice } from '../sync/chatbot-choice.js';
 import type { SyncReport } from '../sync/engine.js';
+import { namesShown } from '../sync/refused-names.js';
 import { formatFilesSummary } from './files-output.js';
 import type { RunRecord } from '../warehouse/reader.js';
 import { formatAgo, formatDuration } from './time-text.js';
@@ -234,7 +235,7 @@ export function formatSyncSummary(report: SyncReport): string {
   }
   for (const [key, names] of byReason) {
     const split = key.indexOf('\n');
-    say(`${key.slice(0, split)} ${names.join(', ')}`, key.slice(split + 1));
+    say(`${key.slice(0, split)} ${namesShown(names).join(', ')}`, key.slice(split + 1));
   }
   for (const resource of report.resources) {
     for (const warning of resource.warnings) say(`warning ${resource.resource}`, warning);

@@ -8,7 +8,7 @@ import { secretPolicyFor } from '../config/secrets.js';
 import { isLoopbackHost } from '../config/server.js';
 import { parseListenAddress } from '../listen-address.js';
 import { CleanupStack } from '../daemon/cleanup-stack.js';
-import { loadArchiveSecretKey } from '../sealing/keys.js';
+import { keyFileShown, loadArchiveSecretKey, warnIfExposed } from '../sealing/keys.js';
 import { startExportServer } from '../serve/export-server.js';
 import { prepareServe } from '../serve/prepare.js';
 import { loadRestorePublicKey } from '../serve/restore-key.js';
@@ -42,7 +42,7 @@ function readApiKey(options: ServeCommandOptions, env: NodeJS.ProcessEnv): strin
       key = readFileSync(options.apiKeyFile, 'utf8').trim();
     } catch (error) {
       throw new UsageError(
-        `Cannot read --api-key-file ${options.apiKeyFile}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`,
+        `Cannot read --api-key-file ${keyFileShown(options.apiKeyFile)}: ${(error as NodeJS.ErrnoException).code ?? 'error'}.`,
       );
     }
     if (key === '') throw new UsageError(`--api-key-file ${options.apiKeyFile} is empty.`);
@@ -88,6 +88,11 @@ export async function runServeCommand(
   const apiKey = readApiKey(options, context.environment.env);
   const config = context.config({ server: false });
   const logger = context.logger(config);
+  if (options.apiKeyFile !== undefined) {
+    warnIfExposed(options.apiKeyFile, 'serve API key file (--api-key-file)', (message) =>
+      logger.warn(message),
+    );
+  }
   const sealing: SealingForServe = {};
   if (options.publicKey !== undefined) sealing.publicKey = loadRestorePublicKey(options.publicKey);
   if (options.archiveKey !== undefined) {

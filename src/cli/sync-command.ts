@@ -121,7 +121,8 @@ async function syncEveryTeam(
             fullRefresh: options.fullRefresh,
             acceptSchemaChange: options.acceptSchemaChange,
             signal,
-            readApiKey: () => readApiKey(team, context.environment.env),
+            readApiKey: () =>
+              readApiKey(team, context.environment.env, (message) => teamLogger.warn(message)),
           });
           return { team, report };
         } catch (error) {

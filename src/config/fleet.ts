@@ -7,7 +7,7 @@
  */
 import { resolve } from 'node:path';
 import { ConfigError, describeError } from '../errors.js';
-import { readKeyFile } from '../sealing/keys.js';
+import { readKeyFile, warnIfExposed } from '../sealing/keys.js';
 import { recordByName } from '../names.js';
 import { layerSources, originFinder, type ConfigSources } from './layers.js';
 import {
@@ -18,14 +18,17 @@ import {
   type Label,
   type Origin,
 } from './problems.js';
-import { configSchema, toConfig, type Config } from './schema.js';
+import { SETTINGS, configSchema, toConfig, type Config } from './schema.js';
 import { isPlainObject, type Tree } from './setting.js';
 import {
   ENV_NAME,
   PROCESS_SETTINGS,
   TEAM_NAME_RULE,
+  choosesTeam,
   isTeamName,
+  variableShown,
   type ApiKeySource,
+  type TeamChoice,
 } from './teams.js';
 
 /** One team of a `teams:` list, ready to run. */
@@ -54,7 +57,8 @@ export interface FleetContext {
   sources: ConfigSources;
   /** The file's `teams:` value, as parsed. */
   teams: unknown;
-  needs: { server: boolean };
+  /** `teams`: the teams the command runs, when not every one. */
+  needs: { server: boolean; teams?: TeamChoice };
   env: Readonly<Record<string, string | undefined>>;
   /** `FILE:LINE` of a path of the file. */
   placeInFile(segments: readonly (string | number)[]): string;
@@ -90,7 +94,9 @@ export function resolveFleet(context: FleetContext): {
   const firstIndexOf = new Map<string, number>();
   context.teams.forEach((value: unknown, index) => {
     const entry = readEntry(value, index, context, firstIndexOf);
-    if (entry === undefined) return;
+    // A team this command does not run, whose warehouse URL is not given here, is not checked
+    // further, nor run.
+    if (entry === undefined || entry.notHere) return;
     const origin: Origin = { kind: 'team', index, name: entry.name };
     const { merged, origins } = layerSources(sources, { entry: entry.settings, origin });
     for (const [path, variable] of entry.readFrom) {
@@ -160,6 +166,8 @@ interface Entry {
   settings: Tree;
   /** Settings read from a variable the entry names (`warehouse.url_env`), by path. */
   readFrom: Map<string, string>;
+  /** Its `warehouse.url_env` is not set in this process, which does not run the team. */
+  notHere: boolean;
   /** Problems of the entry's own keys. */
   problems: string[];
 }
@@ -219,14 +227,23 @@ function readEntry(
       );
     }
   }
+  // As at the top level of the file: a ConfigMap is no place for a passphrase either.
+  for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
+    if (!Object.hasOwn(settings, setting.path)) continue;
+    own.push(
+      `${label(setting.path)} may only come from the environment (${setting.env}, which every team shares), so that it never sits in a file; remove it from the team's entry (the value is not shown)`,
+    );
+    delete settings[setting.path];
+  }
   if (settings.teams !== undefined) {
     own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
   }
-  const readFrom = readWarehouseUrlEnv(settings, context.env, label, own);
+  const runsHere = name === undefined || choosesTeam(context.needs.teams, name);
+  const { readFrom, notHere } = readWarehouseUrlEnv(settings, context.env, label, own, runsHere);
   for (const key of ['name', 'api_key', 'api_key_env', 'api_key_file', 'teams'])
     delete settings[key];
   problems.push(...own);
-  return { name, apiKey, settings, readFrom, problems: own };
+  return { name, apiKey, settings, readFrom, notHere, problems: own };
 }
 
 /** `api_key_env` or `api_key_file` (one of them), checked. */
@@ -247,7 +264,7 @@ function readKeySource(
   if (given(env)) {
     if (typeof env !== 'string' || !ENV_NAME.test(env)) {
       problems.push(
-        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; got ${describe(env)}`,
+        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself (if it is, put the key in that variable and change it on the server: it sat in the file)`,
       );
       return undefined;
     }
@@ -263,17 +280,21 @@ function readKeySource(
   return undefined;
 }
 
-/** `warehouse.url_env`: the team's warehouse URL (a password of its own) from a variable. */
+/**
+ * `warehouse.url_env`: the team's warehouse URL (a role and password of its own) from a variable;
+ * `notHere` when the variable is not set and this process does not run the team (`runsHere`).
+ */
 function readWarehouseUrlEnv(
   settings: Tree,
   env: Readonly<Record<string, string | undefined>>,
   label: (path: string) => string,
   problems: string[],
-): Map<string, string> {
+  runsHere: boolean,
+): { readFrom: Map<string, string>; notHere: boolean } {
   const readFrom = new Map<string, string>();
   const warehouse = settings.warehouse;
   if (!isPlainObject(warehouse) || warehouse.url_env === undefined || warehouse.url_env === null) {
-    return readFrom;
+    return { readFrom, notHere: false };
   }
   const variable = warehouse.url_env;
   const copy = recordByName(Object.entries(warehouse));
@@ -281,19 +302,20 @@ function readWarehouseUrlEnv(
   settings.warehouse = copy;
   if (typeof variable !== 'string' || !ENV_NAME.test(variable)) {
     problems.push(
-      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _); got ${describe(variable)}`,
+      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself (if it is, put the URL in that variable and change its password: it sat in the file)`,
     );
   } else if (warehouse.url !== undefined && warehouse.url !== null) {
     problems.push(`${label('warehouse.url_env')} and warehouse.url are both set; give one of them`);
   } else if ((env[variable] ?? '').trim() === '') {
+    if (!runsHere) return { readFrom, notHere: true };
     problems.push(
-      `${label('warehouse.url_env')}: ${variable} is not set; set it to the team's warehouse URL`,
+      `${label('warehouse.url_env')}: ${variableShown(variable)} is not set; set it to the team's warehouse URL`,
     );
   } else {
     copy.url = env[variable]!.trim();
     readFrom.set('warehouse.url', variable);
   }
-  return readFrom;
+  return { readFrom, notHere: false };
 }
 
 /** Problems of the keys a command needs and of the rules that span keys, for one team. */
@@ -389,7 +411,8 @@ function describe(value: unknown): string {
 export function readApiKey(
   team: Pick<TeamSetup, 'name' | 'index' | 'apiKey'>,
   env: Readonly<Record<string, string | undefined>>,
-  read: (path: string) => string = (path) => readKeyFile(path, 'API key file'),
+  /** Told when others than the owner may read the key's file. */
+  warn?: (message: string) => void,
 ): string {
   const who = teamLabel(team.index, team.name);
   const source = team.apiKey;
@@ -402,17 +425,18 @@ export function readApiKey(
     const key = env[source.env]?.trim();
     if (!key) {
       throw new ConfigError([
-        `${who}.api_key_env: ${source.env} is not set (or empty); set it to the API key of one of the team's admins`,
+        `${who}.api_key_env: ${variableShown(source.env)} is not set (or empty); set it to the API key of one of the team's admins`,
       ]);
     }
     return key;
   }
   let text: string;
   try {
-    text = read(source.file);
+    text = readKeyFile(source.file, 'API key file');
   } catch (error) {
     throw new ConfigError([`${who}.api_key_file: ${describeError(error)}`]);
   }
+  if (warn) warnIfExposed(source.file, 'API key file', warn);
   const key = text.trim();
   if (key === '') throw new ConfigError([`${who}.api_key_file: ${source.file} is empty`]);
   return key;
@@ -422,6 +446,7 @@ export function readApiKey(
 export function withApiKey(
   team: TeamSetup,
   env: Readonly<Record<string, string | undefined>>,
+  warn?: (message: string) => void,
 ): Config {
-  return { ...team.config, apiKey: readApiKey(team, env) };
+  return { ...team.config, apiKey: readApiKey(team, env, warn) };
 }

@@ -41,6 +41,7 @@ import {
   type ConfigFlags,
 } from './schema.js';
 import { getAt, isPlainObject, type Tree } from './setting.js';
+import { variableShown, type TeamChoice } from './teams.js';
 
 export interface ConfigInputs {
   /** The parsed YAML file (anything YAML can give; checked here). */
@@ -58,6 +59,8 @@ export interface ConfigInputs {
 export interface ConfigNeeds {
   /** The command talks to the server: base_url and api_key are required. */
   server: boolean;
+  /** With a `teams:` list, the teams the command runs, when it does not run every one. */
+  teams?: TeamChoice;
 }
 
 /** Environment variable naming a config file when `--config` is not given. */
@@ -107,7 +110,10 @@ export function explainConfig(
   /** The team of a `teams:` list to explain. */
   teamName?: string,
 ): { config: Config; settings: SettingSource[] } {
-  const { setup, view, placeInFile } = resolveWithOrigins(inputs, needs);
+  const { setup, view, placeInFile } = resolveWithOrigins(
+    inputs,
+    teamName === undefined ? needs : { ...needs, teams: { names: [teamName] } },
+  );
   const team =
     setup.kind === 'fleet' ? pickTeam(setup.fleet, teamName, inputs.filePath) : undefined;
   if (setup.kind === 'single' && teamName !== undefined) throw noTeams(teamName);
@@ -138,7 +144,7 @@ export function explainConfig(
         source === undefined
           ? 'not set'
           : 'env' in source
-            ? `from env ${source.env}`
+            ? `from env ${variableShown(source.env)}`
             : `from file ${source.file}`,
       source: placeInFile([
         'teams',

@@ -55,6 +55,15 @@ export const PROCESS_SETTINGS = ['teams_at_once', 'log_level', 'health.listen'] 
 /** A variable name that a shell can set. */
 export const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/**
+ * How a message names the variable a setting such as `api_key_env` or `warehouse.url_env` names:
+ * as written when it is written as variables are (capitals, digits and _), otherwise not at all,
+ * since a key or a URL put there by mistake would be printed for anyone who reads the logs.
+ */
+export function variableShown(name: string): string {
+  return /^[A-Z_][A-Z0-9_]*$/.test(name) ? name : 'the variable it names (not shown)';
+}
+
 /** Where a team's API key is read from when it is needed. */
 export type ApiKeySource = { env: string } | { file: string };
 
@@ -65,6 +74,19 @@ export interface Shard {
   /** 0 to count - 1. */
   index: number;
   count: number;
+}
+
+/**
+ * The teams a command runs, when it runs some of a `teams:` list (`--team NAME`, `--teams a,b`,
+ * `--shard i/n`): a team it does not run need not have its warehouse URL's variable set in this
+ * process (a job or shard is given its own teams' URLs only).
+ */
+export type TeamChoice = { names: readonly string[] } | { shard: Shard };
+
+export function choosesTeam(choice: TeamChoice | undefined, name: string): boolean {
+  if (choice === undefined) return true;
+  if ('names' in choice) return choice.names.includes(name);
+  return shardOfTeam(name, choice.shard.count) === choice.shard.index;
 }
 
 /** `1/3` -> { index: 1, count: 3 }; the problem, phrased to follow the flag's name, otherwise. */

@@ -15,11 +15,38 @@ import {
   type MetricValue,
 } from 'prom-client';
 import type { ResourceStatus, RunKind, RunStatus } from '../interfaces.js';
+import { isSafeResourceName } from '../names.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { ResourceReport, SyncEvents } from '../sync/engine.js';
 import type { SchedulerClock, SkipReason } from './scheduler.js';
 
 export const METRIC_PREFIX = 'ocs_sync_';
+
+/** The `resource` of every name the manifest gives that is not a table name (the engine skips it). */
+export const INVALID_RESOURCE_LABEL = 'invalid';
+/** A label the server feeds past its cap of values: every further value counts under this one. */
+export const OTHER_LABEL_VALUE = 'other';
+/** Distinct `resource` values (a real team has a few dozen resources) and `status` values. */
+export const MAX_RESOURCE_LABELS = 500;
+export const MAX_STATUS_LABELS = 50;
+
+/**
+ * The values a label fed by the server may take: the first `max` distinct ones, then `other`.
+ * Counters never forget a series, so a server that names something new every run would otherwise
+ * grow the memory of every team in the process (and Prometheus's) without end.
+ */
+class CappedLabel {
+  private readonly seen = new Set<string>();
+
+  constructor(private readonly max: number) {}
+
+  value(raw: string): string {
+    if (this.seen.has(raw)) return raw;
+    if (this.seen.size >= this.max) return OTHER_LABEL_VALUE;
+    this.seen.add(raw);
+    return raw;
+  }
+}
 
 export interface SyncMetricsOptions {
   clock?: SchedulerClock;
@@ -32,8 +59,10 @@ export interface SyncMetricsOptions {
 export class SyncMetrics {
   readonly registry = new Registry();
   private readonly clock: SchedulerClock;
-  /** Newest stored `updated_at` per resource, epoch ms; lag is computed at scrape time. */
+  /** Newest stored `updated_at` per resource label, epoch ms; lag is computed at scrape time. */
   private readonly newestUpdatedAt = new Map<string, number>();
+  private readonly resources = new CappedLabel(MAX_RESOURCE_LABELS);
+  private readonly statuses = new CappedLabel(MAX_STATUS_LABELS);
 
   private readonly rowsSynced: Counter<'resource'>;
   private readonly pages: Counter<'resource'>;
@@ -238,24 +267,31 @@ export class SyncMetrics {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry });
   }
 
+  /** The `resource` label of a name: a name the engine refuses is `invalid`, as is every other. */
+  private resourceLabel(name: string): string {
+    return isSafeResourceName(name) ? this.resources.value(name) : INVALID_RESOURCE_LABEL;
+  }
+
   /** SyncEvents for one run; combine with others via `combineEvents`. */
   syncEvents(): SyncEvents {
     return {
       onPageWritten: ({ resource, rows }) => {
-        this.rowsSynced.inc({ resource }, rows);
-        this.pages.inc({ resource });
+        const label = this.resourceLabel(resource);
+        this.rowsSynced.inc({ resource: label }, rows);
+        this.pages.inc({ resource: label });
       },
       onResourceDone: (report: ResourceReport) => {
+        const resource = this.resourceLabel(report.resource);
         if (report.fullRefresh && report.status === 'ok') {
-          this.rowsReconciled.inc({ resource: report.resource }, report.rows);
-          this.rowsDeleted.inc({ resource: report.resource }, report.deleted);
+          this.rowsReconciled.inc({ resource }, report.rows);
+          this.rowsDeleted.inc({ resource }, report.deleted);
         }
         // An excluded resource is the team's chatbot choice, not a problem.
         if (report.status !== 'ok' && report.status !== 'excluded')
-          this.resourceProblems.inc({ resource: report.resource, status: report.status });
+          this.resourceProblems.inc({ resource, status: report.status });
       },
       onMissingSettled: ({ resource, deleted }) => {
-        this.rowsDeleted.inc({ resource }, deleted);
+        this.rowsDeleted.inc({ resource: this.resourceLabel(resource) }, deleted);
       },
       onSchemaChange: (change) => {
         this.schemaChanges.inc({ kind: change.kind, reason: change.reason });
@@ -274,7 +310,10 @@ export class SyncMetrics {
 
   /** For the HTTP source's `onAttempt`. */
   readonly onAttempt = (event: RequestEvent): void => {
-    this.httpRequests.inc({ status: String(event.status), outcome: event.outcome });
+    this.httpRequests.inc({
+      status: this.statuses.value(String(event.status)),
+      outcome: event.outcome,
+    });
     this.httpRequestDuration.observe({ outcome: event.outcome }, event.durationMs / 1000);
     if (event.outcome === 'retry') this.httpRetries.inc();
   };
@@ -322,11 +361,14 @@ export class SyncMetrics {
     this.storedDeletedRows.reset();
     this.newestUpdatedAt.clear();
     for (const status of statuses) {
-      this.storedRows.set({ resource: status.resource }, status.rows);
-      this.storedDeletedRows.set({ resource: status.resource }, status.rowsDeleted);
+      const resource = this.resourceLabel(status.resource);
+      // Past the cap, `other` is the sum of the tables it stands for, and their oldest lag.
+      this.storedRows.inc({ resource }, status.rows);
+      this.storedDeletedRows.inc({ resource }, status.rowsDeleted);
       if (status.newestUpdatedAt !== null) {
         const at = Date.parse(status.newestUpdatedAt);
-        if (Number.isFinite(at)) this.newestUpdatedAt.set(status.resource, at);
+        const kept = this.newestUpdatedAt.get(resource);
+        if (Number.isFinite(at)) this.newestUpdatedAt.set(resource, Math.min(at, kept ?? at));
       }
     }
   }

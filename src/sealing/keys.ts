@@ -3,12 +3,13 @@
  * X25519 key pair (reseal policy). No message here ever contains key material.
  */
 import { createPrivateKey, generateKeyPair, type KeyObject } from 'node:crypto';
-import { constants as fsConstants, lstatSync, readFileSync, statSync } from 'node:fs';
+import { constants as fsConstants, readFileSync } from 'node:fs';
 import { access, mkdir, open, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import nacl from 'tweetnacl';
 import { KeyError } from '../errors.js';
+import { exposedMode } from '../private-files.js';
 import { decodeBase64Lenient } from './base64.js';
 
 export const MIN_RSA_BITS = 2048;
@@ -146,8 +147,19 @@ export function readKeyFile(file: string, what: string): string {
           : code === 'EISDIR'
             ? 'is a directory'
             : `cannot be read (${code ?? 'unknown error'})`;
-    throw new KeyError(`The ${what} ${file} ${why}.`);
+    throw new KeyError(`The ${what} ${keyFileShown(file)} ${why}.`);
   }
+}
+
+/**
+ * A key file's name for a message when it cannot be read: a path as written when it holds a `/`
+ * (as `/run/secrets/…` and `./NAME` do), else not at all, since a key pasted there by mistake
+ * would be printed for anyone who reads the logs.
+ */
+export function keyFileShown(file: string): string {
+  return file.includes('/')
+    ? file
+    : '(name not shown: it has no / and may be a key written there by mistake; write a file of this folder as ./NAME)';
 }
 
 /**
@@ -156,35 +168,12 @@ export function readKeyFile(file: string, what: string): string {
  * a non-root pod can read it: group access there is no warning, others' access still is.
  */
 export function warnIfExposed(file: string, what: string, warn: (message: string) => void): void {
-  if (process.platform === 'win32') return;
-  try {
-    const mode = statSync(file).mode & 0o777;
-    const allowed = inKubernetesSecretVolume(file) ? 0o070 : 0;
-    if ((mode & 0o077 & ~allowed) !== 0) {
-      warn(
-        `${what} ${file} is accessible to group or others (mode ${mode.toString(8).padStart(4, '0')}); ` +
-          `restrict it with: chmod 600 ${file}`,
-      );
-    }
-  } catch {
-    // The file was just read; a failed stat only loses the warning.
-  }
-}
-
-/** The kubelet lays out a Secret volume through a `..data` link in the volume's folder. */
-function inKubernetesSecretVolume(file: string): boolean {
-  let folder = path.dirname(file);
-  for (let depth = 0; depth < 4; depth += 1) {
-    try {
-      if (lstatSync(path.join(folder, '..data')).isSymbolicLink()) return true;
-    } catch {
-      // Not here; try the folder above (a projected item may sit in a subfolder).
-    }
-    const parent = path.dirname(folder);
-    if (parent === folder) break;
-    folder = parent;
-  }
-  return false;
+  const mode = exposedMode(file);
+  if (mode === undefined) return;
+  warn(
+    `${what} ${file} is accessible to group or others (mode ${mode.toString(8).padStart(4, '0')}); ` +
+      `restrict it with: chmod 600 ${file}`,
+  );
 }
 
 export interface TeamKeyPairFiles {

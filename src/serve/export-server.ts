@@ -55,7 +55,7 @@ export interface ExportServerOptions {
   filesDir?: string;
   listen: ListenAddress;
   logger: Logger;
-  /** Slows down addresses that keep presenting wrong keys (default: 1 s doubling to 30 s). */
+  /** Bounds the wrong keys answered, for the whole process (default: 10 a second, 5 s at most). */
   failedKeys?: FailedKeyThrottle;
 }
 
@@ -79,6 +79,13 @@ const BLOB_NOT_IN_FILES_DIR: RepeatedKind = {
   message: 'serve: the file ledger names a blob that is not in files.dir; answering 404',
   summary: (count) =>
     `serve: the file ledger names ${count} blobs that are not in files.dir; answered 404`,
+};
+/** One line for the wrong keys of a few seconds, naming the first few addresses. */
+const WRONG_KEY: RepeatedKind = {
+  level: 'warn',
+  message: 'serve: a wrong API key',
+  summary: (count) =>
+    `serve: ${count} wrong API keys (each answered 401 in its turn, a few a second, or 429 when too many wait)`,
 };
 /** Every answer holds team data or says who may read it: no cache (a proxy's, a browser's) keeps it. */
 const NO_STORE = { 'cache-control': 'no-store' };
@@ -257,7 +264,14 @@ class ExportHandler {
       });
       return;
     }
-    const endpoint = decodeURIComponent(match[1]!);
+    let endpoint: string;
+    try {
+      endpoint = decodeURIComponent(match[1]!);
+    } catch {
+      // A malformed percent-escape (`%E0`): the client's fault, nothing to log.
+      sendReply(request, response, json(400, { detail: 'Malformed percent-escape in the path.' }));
+      return;
+    }
     sendReply(request, response, await this.route(request, endpoint, url.searchParams));
   }
 
@@ -287,22 +301,15 @@ class ExportHandler {
     const unauthorized = (detail: string) =>
       json(401, { detail }, { 'www-authenticate': 'Api-Key' });
     if (key === undefined) return unauthorized(NOT_PROVIDED);
+    // Checked first: the right key never waits for wrong ones, whoever sent them.
+    if (sameKey(key, this.options.apiKey)) return undefined;
     const address = request.socket.remoteAddress ?? 'unknown';
-    if (!(await this.failedKeys.beforeCheck(address))) {
+    repeatedEvents(this.options.logger).add(WRONG_KEY, { id: address, fields: { address } });
+    if (!(await this.failedKeys.failed())) {
       return json(
         429,
-        { detail: 'Too many wrong API keys from this address; try again later.' },
-        { 'retry-after': String(this.failedKeys.retryAfterSeconds(address)) },
-      );
-    }
-    if (sameKey(key, this.options.apiKey)) {
-      this.failedKeys.succeeded(address);
-      return undefined;
-    }
-    if (this.failedKeys.failed(address)) {
-      this.options.logger.warn(
-        { address },
-        'serve: repeated wrong API keys from this address; its key checks are slowed down from now on',
+        { detail: 'Too many wrong API keys; try again later.' },
+        { 'retry-after': String(this.failedKeys.retryAfterSeconds()) },
       );
     }
     return unauthorized(INVALID_TOKEN);

@@ -14,7 +14,6 @@ import {
   OcsSyncError,
   SchemaChangeStoppedError,
   ServerUnavailableError,
-  UnsafeNameError,
   describeError,
 } from '../errors.js';
 import type {
@@ -65,6 +64,7 @@ import {
   referenceCandidates,
 } from './relationships.js';
 import { isSafeResourceName } from '../names.js';
+import { UNSAFE_RESOURCE_ERROR, namesShown, noteUnsafeResourceName } from './refused-names.js';
 import { FILES_TABLE } from '../warehouse/file-ledger.js';
 import type { FilesReport } from '../files/sync-files.js';
 import {
@@ -353,8 +353,8 @@ class SyncRun {
         rows,
         pages,
         resources: reports.length,
-        skipped: reports.filter((r) => r.status === 'skipped').map((r) => r.resource),
-        failed: reports.filter((r) => r.status === 'failed').map((r) => r.resource),
+        skipped: namesShown(reports.filter((r) => r.status === 'skipped').map((r) => r.resource)),
+        failed: namesShown(reports.filter((r) => r.status === 'failed').map((r) => r.resource)),
         durationMs: report.durationMs,
         pageThread: this.pipeline.threaded,
       },
@@ -605,8 +605,8 @@ class SyncRun {
     const { logger } = this.options;
     if (!isSafeResourceName(entry.resource)) {
       report.status = 'skipped';
-      report.error = new UnsafeNameError('resource', entry.resource, 'the manifest').message;
-      logger.error({ resource: entry.resource.slice(0, 80) }, report.error);
+      report.error = UNSAFE_RESOURCE_ERROR;
+      noteUnsafeResourceName(entry.resource, logger);
       return report;
     }
 
