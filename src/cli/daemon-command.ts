@@ -64,6 +64,7 @@ export async function runDaemonCommand(
       syncOnce(config, logger, {
         fullRefresh: kind === 'full_refresh',
         signal: runSignal,
+        env: context.environment.env,
         events,
         onAttempt,
       }),
@@ -130,6 +131,7 @@ async function runFleetDaemon(
         syncOnce(config, teamLogger, {
           fullRefresh: kind === 'full_refresh',
           signal: runSignal,
+          env: context.environment.env,
           events,
           onAttempt,
           readApiKey: () => readApiKey(team, env),
