@@ -30,7 +30,9 @@ import {
   formatMode,
   privateModes,
 } from '../private-files.js';
-import { createSource } from './wiring.js';
+import { createSource, type Env } from './wiring.js';
+import { checkCheckpointBucket, checkFilesBucket } from './bucket-checks.js';
+import { isBucketText } from '../storage/location.js';
 
 /**
  * `warning`: worth fixing, but no reason the sync would fail (exit 0 still). `off`: turned off by
@@ -87,11 +89,13 @@ export async function runChecks(
   config: Config,
   /** Why a team's API key could not be read (its server is then not asked). */
   apiKeyProblem?: unknown,
+  /** The command's environment (where the AWS credential chain starts, for buckets). */
+  env: Env = process.env,
 ): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
-  const warehouse = await checkWarehouse(config, results);
+  const warehouse = await checkWarehouse(config, results, env);
   if (config.audit.enabled || config.audit.signingKeyFile !== undefined) {
-    results.push(await auditResult(config));
+    results.push(await auditResult(config, env));
   }
   await checkServer(config, warehouse, results, apiKeyProblem);
   // Server checks read better first, as a person sets things up in that order.
@@ -102,6 +106,7 @@ export async function runChecks(
 async function checkWarehouse(
   config: Config,
   results: CheckResult[],
+  env: Env,
 ): Promise<WarehouseProbe | undefined> {
   let probe: WarehouseProbe;
   try {
@@ -143,7 +148,11 @@ async function checkWarehouse(
           : 'free',
     });
   }
-  results.push(filesResult(config, probe));
+  results.push(
+    config.files.enabled && config.files.dir !== undefined && isBucketText(config.files.dir)
+      ? { name: NAMES.files, ...(await checkFilesBucket(config, env, config.files.dir)) }
+      : filesResult(config, probe),
+  );
   results.push(await privateFilesResult(config));
   return probe;
 }
@@ -153,7 +162,7 @@ async function checkWarehouse(
  * checkpoint file can be appended to (or created in its folder), found out without writing
  * anything.
  */
-async function auditResult(config: Config): Promise<CheckResult> {
+async function auditResult(config: Config, env: Env): Promise<CheckResult> {
   const name = NAMES.audit;
   const { signingKeyFile, checkpointFile } = config.audit;
   if (signingKeyFile === undefined) {
@@ -177,6 +186,12 @@ async function auditResult(config: Config): Promise<CheckResult> {
     return failure(name, error);
   }
   const file = checkpointFile!;
+  if (isBucketText(file)) {
+    const signer = `Ed25519 key ${keyId(publicKey)} loads`;
+    const bucket = await checkCheckpointBucket(config, env, file, signer);
+    const status = bucket.status === 'ok' && warnings.length > 0 ? 'warning' : bucket.status;
+    return { name, ...bucket, status, detail: [bucket.detail, ...warnings].join('; ') };
+  }
   const unusable = checkpointFileProblem(file);
   if (unusable) {
     return {
@@ -526,7 +541,11 @@ export async function runCheckCommand(
   if (setup.kind === 'single') {
     // --team with a configuration of one team is a usage error, as for every command.
     context.config({ server: false });
-    return printChecks(context, options, await checksOf(setup.config));
+    return printChecks(
+      context,
+      options,
+      await checksOf(setup.config, undefined, context.environment.env),
+    );
   }
   // Each team of a teams: list (--team NAME, or --team all), its key read as a sync reads it.
   const teams = context.teams(setup.fleet, filePath);
@@ -542,7 +561,7 @@ export async function runCheckCommand(
         hint: "Set it to the API key of one of the team's admins, or point the team's api_key_env or api_key_file at it.",
       });
     }
-    const checks = await checksOf({ ...team.config, apiKey }, keyProblem);
+    const checks = await checksOf({ ...team.config, apiKey }, keyProblem, context.environment.env);
     byTeam.push({ team: team.name, ok: allPassed(checks), checks });
   }
   const ok = byTeam.every((team) => team.ok);
@@ -557,10 +576,10 @@ export async function runCheckCommand(
   return ok ? ExitCode.ok : ExitCode.failed;
 }
 
-async function checksOf(config: Config, apiKeyProblem?: unknown): Promise<CheckResult[]> {
+async function checksOf(config: Config, apiKeyProblem: unknown, env: Env): Promise<CheckResult[]> {
   return [
     { name: NAMES.config, status: 'ok', detail: 'valid' },
-    ...(await runChecks(config, apiKeyProblem)),
+    ...(await runChecks(config, apiKeyProblem, env)),
   ];
 }
 

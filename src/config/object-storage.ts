@@ -92,7 +92,12 @@ export const OBJECT_STORAGE_SETTINGS: readonly SettingInfo[] = [
     allowed: 'an integer from 5 to 5120 (MiB)',
   },
   { path: 'object_storage.parts_in_flight', kind: 'integer', allowed: 'an integer from 1 to 16' },
-  { path: 'object_storage.max_attempts', kind: 'integer', allowed: 'an integer from 1 to 20' },
+  {
+    path: 'object_storage.max_attempts',
+    env: 'OCS_S3_MAX_ATTEMPTS',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 20',
+  },
 ];
 
 function endpointProblem(value: string): string | undefined {
