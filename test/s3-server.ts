@@ -168,6 +168,7 @@ export async function startS3Server(options: { buckets?: string[] } = {}): Promi
         method: incoming.method,
         path: url,
         headers: incoming.headers,
+        agent: false,
       },
       (answer: IncomingMessage) => {
         outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
@@ -191,6 +192,14 @@ export async function startS3Server(options: { buckets?: string[] } = {}): Promi
       },
     );
     forwarded.on('error', () => outgoing.socket?.destroy());
+    // A client gone mid-request (a killed process) ends the forwarded request too, or s3rver
+    // would wait for the rest of its body for ever.
+    incoming.on('close', () => {
+      if (!incoming.complete) forwarded.destroy();
+    });
+    outgoing.on('close', () => {
+      if (!outgoing.writableFinished) forwarded.destroy();
+    });
     incoming.pipe(forwarded);
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));

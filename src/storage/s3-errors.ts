@@ -118,7 +118,12 @@ export function describeS3Failure(
       },
     );
   }
-  return new ObjectStoreError('other', `Cannot ${operation} ${where}: ${said}.`, { cause: error });
+  // Not an answer of the store (no HTTP status): the SDK's own words, their first line.
+  const detail =
+    status === undefined && error instanceof Error && error.message
+      ? error.message.split('\n')[0]!
+      : said;
+  return new ObjectStoreError('other', `Cannot ${operation} ${where}: ${detail}`, { cause: error });
 }
 
 function fullStore(where: string, said: string, error: unknown): ObjectStoreError {

@@ -187,6 +187,8 @@ export class S3Store implements ObjectStore {
             ...params,
             Body: body instanceof Uint8Array ? body : body(),
             ChecksumAlgorithm: 'SHA256',
+            // A stream's length is not known to the SDK: without it, it cannot count the parts.
+            ...(options.size !== undefined ? { ContentLength: options.size } : {}),
           },
           partSize: Math.max(MIN_PART_BYTES, this.settings.partSizeBytes),
           queueSize: this.settings.partsInFlight,
