@@ -7,6 +7,7 @@
  */
 import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
+import { DuckDBInstance } from '@duckdb/node-api';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
@@ -148,5 +149,40 @@ describe.each(splitDialects)('file contents in a bucket (%s)', (dialect) => {
     expect((await sync()).code).toBe(0);
     expect((await runCli(['files', 'verify'], verifyEnv)).code).toBe(0);
     await expectBucketMatchesServer();
+  });
+
+  it('export parquet writes each table into the bucket whole, read back as the warehouse holds it', async () => {
+    expect((await sync({ OCS_FILES_ENABLED: 'false' })).code).toBe(0);
+    const target = `s3://${BUCKET}/team-a/parquet`;
+    const exported = await runCli(
+      ['export', 'parquet', target, '--resources', 'participants,chats'],
+      {
+        ...warehouse.env,
+        ...s3.env(),
+      },
+    );
+    expect(exported.stderr).toBe('');
+    expect(exported.code).toBe(0);
+    expect(exported.stdout).toContain(`${target}/participants.parquet  30 rows`);
+    expect(s3.keys(BUCKET).filter((key) => key.startsWith('team-a/parquet/'))).toEqual([
+      'team-a/parquet/chats.parquet',
+      'team-a/parquet/participants.parquet',
+    ]);
+    // Read back by DuckDB from the object's bytes.
+    const copy = join(directory.path, 'participants.parquet');
+    writeFileSync(copy, s3.objectBytes(BUCKET, 'team-a/parquet/participants.parquet'));
+    const instance = await DuckDBInstance.create(':memory:');
+    const connection = await instance.connect();
+    try {
+      const read = await connection.runAndReadAll(
+        `SELECT count(*) AS n, min(id) AS first FROM read_parquet('${copy}')`,
+      );
+      const [row] = read.getRowObjectsJS();
+      expect(Number(row!.n)).toBe(30);
+      expect(String(row!.first)).toBe(String(dataset.rows('participants')[0]!.id));
+    } finally {
+      connection.closeSync();
+      instance.closeSync();
+    }
   });
 });
