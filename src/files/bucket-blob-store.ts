@@ -4,8 +4,8 @@
  * in memory up to one part (`object_storage.part_size_mib`), past that spooled to an unnamed
  * temporary file (unlinked as soon as it is opened, so a killed run leaves nothing). Then, unless
  * the key already holds the content, they go up under their digest: one PUT with the SHA-256 as
- * its checksum, or a multipart upload (each part with its own SHA-256, `parts_in_flight` at once),
- * both with `If-None-Match: *`. An object appears under its key only once complete; a multipart
+ * its checksum, or (after a HEAD) a multipart upload (each part with its own SHA-256,
+ * `parts_in_flight` at once), both with `If-None-Match: *`. An object appears under its key only once complete; a multipart
  * upload a killed run left is aborted by the next run's `prepare`.
  */
 import { createHash, randomUUID } from 'node:crypto';
@@ -71,7 +71,10 @@ export class BucketBlobStore implements ContentStore {
       const sha256 = hash.digest('hex');
       check?.({ sha256, size });
       const key = blobKey(sha256);
-      const existing = await this.store.head(key);
+      // A content of more than a part is looked for first (a HEAD costs less than sending it
+      // again); a smaller one is sent with If-None-Match: * alone, which the store answers 412
+      // when it holds the key (a store that ignores the header rewrites the same bytes).
+      const existing = spool === undefined ? undefined : await this.store.head(key);
       // Same digest, same size: the same content is already there. A damaged copy is replaced.
       if (existing !== undefined && existing.size === size) return { sha256, size, created: false };
       const file = spool;
