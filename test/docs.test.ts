@@ -47,6 +47,8 @@ const ALLOWED: Record<string, string> = {
   'kubectl apply': 'needs a cluster; kubernetes.test.ts checks what it would apply, and runs it',
   'duckdb -c': 'the DuckDB shell is not installed; export-parquet tests read the files back',
   'python -c': 'pandas is not installed; export-parquet tests read the files back',
+  pg_dump:
+    "PostgreSQL's client tools, for a PostgreSQL warehouse; snapshot.long.test.ts checks ocs-sync snapshot points at it",
   'aws s3api':
     'the AWS CLI is not installed; test/s3-server.ts makes the bucket (and answers for its Object Lock) in s3rver',
   'python manage.py sync_team':

@@ -64,6 +64,14 @@ import {
 } from './server.js';
 import { z, type SettingInfo } from './setting.js';
 import {
+  SNAPSHOT_SETTINGS,
+  snapshotConfig,
+  snapshotDefaults,
+  snapshotFields,
+  type SnapshotConfig,
+  type SnapshotFileValues,
+} from './snapshot.js';
+import {
   SYNC_SETTINGS,
   syncConfig,
   syncDefaults,
@@ -98,6 +106,7 @@ export type Config = ServerConfig &
   FilesConfig &
   AuditConfig &
   ObjectStorageConfig &
+  SnapshotConfig &
   TeamsConfig;
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
@@ -110,6 +119,7 @@ export type ConfigFileValues = ServerFileValues &
   FilesFileValues &
   AuditFileValues &
   ObjectStorageFileValues &
+  SnapshotFileValues &
   TeamsFileValues;
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -140,6 +150,7 @@ export function configDefaults(version: string) {
     ...filesDefaults,
     ...auditDefaults,
     ...objectStorageDefaults,
+    ...snapshotDefaults,
     ...teamsDefaults,
   } satisfies ConfigFileValues;
 }
@@ -154,6 +165,7 @@ const FIELDS = {
   ...filesFields,
   ...auditFields,
   ...objectStorageFields,
+  ...snapshotFields,
   ...teamsFields,
 };
 
@@ -191,6 +203,7 @@ const KEY_ORDER = [
   'files',
   'audit',
   'object_storage',
+  'snapshot',
   'data_file_mode',
   'teams_at_once',
 ] as const satisfies readonly (keyof typeof FIELDS)[];
@@ -214,6 +227,7 @@ export const SETTINGS: readonly SettingInfo[] = [
   ...FILES_SETTINGS,
   ...AUDIT_SETTINGS,
   ...OBJECT_STORAGE_SETTINGS,
+  ...SNAPSHOT_SETTINGS,
   ...TEAMS_SETTINGS,
 ].sort((a, b) => orderOf(a.path) - orderOf(b.path));
 
@@ -257,6 +271,7 @@ export function toConfig(values: MergedConfigValues): Config {
     ...filesConfig(values, warehouse.warehouse.target),
     ...auditConfig(values),
     ...objectStorageConfig(values),
+    ...snapshotConfig(values),
     ...teamsConfig(values),
   };
 }

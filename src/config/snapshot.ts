@@ -1,0 +1,44 @@
+/** Warehouse snapshots: `snapshot.*` (where `ocs-sync snapshot create` writes them, how many kept). */
+import { locationText } from './object-storage.js';
+import { integer, type SectionValues, type SettingInfo, z } from './setting.js';
+
+export interface SnapshotConfig {
+  snapshot: {
+    /** A folder, or `s3://bucket/prefix`; undefined: not set (snapshot commands say so). */
+    dir: string | undefined;
+    /** Snapshots kept; the oldest beyond it are removed after each new one. Undefined: all. */
+    keep: number | undefined;
+  };
+}
+
+export interface SnapshotFileValues {
+  snapshot?: { dir?: string; keep?: number };
+}
+
+export const snapshotDefaults = { snapshot: {} } satisfies SnapshotFileValues;
+
+export const SNAPSHOT_SETTINGS: readonly SettingInfo[] = [
+  {
+    path: 'snapshot.dir',
+    env: 'OCS_SNAPSHOT_DIR',
+    kind: 'text',
+    allowed: 'the path of a folder for warehouse snapshots, or s3://BUCKET/PREFIX',
+  },
+  {
+    path: 'snapshot.keep',
+    env: 'OCS_SNAPSHOT_KEEP',
+    kind: 'integer',
+    allowed: 'an integer from 1 to 100000 (the newest kept; unset keeps every one)',
+  },
+];
+
+export const snapshotFields = {
+  snapshot: z.strictObject({
+    dir: locationText.optional(),
+    keep: integer(1, 100000).optional(),
+  }),
+};
+
+export function snapshotConfig(values: SectionValues<typeof snapshotFields>): SnapshotConfig {
+  return { snapshot: { dir: values.snapshot.dir?.trim(), keep: values.snapshot.keep } };
+}
