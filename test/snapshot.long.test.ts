@@ -14,10 +14,12 @@ import { startS3Server, type S3TestServer } from './s3-server.js';
 import {
   createTestWarehouse,
   runCli,
+  startCli,
   syncEnv,
   teamKeys,
   temporaryDirectory,
   testDialects,
+  waitFor,
 } from './support.js';
 
 const BUCKET = 'ocs-snapshots';
@@ -139,6 +141,28 @@ describe('warehouse snapshots', () => {
       ids.push(JSON.parse(made.stdout).id);
     }
     expect((await list(folder)).map((item) => item.id)).toEqual(ids.slice(1));
+  });
+
+  it('the daemon takes one on snapshot.schedule, beside its syncs', async () => {
+    const folder = join(directory.path, 'scheduled');
+    const daemonEnv = {
+      ...env,
+      OCS_SNAPSHOT_DIR: folder,
+      OCS_HEALTH_LISTEN: 'off',
+      OCS_SCHEDULE: '0 0 1 1 *',
+    };
+    const daemon = startCli(['daemon'], { ...daemonEnv, OCS_SNAPSHOT_SCHEDULE: '*/2 * * * * *' });
+    try {
+      await waitFor(
+        async () => (await list({ OCS_SNAPSHOT_DIR: folder })).length >= 1 || undefined,
+        'a scheduled snapshot',
+        60_000,
+      );
+    } finally {
+      expect(await daemon.stop()).toBe(0);
+    }
+    expect(daemon.logs()).toContain('Snapshots scheduled');
+    expect(daemon.logs()).not.toContain('snapshot failed');
   });
 
   it.runIf(testDialects.includes('postgres'))(

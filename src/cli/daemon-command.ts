@@ -17,6 +17,7 @@ import { startFleet } from '../daemon/fleet.js';
 import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
+import { scheduleSnapshots } from './snapshot-schedule.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import { createSecrets, createWarehouse, inFleet } from './wiring.js';
@@ -52,6 +53,7 @@ export async function runDaemonCommand(
   const fromProcess = context.environment.signal === undefined;
   const signal = context.environment.signal ?? processSignal(logger, cleanup);
 
+  scheduleSnapshots(config, context.environment.env, logger, cleanup);
   const result = await runDaemon({
     schedule: config.schedule,
     fullRefreshSchedule: config.fullRefreshSchedule,
@@ -120,6 +122,7 @@ async function runFleetDaemon(
         'This team cannot sync until its key is put right; the other teams run',
       );
     }
+    scheduleSnapshots(config, env, teamLogger, cleanup);
     return {
       name: team.name,
       schedule: config.schedule,

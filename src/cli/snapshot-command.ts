@@ -20,7 +20,8 @@ import { readObjectText } from '../storage/store.js';
 import { backupSqlite, sqliteHeldBy } from '../warehouse/open.js';
 import type { CommandContext } from './context.js';
 import { formatTable } from './output.js';
-import { createObjectStore } from './wiring.js';
+import { createObjectStore, type Env } from './wiring.js';
+import type { Logger } from '../log.js';
 
 const ID = /^ocs-sync-(\d{8}T\d{6}(?:\d{3})?Z)$/;
 const DATA = '.db.gz';
@@ -35,7 +36,7 @@ export interface SnapshotInfo {
 }
 
 /** The snapshot's store; UsageError (exit 2) for PostgreSQL or no snapshot.dir. */
-function snapshotStore(context: CommandContext, config: Config): ObjectStore {
+function snapshotStore(config: Config, env: Env): ObjectStore {
   const { target } = config.warehouse;
   if (target.dialect === 'postgres') {
     throw new UsageError(
@@ -47,7 +48,7 @@ function snapshotStore(context: CommandContext, config: Config): ObjectStore {
       'snapshot.dir (OCS_SNAPSHOT_DIR) is not set: name a folder or s3://BUCKET/PREFIX for the snapshots.',
     );
   }
-  return createObjectStore(config, context.environment.env, config.snapshot.dir);
+  return createObjectStore(config, env, config.snapshot.dir);
 }
 
 function timeOfId(id: string): string {
@@ -93,8 +94,29 @@ export async function runSnapshotCreateCommand(
   options: { json?: boolean },
 ): Promise<number> {
   const config = context.config({ server: false });
-  const store = snapshotStore(context, config);
-  const logger = context.logger(config);
+  const { made, pruned } = await createSnapshot(
+    config,
+    context.environment.env,
+    context.logger(config),
+  );
+  context.output.out(
+    options.json
+      ? JSON.stringify(made, null, 2)
+      : `Snapshot ${made.id}: ${made.bytes} bytes (gzip), sha256 ${made.sha256}, at ${made.location}` +
+          (pruned.length > 0
+            ? `; removed the ${pruned.length} oldest (snapshot.keep ${config.snapshot.keep})`
+            : ''),
+  );
+  return ExitCode.ok;
+}
+
+/** One snapshot of the warehouse into snapshot.dir, then the oldest beyond snapshot.keep gone. */
+export async function createSnapshot(
+  config: Config,
+  env: Env,
+  logger: Logger,
+): Promise<{ made: SnapshotInfo; pruned: string[] }> {
+  const store = snapshotStore(config, env);
   const source = resolve((config.warehouse.target as { path: string }).path);
   const scratch = join(tmpdir(), `ocs-sync-snapshot-${randomUUID()}`);
   try {
@@ -134,15 +156,7 @@ export async function runSnapshotCreateCommand(
     };
     const pruned = await prune(store, config.snapshot.keep);
     logger.info({ id, bytes: size, pruned: pruned.length }, `Snapshot ${id} written`);
-    context.output.out(
-      options.json
-        ? JSON.stringify(made, null, 2)
-        : `Snapshot ${id}: ${size} bytes (gzip), sha256 ${sha256}, at ${made.location}` +
-            (pruned.length > 0
-              ? `; removed the ${pruned.length} oldest (snapshot.keep ${config.snapshot.keep})`
-              : ''),
-    );
-    return ExitCode.ok;
+    return { made, pruned };
   } finally {
     await rm(`${scratch}.db`, { force: true });
     await rm(`${scratch}${DATA}`, { force: true });
@@ -167,7 +181,7 @@ export async function runSnapshotListCommand(
   options: { json?: boolean },
 ): Promise<number> {
   const config = context.config({ server: false });
-  const store = snapshotStore(context, config);
+  const store = snapshotStore(config, context.environment.env);
   try {
     const snapshots = await listSnapshots(store);
     if (options.json) {
@@ -194,7 +208,7 @@ export async function runSnapshotRestoreCommand(
   [id = '']: string[],
 ): Promise<number> {
   const config = context.config({ server: false });
-  const store = snapshotStore(context, config);
+  const store = snapshotStore(config, context.environment.env);
   const target = resolve(options.to);
   const partial = join(dirname(target), `.${basename(target)}.restore-${randomUUID()}`);
   try {
