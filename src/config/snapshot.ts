@@ -1,14 +1,7 @@
 /** Warehouse snapshots: `snapshot.*` (where `ocs-sync snapshot create` writes them, how many kept). */
 import { checkCron } from './daemon.js';
 import { locationText } from './object-storage.js';
-import {
-  checked,
-  integer,
-  isString,
-  type SectionValues,
-  type SettingInfo,
-  z,
-} from './setting.js';
+import { checked, integer, isString, type SectionValues, type SettingInfo, z } from './setting.js';
 
 export interface SnapshotConfig {
   snapshot: {
@@ -44,7 +37,8 @@ export const SNAPSHOT_SETTINGS: readonly SettingInfo[] = [
     path: 'snapshot.schedule',
     env: 'OCS_SNAPSHOT_SCHEDULE',
     kind: 'text',
-    allowed: 'a cron expression such as "30 2 * * *" (the daemon takes a snapshot then); unset: none',
+    allowed:
+      'a cron expression such as "30 2 * * *" (the daemon takes a snapshot then); unset: none',
   },
 ];
 
