@@ -10,8 +10,9 @@
 const LAYERS = [
   ['shared'],
   // What the rest stands on, each on its own: the export API's wire format, the HTTP client, the
-  // sealing format and policies, the warehouse (its shared part and a folder per dialect).
-  ['export-api', 'source', 'sealing', 'warehouse'],
+  // sealing format and policies, the warehouse (its shared part and a folder per dialect), the
+  // places kept off the warehouse (a folder or an S3 bucket).
+  ['export-api', 'source', 'sealing', 'warehouse', 'storage'],
   // Built on those: file contents (fetched through source), the audit archive's checks (reading
   // the warehouse's chain), Parquet export, the fake server (speaking the export API), settings.
   ['files', 'audit', 'export', 'fake-server', 'config'],

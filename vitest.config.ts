@@ -26,6 +26,7 @@ export const SPLIT_SUITES = [
   'kubernetes',
   'lifecycle',
   'misbehaving-server',
+  'object-storage',
   'operations',
   'page-pipeline',
   'private-files',

@@ -8,6 +8,7 @@
  *   npm run bench -- sealed …                 (sealed values on every core: sealed.ts)
  *   npm run bench -- concurrency …            (several resources at once: concurrency.ts)
  *   npm run bench -- teams …                  (a fleet of teams: teams.ts)
+ *   npm run bench -- files --store s3 …       (file contents into a bucket: files-store.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
  * measured stage runs in a fresh child process (its peak RSS is its own): full syncs into SQLite
@@ -46,6 +47,7 @@ import { singleCorePrivateKeyRate } from './sealed.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { chaosMain, type ChaosResults } from './chaos.js';
 import { teamsMain, type TeamsResults } from './teams.js';
+import { filesStoreMain } from './files-store.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
   dropPostgresSchema,
@@ -655,6 +657,7 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
   if (argv[0] === 'sealed') return sealedMain(argv.slice(1), output);
   if (argv[0] === 'concurrency') return concurrencyMain(argv.slice(1), output);
   if (argv[0] === 'teams') return teamsMain(argv.slice(1), output);
+  if (argv[0] === 'files') return filesStoreMain(argv.slice(1), output);
   let options: BenchOptions;
   try {
     options = parseBenchArgs(argv);

@@ -189,3 +189,19 @@ export function describeError(error: unknown): string {
 export function exitCodeOf(error: unknown): ExitCode {
   return error instanceof OcsSyncError ? error.exitCode : ExitCode.failed;
 }
+
+/**
+ * Object storage (an `s3://` location) refused or failed a request after its retries. `kind` says
+ * what to do: `setup` (no credentials, access denied, no such bucket: nothing works until the
+ * operator fixes it), `full` (a quota or a full store), `unavailable` (the store kept failing),
+ * `other`. The message names the location and never a credential.
+ */
+export class ObjectStoreError extends OcsSyncError {
+  constructor(
+    readonly kind: 'setup' | 'full' | 'unavailable' | 'other',
+    message: string,
+    options?: { hint?: string; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}

@@ -237,6 +237,27 @@ describe('benchmark smoke run', () => {
     expect(floorRatio(stage(6), stage(4), stage(5))).toBeCloseTo(1.2);
   });
 
+  it('runs files --store s3 small: the sync and the SDK into s3rver, both figures and the ratio', async () => {
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED = 'true';
+    const { code, out } = await runBench([
+      'files',
+      '--store',
+      's3',
+      '--mib',
+      '4',
+      '--small-kib',
+      '128',
+    ]);
+    // A ratio below the goal on a busy machine exits 3; the figures are what this checks.
+    expect([0, 3]).toContain(code);
+    expect(out).toContain('Files: 17 fetched (4.0 MiB)');
+    expect(out).toMatch(/AWS SDK \(lib-storage\) upload: [\d.]+ s, \d+ MiB\/s, peak RSS \d+ MB/);
+    expect(out).toMatch(/ocs-sync sync into the bucket: [\d.]+ s, \d+ MiB\/s, peak RSS \d+ MB/);
+    expect(out).toMatch(
+      /ratio ocs-sync \/ SDK: [\d.]+ \(goal >= 0\.9\) (PASS|FAIL); peak RSS \d+ MB \(goal < 256 MB\) (PASS|FAIL)/,
+    );
+  });
+
   it('refuses bad flags with a usage message', async () => {
     expect(() => parseBenchArgs(['--rows', 'many'], {})).toThrow(
       /--rows must be a positive integer/,

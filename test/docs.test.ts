@@ -25,6 +25,7 @@ import {
   testDialects,
   type TestWarehouse,
 } from './support.js';
+import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server, type S3TestServer } from './s3-server.js';
 
 /** Commands (by their first words) that no test can run here, and why. */
 const ALLOWED: Record<string, string> = {
@@ -47,6 +48,10 @@ const ALLOWED: Record<string, string> = {
   'kubectl apply': 'needs a cluster; kubernetes.test.ts checks what it would apply, and runs it',
   'duckdb -c': 'the DuckDB shell is not installed; export-parquet tests read the files back',
   'python -c': 'pandas is not installed; export-parquet tests read the files back',
+  pg_dump:
+    "PostgreSQL's client tools, for a PostgreSQL warehouse; snapshot.long.test.ts checks ocs-sync snapshot points at it",
+  'aws s3api':
+    'the AWS CLI is not installed; test/s3-server.ts makes the bucket (and answers for its Object Lock) in s3rver',
   'python manage.py sync_team':
     "the server's importer; serve-roundtrip.long.test.ts imports the served team as it does",
 };
@@ -169,6 +174,8 @@ class Reader {
   readonly skipped: string[] = [];
   private readonly background: Array<{ stop: AbortController; done: Promise<number> }> = [];
   private postgres: TestWarehouse | undefined;
+  /** A page that points ocs-sync at a bucket (OCS_S3_ENDPOINT) gets s3rver, with its bucket. */
+  private s3: S3TestServer | undefined;
 
   constructor(
     private readonly server: FakeServer,
@@ -181,6 +188,9 @@ class Reader {
   /** A value the page leaves to the reader, filled in the same way every time. */
   private fill(name: string, value: string): string {
     if (value === '…' && /^OCS_[A-Z0-9_]*API_KEY$/.test(name)) return ADMIN_KEY;
+    if (value === '…' && name === 'AWS_ACCESS_KEY_ID') return S3_ACCESS_KEY;
+    if (value === '…' && name === 'AWS_SECRET_ACCESS_KEY') return S3_SECRET_KEY;
+    if (name === 'OCS_S3_ENDPOINT') return this.s3!.endpoint;
     if (value.startsWith('https://chat.example.org')) return this.server.url;
     return value;
   }
@@ -216,6 +226,10 @@ class Reader {
         this.postgres = await createTestWarehouse('postgres');
         Object.assign(this.env, this.postgres.env);
         return;
+      }
+      if (exported[1] === 'OCS_S3_ENDPOINT' && this.s3 === undefined) {
+        this.s3 = await startS3Server({ buckets: ['ocs-archive'] });
+        this.s3.objectLock.set('ocs-archive', 'enabled');
       }
       this.env[exported[1]!] = this.fill(exported[1]!, value);
       return;
@@ -333,6 +347,7 @@ class Reader {
   async close(): Promise<void> {
     await this.stopBackground();
     await this.postgres?.dispose();
+    await this.s3?.close();
   }
 }
 

@@ -1,6 +1,7 @@
 /** Plumbing for the `serve` tests: a warehouse served over HTTP, and plain GETs against it. */
 import { generateKeyPairSync } from 'node:crypto';
 import { request } from 'undici';
+import { BlobStore } from '../src/files/blob-store.js';
 import { createLogger } from '../src/log.js';
 import { startExportServer, type ExportServer } from '../src/serve/export-server.js';
 import { prepareServe, type PrepareServeOptions } from '../src/serve/prepare.js';
@@ -62,7 +63,7 @@ export async function serveWarehouse(
       apiKey: SERVE_KEY,
       sealing,
       asOf: options.asOf,
-      filesDir: options.filesDir ?? warehouse.filesDir,
+      files: new BlobStore(options.filesDir ?? warehouse.filesDir),
       listen: { host: '127.0.0.1', port: 0 },
       logger: createLogger({ level: 'silent' }),
       failedKeys: options.failedKeys,

@@ -72,7 +72,7 @@ export async function appendCheckpoints(
 function lastCheckpointSeq(lines: readonly string[]): number {
   for (let index = lines.length - 1; index >= 0; index -= 1) {
     if (lines[index]!.trim() === '') continue;
-    const parsed = parseLine(lines[index]!);
+    const parsed = parseCheckpointLine(lines[index]!);
     if ('checkpoint' in parsed) return parsed.checkpoint.seq;
   }
   return 0;
@@ -89,7 +89,8 @@ export function tornCheckpointLines(
 ): Map<number, SignedCheckpoint> {
   const torn = new Map<number, SignedCheckpoint>();
   const whole = signed.map((checkpoint) => ({ checkpoint, line: checkpointLine(checkpoint) }));
-  for (const { line, text } of file.unreadable) {
+  for (const { line, text, object } of file.unreadable) {
+    if (object !== undefined) continue;
     const begun = whole.find((candidate) => candidate.line.startsWith(text));
     if (begun) torn.set(line, begun.checkpoint);
   }
@@ -99,8 +100,12 @@ export function tornCheckpointLines(
 export interface CheckpointFile {
   path: string;
   checkpoints: SignedCheckpoint[];
-  /** Lines that are not a checkpoint, with their line number (1-based) and their text. */
-  unreadable: Array<{ line: number; reason: string; text: string }>;
+  /**
+   * Lines that are not a checkpoint, with their line number (1-based) and their text; in a
+   * bucket, objects that are not one (`object`: its s3:// name; never torn, as an object is
+   * written whole or not at all).
+   */
+  unreadable: Array<{ line: number; reason: string; text: string; object?: string }>;
 }
 
 export async function readCheckpointFile(file: string): Promise<CheckpointFile> {
@@ -113,14 +118,16 @@ export async function readCheckpointFile(file: string): Promise<CheckpointFile> 
   const result: CheckpointFile = { path: file, checkpoints: [], unreadable: [] };
   text.split('\n').forEach((line, index) => {
     if (line.trim() === '') return;
-    const parsed = parseLine(line);
+    const parsed = parseCheckpointLine(line);
     if ('checkpoint' in parsed) result.checkpoints.push(parsed.checkpoint);
     else result.unreadable.push({ line: index + 1, reason: parsed.reason, text: line });
   });
   return result;
 }
 
-function parseLine(line: string): { checkpoint: SignedCheckpoint } | { reason: string } {
+export function parseCheckpointLine(
+  line: string,
+): { checkpoint: SignedCheckpoint } | { reason: string } {
   let value: unknown;
   try {
     value = JSON.parse(line);

@@ -324,7 +324,10 @@ function checkUnreadableLines(
     }
     findings.addChainBreak({
       kind: 'checkpoint_edited',
-      detail: `line ${unreadable.line} of the checkpoint file ${file.path} is ${unreadable.reason}`,
+      detail:
+        unreadable.object === undefined
+          ? `line ${unreadable.line} of the checkpoint file ${file.path} is ${unreadable.reason}`
+          : `the checkpoint object ${unreadable.object} is ${unreadable.reason}`,
     });
   }
 }

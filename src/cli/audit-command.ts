@@ -8,7 +8,7 @@ import { keyId } from '../audit/key-id.js';
 import { loadPublicKey, loadSigner } from '../audit/signing.js';
 import { PROBLEM_KINDS, type Problem } from '../audit/problems.js';
 import { verifyAudit, type VerifyReport } from '../audit/verify.js';
-import { AuditError, ExitCode } from '../errors.js';
+import { AuditError, ExitCode, UsageError } from '../errors.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import { nowIso } from '../warehouse/bookkeeping.js';
@@ -17,7 +17,9 @@ import type { CommandContext } from './context.js';
 import { formatTable } from './output.js';
 import { createStageProgress } from './progress.js';
 import { formatAgo } from './time-text.js';
-import { createWarehouse } from './wiring.js';
+import { createObjectStore, createWarehouse, type Env } from './wiring.js';
+import { readCheckpointBucket } from '../audit/checkpoint-bucket.js';
+import { bucketLocationProblem, isBucketText } from '../storage/location.js';
 
 export interface AuditVerifyOptions {
   publicKey?: string;
@@ -34,17 +36,29 @@ function publicKeyFor(options: AuditVerifyOptions, config: Config, logger: Logge
   return undefined;
 }
 
-/** --checkpoints, else the configured checkpoint file when it exists. */
+/**
+ * --checkpoints, else the configured checkpoint file when it exists: a file, or the checkpoint
+ * objects of a bucket (`s3://bucket/prefix/`).
+ */
 async function checkpointFileFor(
   options: AuditVerifyOptions,
   config: Config,
+  env: Env,
 ): Promise<CheckpointFile | undefined> {
+  const configured = config.audit.checkpointFile;
   const path =
     options.checkpoints ??
-    (config.audit.checkpointFile && existsSync(config.audit.checkpointFile)
-      ? config.audit.checkpointFile
-      : undefined);
-  return path === undefined ? undefined : readCheckpointFile(path);
+    (configured && (isBucketText(configured) || existsSync(configured)) ? configured : undefined);
+  if (path === undefined) return undefined;
+  if (!isBucketText(path)) return readCheckpointFile(path);
+  const problem = bucketLocationProblem(path);
+  if (problem !== undefined) throw new UsageError(`--checkpoints ${path} ${problem}`);
+  const store = createObjectStore(config, env, path);
+  try {
+    return await readCheckpointBucket(store);
+  } finally {
+    store.close();
+  }
 }
 
 export async function runAuditVerifyCommand(
@@ -55,7 +69,7 @@ export async function runAuditVerifyCommand(
   const logger = context.logger(config);
   const publicKey = publicKeyFor(options, config, logger);
   // Read before the warehouse: a checkpoint a sync writes meanwhile is then in our view too.
-  const checkpointFile = await checkpointFileFor(options, config);
+  const checkpointFile = await checkpointFileFor(options, config, context.environment.env);
   const warehouse = await createWarehouse(config, logger, { mustExist: true });
   let report: VerifyReport;
   try {

@@ -31,7 +31,9 @@ import {
   formatMode,
   privateModes,
 } from '../private-files.js';
-import { createSource } from './wiring.js';
+import { createSource, type Env } from './wiring.js';
+import { checkCheckpointBucket, checkFilesBucket } from './bucket-checks.js';
+import { isBucketText } from '../storage/location.js';
 
 /**
  * `warning`: worth fixing, but no reason the sync would fail (exit 0 still). `off`: turned off by
@@ -91,12 +93,14 @@ export async function runChecks(
   apiKeyProblem?: unknown,
   /** The file a team's API key is read from, if it is. */
   apiKeyFile?: string,
+  /** The command's environment (where the AWS credential chain starts, for buckets). */
+  env: Env = process.env,
 ): Promise<CheckResult[]> {
   const results: CheckResult[] = [];
-  const warehouse = await checkWarehouse(config, results);
+  const warehouse = await checkWarehouse(config, results, env);
   results.push(...keyFilesResults(config, apiKeyFile));
   if (config.audit.enabled || config.audit.signingKeyFile !== undefined) {
-    results.push(await auditResult(config));
+    results.push(await auditResult(config, env));
   }
   await checkServer(config, warehouse, results, apiKeyProblem);
   // Server checks read better first, as a person sets things up in that order.
@@ -107,6 +111,7 @@ export async function runChecks(
 async function checkWarehouse(
   config: Config,
   results: CheckResult[],
+  env: Env,
 ): Promise<WarehouseProbe | undefined> {
   let probe: WarehouseProbe;
   try {
@@ -148,7 +153,11 @@ async function checkWarehouse(
           : 'free',
     });
   }
-  results.push(filesResult(config, probe));
+  results.push(
+    config.files.enabled && config.files.dir !== undefined && isBucketText(config.files.dir)
+      ? { name: NAMES.files, ...(await checkFilesBucket(config, env, config.files.dir)) }
+      : filesResult(config, probe),
+  );
   results.push(await privateFilesResult(config));
   return probe;
 }
@@ -158,7 +167,7 @@ async function checkWarehouse(
  * checkpoint file can be appended to (or created in its folder), found out without writing
  * anything.
  */
-async function auditResult(config: Config): Promise<CheckResult> {
+async function auditResult(config: Config, env: Env): Promise<CheckResult> {
   const name = NAMES.audit;
   const { signingKeyFile, checkpointFile } = config.audit;
   if (signingKeyFile === undefined) {
@@ -182,6 +191,10 @@ async function auditResult(config: Config): Promise<CheckResult> {
     return failure(name, error);
   }
   const file = checkpointFile!;
+  if (isBucketText(file)) {
+    const signer = `Ed25519 key ${keyId(publicKey)} loads`;
+    return { name, ...(await checkCheckpointBucket(config, env, file, signer)) };
+  }
   const unusable = checkpointFileProblem(file);
   if (unusable) {
     return {
@@ -562,7 +575,11 @@ export async function runCheckCommand(
   if (setup.kind === 'single') {
     // --team with a configuration of one team is a usage error, as for every command.
     context.config({ server: false });
-    return printChecks(context, options, await checksOf(setup.config));
+    return printChecks(
+      context,
+      options,
+      await checksOf(setup.config, context.environment.env),
+    );
   }
   // Each team of a teams: list (--team NAME, or --team all), its key read as a sync reads it.
   const teams = context.teams(setup.fleet, filePath);
@@ -580,7 +597,12 @@ export async function runCheckCommand(
     }
     const keyFile =
       team.apiKey !== undefined && 'file' in team.apiKey ? team.apiKey.file : undefined;
-    const checks = await checksOf({ ...team.config, apiKey }, keyProblem, keyFile);
+    const checks = await checksOf(
+      { ...team.config, apiKey },
+      context.environment.env,
+      keyProblem,
+      keyFile,
+    );
     byTeam.push({ team: team.name, ok: allPassed(checks), checks });
   }
   const ok = byTeam.every((team) => team.ok);
@@ -597,12 +619,13 @@ export async function runCheckCommand(
 
 async function checksOf(
   config: Config,
+  env: Env,
   apiKeyProblem?: unknown,
   apiKeyFile?: string,
 ): Promise<CheckResult[]> {
   return [
     { name: NAMES.config, status: 'ok', detail: 'valid' },
-    ...(await runChecks(config, apiKeyProblem, apiKeyFile)),
+    ...(await runChecks(config, apiKeyProblem, apiKeyFile, env)),
   ];
 }
 

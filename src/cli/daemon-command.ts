@@ -17,6 +17,7 @@ import { startFleet } from '../daemon/fleet.js';
 import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
+import { scheduleSnapshots } from './snapshot-schedule.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import { createSecrets, createWarehouse, inFleet } from './wiring.js';
@@ -52,6 +53,7 @@ export async function runDaemonCommand(
   const fromProcess = context.environment.signal === undefined;
   const signal = context.environment.signal ?? processSignal(logger, cleanup);
 
+  scheduleSnapshots(config, context.environment.env, logger, cleanup);
   const result = await runDaemon({
     schedule: config.schedule,
     fullRefreshSchedule: config.fullRefreshSchedule,
@@ -64,6 +66,7 @@ export async function runDaemonCommand(
       syncOnce(config, logger, {
         fullRefresh: kind === 'full_refresh',
         signal: runSignal,
+        env: context.environment.env,
         events,
         onAttempt,
       }),
@@ -120,6 +123,7 @@ async function runFleetDaemon(
         'This team cannot sync until its key is put right; the other teams run',
       );
     }
+    scheduleSnapshots(config, env, teamLogger, cleanup);
     return {
       name: team.name,
       schedule: config.schedule,
@@ -131,6 +135,7 @@ async function runFleetDaemon(
         syncOnce(config, teamLogger, {
           fullRefresh: kind === 'full_refresh',
           signal: runSignal,
+          env: context.environment.env,
           events,
           onAttempt,
           readApiKey: () => readApiKey(team, env, warn),

@@ -57,6 +57,7 @@ export async function runDemoCommand(
     );
     const report = await syncOnce(config, logger, {
       signal: context.environment.signal,
+      env: context.environment.env,
       events: createProgressEvents(logger, context.liveArea()),
     });
     context.output.out(formatSyncSummary(report));

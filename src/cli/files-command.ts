@@ -3,12 +3,11 @@
  * With `--refetch`, those files are marked failed so the next sync fetches them again.
  */
 import { ExitCode } from '../errors.js';
-import { BlobStore, blobPath } from '../files/blob-store.js';
 import { verifyBlobs } from '../files/verify.js';
 import type { CommandContext } from './context.js';
 import { formatBytes } from './files-output.js';
 import { jsonReplacer } from './sync-command.js';
-import { createWarehouse, requireFilesDir } from './wiring.js';
+import { createContentStore, createWarehouse, requireFilesDir } from './wiring.js';
 
 export async function runFilesVerifyCommand(
   context: CommandContext,
@@ -17,14 +16,14 @@ export async function runFilesVerifyCommand(
   const config = context.config({ server: false });
   const dir = requireFilesDir(config);
   const warehouse = await createWarehouse(config, context.logger(config), { mustExist: true });
+  const store = createContentStore(config, context.environment.env, dir);
   let report;
   try {
     const ledger = warehouse.fileLedger();
-    report = await verifyBlobs(ledger, new BlobStore(dir), {
+    report = await verifyBlobs(ledger, store, {
       signal: context.environment.signal,
     });
     if (options.refetch) {
-      const store = new BlobStore(dir);
       for (const problem of report.problems) {
         // A damaged copy would pass for the refetched content (same digest): remove it.
         if (problem.problem === 'corrupt') await store.remove(problem.sha256);
@@ -38,6 +37,7 @@ export async function runFilesVerifyCommand(
       }
     }
   } finally {
+    store.close();
     await warehouse.close();
   }
   if (options.json) {
@@ -50,7 +50,7 @@ export async function runFilesVerifyCommand(
     );
     for (const problem of report.problems) {
       context.output.out(
-        `${problem.problem}: file ${problem.fileId}: ${blobPath(dir, problem.sha256)}` +
+        `${problem.problem}: file ${problem.fileId}: ${store.whereIs(problem.sha256)}` +
           (problem.detail ? ` (${problem.detail})` : ''),
       );
     }

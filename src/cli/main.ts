@@ -201,6 +201,32 @@ export function buildProgram(
     .option('--json', 'print the report as JSON')
     .action(lazy(async () => (await import('./files-command.js')).runFilesVerifyCommand));
 
+  const snapshot = program
+    .command('snapshot')
+    .description(
+      'Snapshots of a SQLite warehouse in snapshot.dir (a folder or s3://…); PostgreSQL: pg_dump.',
+    );
+  snapshot
+    .command('create')
+    .description(
+      'Copy the warehouse (online backup, while a sync may write), gzip it, store it with its SHA-256.',
+    )
+    .option('--json', 'print the snapshot as JSON')
+    .action(lazy(async () => (await import('./snapshot-command.js')).runSnapshotCreateCommand));
+  snapshot
+    .command('list')
+    .description('The complete snapshots, oldest first.')
+    .option('--json', 'print [{id, time, bytes, sha256, location}]')
+    .action(lazy(async () => (await import('./snapshot-command.js')).runSnapshotListCommand));
+  snapshot
+    .command('restore')
+    .argument('<id>', 'the snapshot (ocs-sync snapshot list)')
+    .description(
+      "Check a snapshot's SHA-256 and write it as a warehouse file, atomically; refused for a warehouse a process holds.",
+    )
+    .requiredOption('--to <file>', 'the warehouse file to write')
+    .action(lazy(async () => (await import('./snapshot-command.js')).runSnapshotRestoreCommand));
+
   program
     .command('keygen')
     .description(

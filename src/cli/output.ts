@@ -255,7 +255,10 @@ function formatAuditOutcome(audit: NonNullable<SyncReport['audit']>): string {
   }
   if (!audit.checkpoint) return '  Audit: the chain is empty; no checkpoint.';
   const { run, seq, head } = audit.checkpoint;
-  return `  Audit: checkpoint of run ${run ?? '-'} at entry ${seq} (head ${head.slice(0, 12)}…) signed, ${audit.appended ?? 0} line(s) appended to ${audit.checkpointFile}`;
+  const written = /^s3:\/\//i.test(audit.checkpointFile ?? '')
+    ? `${audit.appended ?? 0} object(s) uploaded to`
+    : `${audit.appended ?? 0} line(s) appended to`;
+  return `  Audit: checkpoint of run ${run ?? '-'} at entry ${seq} (head ${head.slice(0, 12)}…) signed, ${written} ${audit.checkpointFile}`;
 }
 
 /** "message\n  hint: next step" (describeError's form) -> [message, hint]. */

@@ -16,7 +16,7 @@ import type { SealingForServe } from '../serve/rows.js';
 import { toSortableUtc } from '../timestamps.js';
 import { processSignal } from './daemon-command.js';
 import type { CommandContext } from './context.js';
-import { createWarehouse } from './wiring.js';
+import { createContentStore, createWarehouse } from './wiring.js';
 
 export const DEFAULT_SERVE_LISTEN = '127.0.0.1:8765';
 
@@ -106,6 +106,11 @@ export async function runServeCommand(
   const signal = context.environment.signal ?? processSignal(logger, cleanup);
   const warehouse = await createWarehouse(config, logger, { mustExist: true });
   cleanup.add('warehouse', () => warehouse.close());
+  const files =
+    filesDir === undefined
+      ? undefined
+      : createContentStore(config, context.environment.env, filesDir);
+  if (files) cleanup.add('file contents', async () => files.close());
   try {
     const prepared = await prepareServe(warehouse, {
       policyFor: (resource) => secretPolicyFor(config, resource),
@@ -124,7 +129,7 @@ export async function runServeCommand(
       apiKey,
       sealing,
       asOf,
-      filesDir,
+      files,
       listen,
       logger,
     });

@@ -18,7 +18,11 @@ import { createProgressEvents } from './progress.js';
 import { stopOnSignals } from './stop-signals.js';
 import {
   inFleet,
+  bucketsOfSync,
   createFiles,
+  createObjectStore,
+  probeBuckets,
+  type Env,
   createSecrets,
   createSigner,
   createSource,
@@ -27,7 +31,8 @@ import {
   syncOptionsFromConfig,
   warnIfSecretsReadableByOthers,
 } from './wiring.js';
-import { writeCheckpoint } from '../audit/checkpoints.js';
+import { writeCheckpoint, type CheckpointTarget } from '../audit/checkpoints.js';
+import { isBucketText } from '../storage/location.js';
 import { privateModes } from '../private-files.js';
 import type { CheckpointSigner } from '../interfaces.js';
 
@@ -66,6 +71,7 @@ export async function runSyncCommand(
       fullRefresh: options.fullRefresh,
       acceptSchemaChange: options.acceptSchemaChange,
       signal: context.environment.signal ?? stop?.signal,
+      env: context.environment.env,
       events: createProgressEvents(logger, context.liveArea()),
     });
     context.output.out(
@@ -121,6 +127,7 @@ async function syncEveryTeam(
             fullRefresh: options.fullRefresh,
             acceptSchemaChange: options.acceptSchemaChange,
             signal,
+            env: context.environment.env,
             readApiKey: () =>
               readApiKey(team, context.environment.env, (message) => teamLogger.warn(message)),
           });
@@ -189,8 +196,11 @@ export async function syncOnce(
     onAttempt?: Parameters<typeof createSource>[2];
     /** Reads the API key for this run (a team's, from its file or variable, afresh each run). */
     readApiKey?: () => string;
+    /** The command's environment (where the AWS credential chain starts); process.env if not given. */
+    env?: Env;
   } = {},
 ): Promise<SyncReport> {
+  const env = extra.env ?? process.env;
   const warehouse = await createWarehouse(config, logger);
   try {
     await startAudit(config, warehouse, logger);
@@ -202,6 +212,8 @@ export async function syncOnce(
       secrets = createSecrets(config, logger);
       signer = createSigner(config, logger);
       source = createSource(config, logger, extra.onAttempt);
+      // A bucket that cannot be used stops the run before anything is fetched.
+      if (bucketsOfSync(config).length > 0) await probeBuckets(config, env);
     } catch (error) {
       // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
       await recordFailedRun(
@@ -221,7 +233,7 @@ export async function syncOnce(
         acceptSchemaChange: extra.acceptSchemaChange,
         signal: extra.signal,
         events: extra.events,
-        files: createFiles(config, { source, warehouse, logger }),
+        files: createFiles(config, { source, warehouse, logger, env }),
       });
     } finally {
       await source.close();
@@ -230,12 +242,8 @@ export async function syncOnce(
       const signing = { stage: 'signing the audit checkpoint', unit: 'checkpoints', total: 1 };
       if (signer) extra.events?.onProgress?.({ ...signing, done: 0 });
       const audit = signer
-        ? await writeCheckpoint(
-            warehouse.audit,
-            signer,
-            config.audit.checkpointFile!,
-            logger,
-            privateModes(config.dataFileMode),
+        ? await writeCheckpointTo(config, env, (target) =>
+            writeCheckpoint(warehouse.audit, signer!, target, logger),
           )
         : undefined;
       if (audit) extra.events?.onProgress?.({ ...signing, done: 1 });
@@ -244,6 +252,24 @@ export async function syncOnce(
     return report!;
   } finally {
     await warehouse.close();
+  }
+}
+
+/** The checkpoint file, or its bucket (with its Object Lock retention), for `write`. */
+async function writeCheckpointTo<T>(
+  config: Config,
+  env: Env,
+  write: (target: CheckpointTarget) => Promise<T>,
+): Promise<T> {
+  const location = config.audit.checkpointFile!;
+  if (!isBucketText(location)) {
+    return write({ kind: 'file', file: location, modes: privateModes(config.dataFileMode) });
+  }
+  const store = createObjectStore(config, env, location);
+  try {
+    return await write({ kind: 'bucket', store, retention: config.audit.checkpointRetention });
+  } finally {
+    store.close();
   }
 }
 

@@ -19,8 +19,16 @@ import { parseWarehouseUrl } from '../warehouse/url.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { BlobStore } from '../files/blob-store.js';
+import { BucketBlobStore } from '../files/bucket-blob-store.js';
+import type { ContentStore } from '../files/content-store.js';
 import { createFilesStep, type FilesStep } from '../files/sync-files.js';
 import { privateModes } from '../private-files.js';
+import { isBucketText } from '../storage/location.js';
+import { openObjectStore, type StoreSettings } from '../storage/open.js';
+import type { ObjectStore } from '../storage/store.js';
+
+/** The command's environment: where the AWS SDK's credential chain starts. */
+export type Env = Readonly<Record<string, string | undefined>>;
 
 const MIB = 1024 * 1024;
 
@@ -194,12 +202,12 @@ export async function warnIfSecretsReadableByOthers(
 /** The files step of a sync, or undefined when files are off. */
 export function createFiles(
   config: Config,
-  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger },
+  parts: { source: HttpExportSource; warehouse: Warehouse; logger: Logger; env: Env },
 ): FilesStep | undefined {
   if (!config.files.enabled) return undefined;
   return createFilesStep({
     ledger: parts.warehouse.fileLedger(),
-    store: new BlobStore(requireFilesDir(config), privateModes(config.dataFileMode)),
+    store: createContentStore(config, parts.env),
     source: parts.source,
     concurrency: config.files.concurrency,
     maxFileBytes: config.files.maxFileMib * MIB,
@@ -215,4 +223,63 @@ export function requireFilesDir(config: Config): string {
     ]);
   }
   return config.files.dir;
+}
+
+/** How `s3://` locations are reached (object_storage.*), and folders made (data_file_mode). */
+export function storeSettings(config: Config, env: Env): StoreSettings {
+  const storage = config.objectStorage;
+  return {
+    s3: {
+      endpoint: storage.endpoint,
+      region: storage.region,
+      forcePathStyle: storage.forcePathStyle,
+      sse: storage.sse,
+      kmsKeyId: storage.kmsKeyId,
+      partSizeBytes: storage.partSizeMib * MIB,
+      partsInFlight: storage.partsInFlight,
+      maxAttempts: storage.maxAttempts,
+      env,
+    },
+    modes: privateModes(config.dataFileMode),
+  };
+}
+
+/** The store behind a location setting (a folder, or `s3://bucket/prefix`). */
+export function createObjectStore(config: Config, env: Env, location: string): ObjectStore {
+  return openObjectStore(location, storeSettings(config, env));
+}
+
+/** Where file contents are kept: the folder files.dir names, or its bucket. */
+export function createContentStore(
+  config: Config,
+  env: Env,
+  dir = requireFilesDir(config),
+): ContentStore {
+  if (!isBucketText(dir)) return new BlobStore(dir, privateModes(config.dataFileMode));
+  return new BucketBlobStore(createObjectStore(config, env, dir), {
+    partSizeBytes: config.objectStorage.partSizeMib * MIB,
+  });
+}
+
+/** The bucket locations a sync writes to (file contents, checkpoints). */
+export function bucketsOfSync(config: Config): string[] {
+  return [
+    ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),
+    ...(config.audit.checkpointFile !== undefined ? [config.audit.checkpointFile] : []),
+  ].filter(isBucketText);
+}
+
+/**
+ * Before a sync writes anything: each bucket it writes to answers (credentials found and
+ * accepted, the bucket there, access granted), or the run stops with one line naming the fix.
+ */
+export async function probeBuckets(config: Config, env: Env): Promise<void> {
+  for (const location of bucketsOfSync(config)) {
+    const store = createObjectStore(config, env, location);
+    try {
+      await store.probe();
+    } finally {
+      store.close();
+    }
+  }
 }

@@ -75,7 +75,7 @@ export const DAEMON_SETTINGS: readonly SettingInfo[] = [
   { path: 'health.max_age_seconds', kind: 'integer', allowed: 'an integer from 1 to 31536000' },
 ];
 
-function checkCron(value: string): string | undefined {
+export function checkCron(value: string): string | undefined {
   // The defaults are known good; the scheduler is loaded only to check a schedule someone wrote.
   if (value === DEFAULT_SCHEDULE || value === DEFAULT_FULL_REFRESH_SCHEDULE) return undefined;
   const cron = createRequire(import.meta.url)('node-cron') as typeof NodeCron;

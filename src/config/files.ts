@@ -1,14 +1,15 @@
 /** File contents: `files.*` (whether the bytes of every `files` row are kept, where, how fetched). */
 import { basename, dirname, extname, join } from 'node:path';
 import type { WarehouseTarget } from '../warehouse/url.js';
-import { integer, nonEmptyText, z, type SectionValues, type SettingInfo } from './setting.js';
+import { locationText } from './object-storage.js';
+import { integer, z, type SectionValues, type SettingInfo } from './setting.js';
 
 export interface FilesConfig {
   files: {
     /** Fetch the bytes of every `files` row into the blob store. */
     enabled: boolean;
     /**
-     * The blob store's folder. Default next to a SQLite warehouse (`ocs-sync.db` ->
+     * The blob store: a folder, or `s3://bucket/prefix`. Default next to a SQLite warehouse (`ocs-sync.db` ->
      * `ocs-sync-files`); undefined with PostgreSQL or `:memory:` when not set.
      */
     dir: string | undefined;
@@ -41,7 +42,8 @@ export const FILES_SETTINGS: readonly SettingInfo[] = [
     path: 'files.dir',
     env: 'OCS_FILES_DIR',
     kind: 'text',
-    allowed: 'the path of a folder for the file contents (created when missing)',
+    allowed:
+      'the path of a folder for the file contents (created when missing), or s3://BUCKET/PREFIX (object_storage.*)',
   },
   {
     path: 'files.concurrency',
@@ -66,7 +68,7 @@ export const FILES_SETTINGS: readonly SettingInfo[] = [
 export const filesFields = {
   files: z.strictObject({
     enabled: z.boolean(),
-    dir: nonEmptyText.optional(),
+    dir: locationText.optional(),
     concurrency: integer(1, 16),
     max_file_mib: integer(1, 1048576),
     request_timeout_seconds: integer(1, 604800),

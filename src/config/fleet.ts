@@ -9,6 +9,12 @@ import { resolve } from 'node:path';
 import { ConfigError, describeError } from '../errors.js';
 import { readKeyFile, warnIfExposed } from '../sealing/keys.js';
 import { recordByName } from '../names.js';
+import {
+  isBucketText,
+  locationsOverlap,
+  parseLocation,
+  type Location,
+} from '../storage/location.js';
 import { layerSources, originFinder, type ConfigSources } from './layers.js';
 import {
   crossKeyProblems,
@@ -371,22 +377,61 @@ function sharedPlaceProblems(
     if (files.enabled && files.dir !== undefined) {
       claim(
         team,
-        `files ${resolve(files.dir)}`,
+        `files ${placeKey(files.dir)}`,
         ['files', 'dir'],
         `the blob store ${files.dir}`,
-        "give each team a folder of its own (files: { dir: … }): a run clears the folder's unfinished downloads when it starts",
+        'give each team a folder or bucket prefix of its own (files: { dir: … }): a run clears the unfinished downloads and uploads there when it starts',
       );
     }
     if (audit.checkpointFile !== undefined) {
       claim(
         team,
-        `checkpoints ${resolve(audit.checkpointFile)}`,
+        `checkpoints ${placeKey(audit.checkpointFile)}`,
         ['audit', 'checkpoint_file'],
         `the checkpoint file ${audit.checkpointFile}`,
-        "give each team a file of its own: a team's checkpoints sign its own chain",
+        "give each team a file or bucket prefix of its own: a team's checkpoints sign its own chain",
       );
     }
   }
+  problems.push(...nestedPrefixProblems(teams, labelOf));
+  return problems;
+}
+
+/** A folder's absolute path, or a bucket location's canonical text. */
+function placeKey(text: string): string {
+  return isBucketText(text) ? parseLocation(text).text : resolve(text);
+}
+
+/** Two teams' bucket prefixes where one holds the other: a run of one would clear the other's. */
+function nestedPrefixProblems(
+  teams: readonly TeamSetup[],
+  labelOf: (team: TeamSetup) => Label,
+): string[] {
+  const problems: string[] = [];
+  const places: Array<{ team: TeamSetup; path: string[]; location: Location }> = [];
+  for (const team of teams) {
+    const { files, audit } = team.config;
+    const named: Array<[string[], string | undefined]> = [
+      [['files', 'dir'], files.enabled ? files.dir : undefined],
+      [['audit', 'checkpoint_file'], audit.checkpointFile],
+    ];
+    for (const [path, text] of named) {
+      if (text !== undefined && isBucketText(text)) {
+        places.push({ team, path, location: parseLocation(text) });
+      }
+    }
+  }
+  places.forEach((place, index) => {
+    for (const other of places.slice(0, index)) {
+      if (other.team === place.team || other.location.text === place.location.text) continue;
+      if (!locationsOverlap(place.location, other.location)) continue;
+      const who = teamLabel(place.team.index, place.team.name);
+      const label = labelOf(place.team)(place.path);
+      problems.push(
+        `${label.includes(who) ? label : `${who}: ${label}`}: ${place.location.text} and ${teamLabel(other.team.index, other.team.name)}'s ${other.location.text} are one inside the other; give each team a prefix of its own beside the others (s3://BUCKET/TEAM/…)`,
+      );
+    }
+  });
   return problems;
 }
 

@@ -557,5 +557,6 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
       maxAgeSeconds: config.health.maxAgeSeconds,
     },
     files: { ...config.files, dir: config.files.dir ?? 'not set' },
+    objectStorage: { ...config.objectStorage, endpoint: config.objectStorage.endpoint ?? 'AWS' },
   };
 }

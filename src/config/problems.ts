@@ -11,6 +11,7 @@ import type { z } from 'zod';
 import { closest } from '../did-you-mean.js';
 import { SECRET_POLICIES } from '../sealing/policy-names.js';
 import { redactUrl } from '../warehouse/url.js';
+import { isBucketText } from '../storage/location.js';
 import { SECTION_KEYS, SETTINGS, SETTINGS_BY_PATH } from './schema.js';
 import { normalizePem } from './secrets.js';
 import { checkBaseUrl, isLoopbackHost } from './server.js';
@@ -247,7 +248,7 @@ export function crossKeyProblems(
     /^postgres(ql)?:/i.test(merged.warehouse.url.trim())
   ) {
     problems.push(
-      'files.dir (OCS_FILES_DIR) must be set with a PostgreSQL warehouse: the folder where file contents are kept; or set files.enabled: false (OCS_FILES_ENABLED=false) to back up file metadata only',
+      'files.dir (OCS_FILES_DIR) must be set with a PostgreSQL warehouse: the folder (or s3://BUCKET/PREFIX) where file contents are kept; or set files.enabled: false (OCS_FILES_ENABLED=false) to back up file metadata only',
     );
   }
 
@@ -268,6 +269,33 @@ export function crossKeyProblems(
         `${label(['audit', 'checkpoint_file'])} is set without audit.signing_key_file (OCS_AUDIT_SIGNING_KEY_FILE): checkpoints are signed; create a key with \`ocs-sync keygen --signing --out DIR\``,
       );
     }
+  }
+
+  const retention = isPlainObject(audit) ? audit.checkpoint_retention : undefined;
+  const retentionKeys = isPlainObject(retention)
+    ? ['mode', 'days'].filter((key) => retention[key] !== undefined)
+    : [];
+  if (retentionKeys.length === 1) {
+    const missing = retentionKeys[0] === 'mode' ? 'days' : 'mode';
+    problems.push(
+      `${label(['audit', 'checkpoint_retention', retentionKeys[0]!])} is set without audit.checkpoint_retention.${missing}: give both, the mode (compliance or governance) and the days each checkpoint stays locked`,
+    );
+  }
+  if (
+    isPlainObject(audit) &&
+    retentionKeys.length > 0 &&
+    !(typeof audit.checkpoint_file === 'string' && isBucketText(audit.checkpoint_file))
+  ) {
+    problems.push(
+      `${label(['audit', 'checkpoint_retention'])} asks for Object Lock retention, which only a bucket gives: set audit.checkpoint_file (OCS_AUDIT_CHECKPOINT_FILE) to s3://BUCKET/PREFIX/, or remove audit.checkpoint_retention`,
+    );
+  }
+
+  const storage = merged.object_storage;
+  if (isPlainObject(storage) && storage.kms_key_id !== undefined && storage.sse !== 'aws:kms') {
+    problems.push(
+      `${label(['object_storage', 'kms_key_id'])} is set but object_storage.sse is not aws:kms: set sse: aws:kms (OCS_S3_SSE) to encrypt with that KMS key, or remove kms_key_id`,
+    );
   }
 
   const http = merged.http;

@@ -1,6 +1,6 @@
 /**
  * What ocs-sync can be configured with, put together from one file per section (server.ts,
- * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts, teams.ts), each holding its keys'
+ * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts, object-storage.ts, teams.ts), each holding its keys'
  * schema, defaults and environment variables: the keys a file may hold (snake_case), the zod
  * schema that validates the merged values, and the typed `Config` (camelCase, every default
  * filled in) that the rest of the program reads. Pure: no I/O.
@@ -39,6 +39,14 @@ import {
   type HttpFileValues,
 } from './http.js';
 import {
+  OBJECT_STORAGE_SETTINGS,
+  objectStorageConfig,
+  objectStorageDefaults,
+  objectStorageFields,
+  type ObjectStorageConfig,
+  type ObjectStorageFileValues,
+} from './object-storage.js';
+import {
   SECRETS_SETTINGS,
   secretsConfig,
   secretsDefaults,
@@ -55,6 +63,14 @@ import {
   type ServerFileValues,
 } from './server.js';
 import { z, type SettingInfo } from './setting.js';
+import {
+  SNAPSHOT_SETTINGS,
+  snapshotConfig,
+  snapshotDefaults,
+  snapshotFields,
+  type SnapshotConfig,
+  type SnapshotFileValues,
+} from './snapshot.js';
 import {
   SYNC_SETTINGS,
   syncConfig,
@@ -89,6 +105,8 @@ export type Config = ServerConfig &
   DaemonConfig &
   FilesConfig &
   AuditConfig &
+  ObjectStorageConfig &
+  SnapshotConfig &
   TeamsConfig;
 
 /** The keys a config file may hold (every one optional), as written in YAML. */
@@ -100,6 +118,8 @@ export type ConfigFileValues = ServerFileValues &
   DaemonFileValues &
   FilesFileValues &
   AuditFileValues &
+  ObjectStorageFileValues &
+  SnapshotFileValues &
   TeamsFileValues;
 
 type SnakeToCamel<S extends string> = S extends `${infer Head}_${infer Tail}`
@@ -129,6 +149,8 @@ export function configDefaults(version: string) {
     ...daemonDefaults,
     ...filesDefaults,
     ...auditDefaults,
+    ...objectStorageDefaults,
+    ...snapshotDefaults,
     ...teamsDefaults,
   } satisfies ConfigFileValues;
 }
@@ -142,6 +164,8 @@ const FIELDS = {
   ...daemonFields,
   ...filesFields,
   ...auditFields,
+  ...objectStorageFields,
+  ...snapshotFields,
   ...teamsFields,
 };
 
@@ -178,6 +202,8 @@ const KEY_ORDER = [
   'health',
   'files',
   'audit',
+  'object_storage',
+  'snapshot',
   'data_file_mode',
   'teams_at_once',
 ] as const satisfies readonly (keyof typeof FIELDS)[];
@@ -200,6 +226,8 @@ export const SETTINGS: readonly SettingInfo[] = [
   ...DAEMON_SETTINGS,
   ...FILES_SETTINGS,
   ...AUDIT_SETTINGS,
+  ...OBJECT_STORAGE_SETTINGS,
+  ...SNAPSHOT_SETTINGS,
   ...TEAMS_SETTINGS,
 ].sort((a, b) => orderOf(a.path) - orderOf(b.path));
 
@@ -242,6 +270,8 @@ export function toConfig(values: MergedConfigValues): Config {
     ...daemonConfig(values),
     ...filesConfig(values, warehouse.warehouse.target),
     ...auditConfig(values),
+    ...objectStorageConfig(values),
+    ...snapshotConfig(values),
     ...teamsConfig(values),
   };
 }

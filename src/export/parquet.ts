@@ -39,7 +39,8 @@ export interface ParquetExportOptions {
   modes?: PrivateModes;
   /** Stops the export at the next batch (or statement): InterruptedError, nothing left behind. */
   signal?: AbortSignal;
-  onTable?(result: ParquetFile): void;
+  /** Told of each file once complete (awaited: an upload of it, for a bucket). */
+  onTable?(result: ParquetFile): void | Promise<void>;
   /** Told of the folders a killed export left, removed before this one starts. */
   onLeftoversRemoved?(paths: string[]): void;
 }
@@ -158,7 +159,7 @@ export async function exportParquet(
         options,
       );
       results.push(result);
-      options.onTable?.(result);
+      await options.onTable?.(result);
     }
   } catch (error) {
     stopIfAsked(signal);

@@ -7,38 +7,47 @@
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
+import type { ObjectRead } from '../storage/store.js';
 import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { BlobStoreError } from '../errors.js';
 import { DEFAULT_PRIVATE_MODES, makePrivateFolder, openPrivateFile } from '../private-files.js';
+import { blobKey, type BlobCheck, type ContentStore, type StoredBlob } from './content-store.js';
 
-const DIGEST = /^[0-9a-f]{64}$/;
+export type { BlobCheck, StoredBlob } from './content-store.js';
+
 const PARTIAL_PREFIX = '.partial-';
 
 /** Where the blob with this SHA-256 (lowercase hex) lives under `dir`. Pure. */
 export function blobPath(dir: string, sha256: string): string {
-  if (!DIGEST.test(sha256)) {
-    throw new Error(`Not a SHA-256 hex digest: ${JSON.stringify(sha256.slice(0, 80))}`);
-  }
-  return join(dir, 'sha256', sha256.slice(0, 2), sha256);
+  return join(dir, ...blobKey(sha256).split('/'));
 }
 
-export interface StoredBlob {
-  sha256: string;
-  size: number;
-  /** False when the same content was already stored (the new copy was dropped). */
-  created: boolean;
-}
-
-export type BlobCheck =
-  { status: 'ok' } | { status: 'missing' } | { status: 'corrupt'; reason: string };
-
-export class BlobStore {
+export class BlobStore implements ContentStore {
   /** `modes`: blobs and the folders made for them are private (`data_file_mode`, 0600/0700). */
   constructor(
     readonly dir: string,
     private readonly modes = DEFAULT_PRIVATE_MODES,
   ) {}
+
+  get location(): string {
+    return this.dir;
+  }
+
+  whereIs(sha256: string): string {
+    return blobPath(this.dir, sha256);
+  }
+
+  close(): void {}
+
+  async read(sha256: string): Promise<ObjectRead | undefined> {
+    const path = blobPath(this.dir, sha256);
+    const size = await stat(path).then(
+      (info) => (info.isFile() ? info.size : undefined),
+      () => undefined,
+    );
+    return size === undefined ? undefined : { size, body: createReadStream(path) };
+  }
 
   private get root(): string {
     return join(this.dir, 'sha256');

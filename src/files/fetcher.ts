@@ -14,7 +14,7 @@ import {
   type TooLarge,
 } from '../source/limited-body.js';
 import { TransientFailure } from '../source/retry.js';
-import type { BlobStore, StoredBlob } from './blob-store.js';
+import type { ContentStore, StoredBlob } from './content-store.js';
 
 /** The server's file content endpoint, as the files step sees it. `HttpExportSource` is the real one. */
 export interface FileContentSource {
@@ -39,7 +39,7 @@ const CEILING_SETTING = 'files.max_file_mib (OCS_FILES_MAX_FILE_MIB)';
 
 export async function fetchFile(
   source: FileContentSource,
-  store: BlobStore,
+  store: ContentStore,
   fileId: string,
   options: FileFetchOptions = {},
 ): Promise<FetchedFile> {

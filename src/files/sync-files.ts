@@ -19,12 +19,12 @@ import type {
 } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
-import type { BlobStore } from './blob-store.js';
+import type { ContentStore } from './content-store.js';
 import { fetchFile, type FileContentSource } from './fetcher.js';
 import { nextAttemptAt, planFetches, type PlannedFetch } from './plan.js';
 
 export interface FilesReport {
-  /** The blob store's folder. */
+  /** The blob store: its folder, or `s3://bucket/prefix`. */
   dir: string;
   /** `files` rows looked at. */
   rows: number;
@@ -53,7 +53,7 @@ export interface FilesStep {
 
 export interface FilesStepOptions {
   ledger: FileLedgerStore;
-  store: BlobStore;
+  store: ContentStore;
   source: FileContentSource;
   /** Downloads at once. */
   concurrency: number;
@@ -68,7 +68,15 @@ export interface FilesStepOptions {
 const FAILURES_SHOWN = 10;
 
 export function createFilesStep(options: FilesStepOptions): FilesStep {
-  return { run: (signal, progress) => syncFiles(options, signal, progress) };
+  return {
+    run: async (signal, progress) => {
+      try {
+        return await syncFiles(options, signal, progress);
+      } finally {
+        options.store.close();
+      }
+    },
+  };
 }
 
 const DOWNLOADING = 'downloading file contents';
@@ -106,7 +114,7 @@ export async function syncFiles(
   const now = options.now ?? Date.now;
   const batchSize = options.batchSize ?? 500;
   const report: FilesReport = {
-    dir: store.dir,
+    dir: store.location,
     rows: 0,
     fetched: 0,
     bytesFetched: 0,
@@ -118,7 +126,12 @@ export async function syncFiles(
   };
   const removed = await store.prepare();
   if (removed > 0) {
-    logger.info({ removed }, 'Removed partial downloads an interrupted run left behind');
+    logger.info(
+      { removed },
+      /^s3:\/\//i.test(store.location)
+        ? `Aborted ${removed} unfinished uploads an interrupted run left in ${store.location}`
+        : 'Removed partial downloads an interrupted run left behind',
+    );
   }
 
   // Counted first (reads only), so progress can say "N of total"; nothing to fetch, nothing more.

@@ -3,7 +3,7 @@
  * recorded digest and size. Reads only: it never changes the ledger or the store.
  */
 import type { FileLedgerStore } from '../interfaces.js';
-import type { BlobStore } from './blob-store.js';
+import type { ContentStore } from './content-store.js';
 
 export interface VerifyProblem {
   fileId: string;
@@ -22,12 +22,12 @@ export interface VerifyReport {
 
 export async function verifyBlobs(
   ledger: FileLedgerStore,
-  store: BlobStore,
+  store: ContentStore,
   options: { batchSize?: number; signal?: AbortSignal } = {},
 ): Promise<VerifyReport> {
   const report: VerifyReport = { files: 0, blobs: 0, bytes: 0, problems: [] };
   // One check per distinct blob, however many rows share it.
-  const checked = new Map<string, Awaited<ReturnType<BlobStore['check']>>>();
+  const checked = new Map<string, Awaited<ReturnType<ContentStore['check']>>>();
   let afterId: string | null = null;
   for (;;) {
     options.signal?.throwIfAborted();

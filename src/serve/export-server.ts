@@ -5,9 +5,8 @@
  */
 import { djangoNotFound } from '../export-api/pages.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { createReadStream } from 'node:fs';
-import { stat } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { AddressInfo } from 'node:net';
 import { basename } from 'node:path';
@@ -34,7 +33,7 @@ import type { Row, Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import { toJsonText } from '../warehouse/values.js';
-import { blobPath } from '../files/blob-store.js';
+import type { ContentStore } from '../files/content-store.js';
 import { TEAM_RESOURCE, type ServePlan, type ServedResource } from './plan.js';
 import { renderRows, UnservableValueError, type SealingForServe } from './rows.js';
 import { FailedKeyThrottle } from './failed-keys.js';
@@ -51,8 +50,8 @@ export interface ExportServerOptions {
   apiKey: string;
   sealing: SealingForServe;
   asOf?: string;
-  /** Where file blobs are (`files.dir`); undefined: every file answers 404. */
-  filesDir?: string;
+  /** Where file blobs are (`files.dir`: a folder or a bucket); undefined: every file answers 404. */
+  files?: ContentStore;
   listen: ListenAddress;
   logger: Logger;
   /** Bounds the wrong keys answered, for the whole process (default: 10 a second, 5 s at most). */
@@ -422,12 +421,12 @@ class ExportHandler {
     fileId: bigint,
   ): Promise<void> {
     const notFound = json(404, { detail: 'Not found.' });
-    const { filesDir, warehouse } = this.options;
+    const { files, warehouse } = this.options;
     const stored =
-      filesDir === undefined ? undefined : await warehouse.fileLedger().get(fileId.toString());
+      files === undefined ? undefined : await warehouse.fileLedger().get(fileId.toString());
     // The ledger's digest becomes a path: only a real hex digest may.
     if (
-      filesDir === undefined ||
+      files === undefined ||
       stored?.status !== 'ok' ||
       stored.sha256 === null ||
       !/^[0-9a-f]{64}$/.test(stored.sha256)
@@ -435,12 +434,8 @@ class ExportHandler {
       sendReply(request, response, notFound);
       return;
     }
-    const path = blobPath(filesDir, stored.sha256);
-    const size = await stat(path).then(
-      (info) => (info.isFile() ? info.size : undefined),
-      () => undefined,
-    );
-    if (size === undefined) {
+    const blob = await files.read(stored.sha256);
+    if (blob === undefined) {
       repeatedEvents(this.options.logger).add(BLOB_NOT_IN_FILES_DIR, {
         id: fileId.toString(),
         fields: { fileId: fileId.toString(), sha256: stored.sha256 },
@@ -451,22 +446,30 @@ class ExportHandler {
     response.writeHead(200, {
       ...NO_STORE,
       'content-type': headerSafe(stored.contentType) ?? 'application/octet-stream',
-      'content-length': String(size),
+      'content-length': String(blob.size),
       'content-disposition': attachmentHeader(basename(stored.file ?? `file-${fileId}`)),
     });
     if (request.method === 'HEAD') {
+      discard(blob.body);
       response.end();
       return;
     }
     try {
-      // pipeline, not pipe: when the importer hangs up mid-file, the file is closed with it.
-      await pipeline(createReadStream(path), response);
+      // pipeline, not pipe: when the importer hangs up mid-file, the blob's read ends with it.
+      await pipeline(blob.body, response);
     } catch (error) {
       // The client went away: nothing to answer, nothing left open. A read error stays one.
       if (response.destroyed && !response.writableFinished && isPrematureClose(error)) return;
       throw error;
     }
   }
+}
+
+/** Lets go of a body not read (a file's stream, a bucket's response). */
+function discard(body: AsyncIterable<Uint8Array>): void {
+  const closable = body as Partial<Readable> & Partial<AsyncGenerator>;
+  if (typeof closable.destroy === 'function') closable.destroy();
+  else void closable.return?.(undefined);
 }
 
 function isPrematureClose(error: unknown): boolean {

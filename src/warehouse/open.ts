@@ -15,6 +15,7 @@ import type { WarehouseReader } from './reader.js';
 import { createPrivateSqliteFile } from './sqlite/file.js';
 
 export { sqliteFiles, sqliteFilesReadableByOthers } from './sqlite/file.js';
+export { backupSqlite, sqliteHeldBy } from './sqlite/snapshot.js';
 
 export interface OpenWarehouseOptions {
   /** A file path, `sqlite:PATH`, `file:` URL, `:memory:`, or `postgres://...`. */
