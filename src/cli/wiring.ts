@@ -21,6 +21,7 @@ import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { BlobStore } from '../files/blob-store.js';
 import { createFilesStep, type FilesStep } from '../files/sync-files.js';
 import { privateModes } from '../private-files.js';
+import { createRunExporter, type RunExporter } from '../daemon/run-export.js';
 
 const MIB = 1024 * 1024;
 
@@ -215,4 +216,23 @@ export function requireFilesDir(config: Config): string {
     ]);
   }
   return config.files.dir;
+}
+
+/**
+ * Where a run's metrics go besides /metrics (`metrics.push_url`, `metrics.textfile`); undefined
+ * when nowhere. `team` labels them: a fleet's team's name, else `metrics.team`.
+ */
+export function createExporter(
+  config: Config,
+  logger: Logger,
+  team = config.metrics.team,
+): RunExporter | undefined {
+  return createRunExporter({
+    pushUrl: config.metrics.pushUrl,
+    textfile: config.metrics.textfile,
+    team,
+    timeoutMs: config.metrics.pushTimeoutSeconds * 1000,
+    fileModes: privateModes(config.dataFileMode),
+    logger,
+  });
 }

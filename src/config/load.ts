@@ -171,8 +171,7 @@ export function explainConfig(
         : 'set'
       : value === undefined
         ? 'not set'
-        : typeof value === 'string' &&
-            (setting.path === 'warehouse.url' || setting.path === 'base_url')
+        : typeof value === 'string' && setting.url
           ? redactUrl(value)
           : value;
     settings.push({
@@ -551,5 +550,10 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
       maxAgeSeconds: config.health.maxAgeSeconds,
     },
     files: { ...config.files, dir: config.files.dir ?? 'not set' },
+    metrics: {
+      pushUrl: config.metrics.pushUrl === undefined ? 'off' : redactUrl(config.metrics.pushUrl),
+      textfile: config.metrics.textfile ?? 'off',
+      team: config.metrics.team ?? 'not set',
+    },
   };
 }

@@ -1,6 +1,7 @@
 /**
  * What ocs-sync can be configured with, put together from one file per section (server.ts,
- * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts, teams.ts), each holding its keys'
+ * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, metrics.ts, files.ts, audit.ts,
+ * teams.ts), each holding its keys'
  * schema, defaults and environment variables: the keys a file may hold (snake_case), the zod
  * schema that validates the merged values, and the typed `Config` (camelCase, every default
  * filled in) that the rest of the program reads. Pure: no I/O.
@@ -38,6 +39,14 @@ import {
   type HttpConfig,
   type HttpFileValues,
 } from './http.js';
+import {
+  METRICS_SETTINGS,
+  metricsConfig,
+  metricsDefaults,
+  metricsFields,
+  type MetricsConfig,
+  type MetricsFileValues,
+} from './metrics.js';
 import {
   SECRETS_SETTINGS,
   secretsConfig,
@@ -87,6 +96,7 @@ export type Config = ServerConfig &
   HttpConfig &
   SecretsConfig &
   DaemonConfig &
+  MetricsConfig &
   FilesConfig &
   AuditConfig &
   TeamsConfig;
@@ -98,6 +108,7 @@ export type ConfigFileValues = ServerFileValues &
   HttpFileValues &
   SecretsFileValues &
   DaemonFileValues &
+  MetricsFileValues &
   FilesFileValues &
   AuditFileValues &
   TeamsFileValues;
@@ -127,6 +138,7 @@ export function configDefaults(version: string) {
     ...httpDefaults(version),
     ...secretsDefaults,
     ...daemonDefaults,
+    ...metricsDefaults,
     ...filesDefaults,
     ...auditDefaults,
     ...teamsDefaults,
@@ -140,6 +152,7 @@ const FIELDS = {
   ...httpFields,
   ...secretsFields,
   ...daemonFields,
+  ...metricsFields,
   ...filesFields,
   ...auditFields,
   ...teamsFields,
@@ -176,6 +189,7 @@ const KEY_ORDER = [
   'full_refresh_schedule',
   'timezone',
   'health',
+  'metrics',
   'files',
   'audit',
   'data_file_mode',
@@ -198,6 +212,7 @@ export const SETTINGS: readonly SettingInfo[] = [
   ...HTTP_SETTINGS,
   ...SECRETS_SETTINGS,
   ...DAEMON_SETTINGS,
+  ...METRICS_SETTINGS,
   ...FILES_SETTINGS,
   ...AUDIT_SETTINGS,
   ...TEAMS_SETTINGS,
@@ -240,6 +255,7 @@ export function toConfig(values: MergedConfigValues): Config {
     ...httpConfig(values),
     ...secretsConfig(values),
     ...daemonConfig(values),
+    ...metricsConfig(values),
     ...filesConfig(values, warehouse.warehouse.target),
     ...auditConfig(values),
     ...teamsConfig(values),
