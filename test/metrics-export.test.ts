@@ -272,7 +272,7 @@ describe.skipIf(skipReason !== undefined).each(splitDialects)(
 );
 
 describe.skipIf(skipReason !== undefined)('the metrics of `sync --team all`', () => {
-  it('pushes a group per team, each labelled with its name, and refuses metrics.team with teams:', async () => {
+  it('pushes a group per team, each labelled with its name (one team of the list too), and refuses metrics.team with teams:', async () => {
     const gateway = await startPushgateway();
     const folder = temporaryDirectory();
     const server = await startFakeServer({
@@ -301,6 +301,14 @@ describe.skipIf(skipReason !== undefined)('the metrics of `sync --team all`', ()
         const group = await groupOf(gateway, team);
         expect(group.get('ocs_sync_last_run_status{kind="initial",status="ok"}'), team).toBe(1);
       }
+      // One team of the list, as a CronJob runs it: its group, labelled with its name.
+      const one = await runCli(['--config', config, 'sync', '--team', 'north'], env);
+      expect(one.code, one.stderr).toBe(0);
+      expect(
+        (await groupOf(gateway, 'north')).get(
+          'ocs_sync_last_run_status{kind="incremental",status="ok"}',
+        ),
+      ).toBe(1);
       writeFileSync(config, teams('metrics:\n  team: north\n'));
       const refused = await runCli(['--config', config, 'sync', '--team', 'all'], env);
       expect(refused.code).toBe(1);

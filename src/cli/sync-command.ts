@@ -65,7 +65,9 @@ export async function runSyncCommand(
     ? undefined
     : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
-    const report = await syncAndSendMetrics(SyncRunMetrics.of(config, logger), (measured) =>
+    // A fleet's team, chosen with --team NAME, is labelled with its name.
+    const metrics = SyncRunMetrics.of(config, logger, context.chosenTeam ?? config.metrics.team);
+    const report = await syncAndSendMetrics(metrics, (measured) =>
       syncOnce(config, logger, {
         fullRefresh: options.fullRefresh,
         acceptSchemaChange: options.acceptSchemaChange,
