@@ -247,6 +247,44 @@ describe.skipIf(skipReason !== undefined).each(splitDialects)(
       }
     });
 
+    it('is checked by `check`: the Pushgateway ready, the textfile’s folder writable; a warning otherwise', async () => {
+      const metricsCheck = async (extra: Record<string, string>) => {
+        const result = await runCli(
+          ['--config', bed.configFile, 'check', '--json'],
+          syncEnv(server.url, bed.warehouse.env, extra),
+        );
+        const checks = (JSON.parse(result.stdout) as { checks: Array<Record<string, string>> })
+          .checks;
+        return {
+          code: result.code,
+          check: checks.find((check) => check.name === 'metrics export'),
+        };
+      };
+      expect((await metricsCheck({})).check).toBeUndefined();
+      const textfile = join(bed.directory.path, 'ocs-sync.prom');
+      const ready = await metricsCheck({
+        OCS_METRICS_PUSH_URL: gateway.url.replace('http://', 'http://ocs:pw@'),
+        OCS_METRICS_TEXTFILE: textfile,
+      });
+      expect(ready.code).toBe(0);
+      expect(ready.check).toEqual({
+        name: 'metrics export',
+        status: 'ok',
+        detail: `the Pushgateway at ${gateway.url} is ready; each run writes ${textfile}`,
+      });
+      const down = await metricsCheck({
+        OCS_METRICS_PUSH_URL: `http://127.0.0.1:${await freePort()}`,
+        OCS_METRICS_TEXTFILE: join(bed.directory.path, 'missing', 'ocs-sync.prom'),
+      });
+      expect(down.code).toBe(0);
+      expect(down.check).toMatchObject({ status: 'warning' });
+      expect(down.check!.detail).toMatch(
+        /^the Pushgateway at http:\/\/127\.0\.0\.1:\d+: it cannot be reached: ECONNREFUSED; the textfile .*: its folder .*missing does not exist$/,
+      );
+      // check writes nothing: no file, no group.
+      expect(existsSync(textfile)).toBe(false);
+    });
+
     it('sends nothing for a run refused for the writer lock: no run, no group', async () => {
       expect((await sync({ OCS_METRICS_TEAM: `holder-${dialect}` })).code).toBe(0);
       const holder = await openWarehouse({

@@ -222,6 +222,9 @@ describe('SyncMetrics', () => {
     expect(sample(text, 'ocs_sync_resource_rows{resource="chat_messages"}')).toBe(500);
     expect(sample(text, 'ocs_sync_resource_rows{resource="users"}')).toBe(7);
     expect(sample(text, 'ocs_sync_resource_deleted_rows{resource="chat_messages"}')).toBe(4);
+    // Each resource's counters exist from the first facts on: a rate of 0, not no data.
+    expect(sample(text, 'ocs_sync_rows_synced_total{resource="users"}')).toBe(0);
+    expect(sample(text, 'ocs_sync_pages_total{resource="users"}')).toBe(0);
 
     now += 60_000;
     text = (await metrics.render()).body;
@@ -230,7 +233,7 @@ describe('SyncMetrics', () => {
     // A resource gone from the warehouse status disappears from the gauges.
     metrics.warehouseFacts(facts([status('users', 8, '2026-03-01T12:01:00Z')]));
     text = (await metrics.render()).body;
-    expect(text).not.toContain('resource="chat_messages"');
+    expect(text).not.toMatch(/^ocs_sync_resource_\w+\{resource="chat_messages"/m);
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBe(0);
   });
 });

@@ -442,6 +442,9 @@ export class SyncMetrics {
     this.newestUpdatedAt.clear();
     for (const status of facts.resources) {
       const labels = { resource: status.resource };
+      // Every resource's counters exist from the start: a rate of 0, not no data.
+      this.rowsSynced.inc(labels, 0);
+      this.pages.inc(labels, 0);
       this.storedRows.set(labels, status.rows);
       this.storedDeletedRows.set(labels, status.rowsDeleted);
       const synced = status.lastSuccessAt === null ? NaN : Date.parse(status.lastSuccessAt);

@@ -10,8 +10,9 @@
  * Exporting never fails a run and never holds its process for long: each way has `timeoutMs`,
  * both go at once, and a failure is one warning naming where and why.
  */
+import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { rename, unlink } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { Pushgateway, type Registry } from 'prom-client';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -107,6 +108,45 @@ export async function writeTextfile(
   } catch (error) {
     await unlink(temporary).catch(() => undefined);
     throw error;
+  }
+}
+
+/**
+ * Whether the Pushgateway answers its readiness probe (`GET /-/ready`), for `check`: undefined
+ * when it does, else why not. Sends nothing to it.
+ */
+export async function pushgatewayProblem(
+  pushUrl: string,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const url = new URL(pushUrl);
+  const headers: Record<string, string> = {};
+  if (url.username !== '' || url.password !== '') {
+    const user = `${decodeURIComponent(url.username)}:${decodeURIComponent(url.password)}`;
+    headers.authorization = `Basic ${Buffer.from(user).toString('base64')}`;
+  }
+  try {
+    const response = await within(timeoutMs, (signal) =>
+      fetch(`${withoutCredentials(pushUrl)}/-/ready`, { headers, signal }),
+    );
+    await response.body?.cancel();
+    return response.ok ? undefined : `it answers HTTP ${response.status} to GET /-/ready`;
+  } catch (error) {
+    const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+    return `it cannot be reached: ${shortError(cause?.code ?? cause?.message ?? error)}`;
+  }
+}
+
+/** Why the textfile cannot be written (its folder missing or not writable), for `check`. */
+export function textfileProblem(path: string): string | undefined {
+  const folder = dirname(resolve(path));
+  if (!existsSync(folder)) return `its folder ${folder} does not exist`;
+  if (!statSync(folder).isDirectory()) return `${folder} is not a folder`;
+  try {
+    accessSync(folder, constants.W_OK | constants.X_OK);
+    return undefined;
+  } catch {
+    return `this user may not write to ${folder}`;
   }
 }
 
