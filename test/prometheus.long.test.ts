@@ -5,7 +5,8 @@
  * as shipped. A fleet's daemon runs one team and is scraped; two teams run as CronJobs do, a
  * `sync --team NAME` that pushes at its end. One team's server starts failing: its
  * OcsSyncRunsFailing turns firing in /api/v1/alerts, then resolves after a good run. Every query
- * of every panel of deploy/grafana/ocs-sync.json, and its team variable, returns series. Nothing
+ * of every panel of deploy/grafana/ocs-sync.json, and its team variable, returns series. The
+ * daemon pushes its runs too, so its team is both scraped and pushed, as the alerts allow. Nothing
  * is timed: each step polls Prometheus with a generous deadline. Skipped, saying so, without the
  * programs.
  */
@@ -116,6 +117,8 @@ describe.skipIf(skipReason !== undefined)(
         ...env,
         OCS_LOG_LEVEL: 'info',
         OCS_HEALTH_LISTEN: listen,
+        // It pushes after each run too: scraped and pushed, its team still alerts once.
+        OCS_METRICS_PUSH_URL: gateway.url,
       });
       await daemon.healthUrl();
 
@@ -193,6 +196,11 @@ describe.skipIf(skipReason !== undefined)(
         "the daemon's runs",
       );
       expect(daemonRun[0]!.metric.status).toBe('ok');
+      const daemonPushed = await series(
+        'ocs_sync_last_run_status{job="ocs-sync",team="kenya"}',
+        "the daemon's runs pushed",
+      );
+      expect(daemonPushed[0]!.metric.status).toBe('ok');
     });
 
     it('fires OcsSyncRunsFailing when a team’s server starts failing, and resolves it after a good run', async () => {
