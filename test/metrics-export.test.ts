@@ -71,7 +71,7 @@ describe.skipIf(skipReason !== undefined).each(splitDialects)(
     let gateway: ChildServer;
     let server: FakeServer;
     let bed: CliTestBed;
-    const dataset = createSampleDataset({ rowsPerResource: 6, seed: 45 });
+    const dataset = createSampleDataset({ rowsPerResource: 3, seed: 45 });
 
     beforeAll(async () => {
       gateway = await startPushgateway();
