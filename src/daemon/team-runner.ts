@@ -139,8 +139,8 @@ export class TeamRunner {
         });
         this.lastProgressAt = null;
         this.lastProgress = null;
-        if (end?.audit?.checkpoint !== undefined || end?.audit?.error !== undefined)
-          this.metrics.checkpointWritten(end.audit.error === undefined);
+        // With a signing key, every run ends with a checkpoint, or why it could not.
+        if (end?.audit) this.metrics.checkpointWritten(end.audit.error === undefined);
         if (!end?.facts) return;
         this.metrics.warehouseFacts(end.facts, end);
         // A run the warehouse has no word on is not pushed: its group keeps the last run's.
@@ -204,6 +204,7 @@ export class TeamRunner {
 
   private async run(kind: RunKind): Promise<RunOutcome> {
     const { clock, logger, signal, slots } = this.options;
+    this.lastRunEnd = undefined;
     this.lastProgressAt = clock.now();
     this.lastProgress = null;
     let slot: Slot | undefined;
@@ -228,7 +229,8 @@ export class TeamRunner {
     }
     this.metrics.runStarted();
     const since = clock.now();
-    this.lastRunEnd = { since };
+    const end: RunEnd = { since };
+    this.lastRunEnd = end;
     logger.info({ kind }, kind === 'full_refresh' ? 'Full refresh starting' : 'Sync starting');
     // The run's own signal: what the run hangs on it goes away with the run (src/abort.ts).
     const runAbort = linkedAbortController(signal);
@@ -248,13 +250,13 @@ export class TeamRunner {
         onAttempt: this.metrics.onAttempt,
       });
       outcome = outcomeOfReport(report);
-      this.lastRunEnd.audit = report.audit;
+      end.audit = report.audit;
     } catch (error) {
       outcome = {
         status: signal.aborted || error instanceof InterruptedError ? 'interrupted' : 'failed',
         error: describeError(error),
       };
-      this.lastRunEnd.errorKind = errorKindOf(error);
+      end.errorKind = errorKindOf(error);
     } finally {
       runAbort.release();
       watch?.stop();
@@ -263,11 +265,11 @@ export class TeamRunner {
     }
     if (watch?.reason !== undefined && !signal.aborted) {
       outcome = { status: 'failed', error: `stopped: ${watch.reason}` };
-      this.lastRunEnd.errorKind = 'stalled';
+      end.errorKind = 'stalled';
     }
     if (outcome.status !== 'interrupted') {
       const facts = await this.readFacts();
-      this.lastRunEnd.facts = facts;
+      end.facts = facts;
       // The warehouse's record names the run's kind: `initial` when it made the first load.
       const recorded = facts?.lastRun;
       if (recorded && recorded.finishedAt !== null && recorded.startedAt >= since)
