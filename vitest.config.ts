@@ -25,6 +25,7 @@ export const SPLIT_SUITES = [
   'hostile',
   'kubernetes',
   'lifecycle',
+  'metrics-export',
   'misbehaving-server',
   'object-storage',
   'operations',

@@ -205,3 +205,48 @@ export class ObjectStoreError extends OcsSyncError {
     super(message, options);
   }
 }
+
+/**
+ * What kind of failure an error is, in a word a metric's label can carry (`kind` of
+ * `ocs_sync_resource_last_error`, `error` of `ocs_sync_last_run_status`): a fixed list, never the
+ * server's own text.
+ */
+export type ErrorKind =
+  /** A resource the configuration or the server leaves out (no public key, not exported). */
+  | 'skipped'
+  | 'auth'
+  | 'unavailable'
+  | 'http'
+  | 'protocol'
+  | 'too_large'
+  | 'sealed'
+  | 'unsafe_name'
+  | 'configuration'
+  | 'schema_change'
+  | 'warehouse'
+  | 'files'
+  /** An `s3://` location refused or kept failing (ObjectStoreError). */
+  | 'object_storage'
+  | 'lock'
+  | 'interrupted'
+  /** A daemon's run stopped because nothing moved for health.max_age_seconds. */
+  | 'stalled'
+  | 'other';
+
+export function errorKindOf(error: unknown): ErrorKind {
+  if (error instanceof AuthError) return 'auth';
+  if (error instanceof ServerUnavailableError) return 'unavailable';
+  if (error instanceof HttpStatusError) return 'http';
+  if (error instanceof ProtocolError) return 'protocol';
+  if (error instanceof ResponseTooLargeError) return 'too_large';
+  if (error instanceof SealedValueError || error instanceof KeyError) return 'sealed';
+  if (error instanceof UnsafeNameError) return 'unsafe_name';
+  if (error instanceof ConfigError || error instanceof UsageError) return 'configuration';
+  if (error instanceof SchemaChangeStoppedError) return 'schema_change';
+  if (error instanceof WarehouseError || error instanceof AuditError) return 'warehouse';
+  if (error instanceof BlobStoreError) return 'files';
+  if (error instanceof ObjectStoreError) return 'object_storage';
+  if (error instanceof LockHeldError) return 'lock';
+  if (error instanceof InterruptedError) return 'interrupted';
+  return 'other';
+}

@@ -297,8 +297,12 @@ export interface PageWriteResult {
   versionsWritten: number;
 }
 
-/** `reset`: `ocs-sync reset` forgot cursors (and maybe dropped tables); no data moved. */
-export type RunKind = 'incremental' | 'full_refresh' | 'reset';
+/**
+ * `initial`: a sync of a warehouse no run has yet loaded (every sync run until the first that
+ * ends ok or partial: the initial load, however many runs it takes). `reset`: `ocs-sync reset`
+ * forgot cursors (and maybe dropped tables); no data moved.
+ */
+export type RunKind = 'initial' | 'incremental' | 'full_refresh' | 'reset';
 export type RunStatus = 'running' | 'ok' | 'partial' | 'failed' | 'interrupted';
 
 export interface RunSummary {
@@ -452,6 +456,8 @@ export interface Warehouse {
 
   startRun(kind: RunKind, schemaChecksum: string | null): Promise<number>;
   finishRun(runId: number, summary: RunSummary): Promise<void>;
+  /** Whether a sync run has ended ok or partial here: false until the initial load is done. */
+  hasLoaded(): Promise<boolean>;
   /** Small key/value bookkeeping (`last_schema_checksum`, ...). */
   getState(key: string): Promise<string | undefined>;
   setState(key: string, value: string): Promise<void>;

@@ -325,7 +325,8 @@ function rollBack(warehouse: TestWarehouse, migrations: ReadonlyArray<7 | 8 | 9>
       'DROP TABLE _ocs_audit; DROP TABLE _ocs_audit_head; DROP TABLE _ocs_audit_checkpoints;',
     );
   }
-  sql.push(`DELETE FROM _ocs_migrations WHERE version IN (${migrations.join(', ')});`);
+  // 010 (the initial kind) came after all three: an older ocs-sync had not applied it either.
+  sql.push(`DELETE FROM _ocs_migrations WHERE version IN (${[...migrations, 10].join(', ')});`);
   tamper(warehouse, sql.join('\n'));
 }
 
@@ -357,7 +358,7 @@ describe.each(splitDialects)('migrations 007, 008 and 009 in any order (%s)', (d
     // verify opens the warehouse, which applies 008 and 009: every old version is `served`,
     // served under no choice, so every digest still holds.
     await verifiedIntact(bed.env, bed.keys);
-    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
 
     await bed.server.close();
     bed.server = await startScopedServer(bed, chosen(1));
@@ -388,7 +389,7 @@ describe.each(splitDialects)('migrations 007, 008 and 009 in any order (%s)', (d
     expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 8]);
     bed.server.choice!.set(chosen(1));
     await sync({}, '--full-refresh');
-    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect(
       Number(
         tamper(
@@ -402,7 +403,7 @@ describe.each(splitDialects)('migrations 007, 008 and 009 in any order (%s)', (d
     expect(applied()).toEqual([1, 2, 3, 4, 5, 6]);
     bed.server.choice!.set(chosen(2));
     await sync();
-    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    expect(applied()).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     expect((await runCli(['status'], env)).code).toBe(0);
 
     // The chain must witness everything from the first run: not on a warehouse that holds data.

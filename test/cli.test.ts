@@ -110,7 +110,7 @@ describe('ocs-sync command line', () => {
     const result = await runCli(['demo', '--db', database, '--rows', '15'], {});
     expect(result.stderr).toMatch(/Fake export server on http:\/\/127\.0\.0\.1:\d+/);
     expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(/Run 1 \(incremental\): ok/);
+    expect(result.stdout).toMatch(/Run 1 \(initial\): ok/);
     expect(result.logs).toMatch(/retrying/);
     // File contents too, through a cut-off body and a reset connection.
     expect(result.stdout).toMatch(/Files: \d+ fetched/);

@@ -705,6 +705,62 @@ describe('schedules, time zone, health', () => {
   });
 });
 
+describe('metrics of a run that exits', () => {
+  it('are off by default, and read the Pushgateway, the textfile and the team label', () => {
+    expect(resolve({}).metrics).toEqual({
+      pushUrl: undefined,
+      textfile: undefined,
+      team: undefined,
+      pushTimeoutSeconds: 5,
+    });
+    expect(
+      resolve({
+        env: {
+          OCS_METRICS_PUSH_URL: 'https://ocs:pw@push.example.org/gateway/',
+          OCS_METRICS_TEXTFILE: '/var/lib/node_exporter/textfile/ocs-sync.prom',
+          OCS_METRICS_TEAM: 'kenya',
+        },
+        file: { metrics: { push_timeout_seconds: 10 } },
+      }).metrics,
+    ).toEqual({
+      pushUrl: 'https://ocs:pw@push.example.org/gateway',
+      textfile: '/var/lib/node_exporter/textfile/ocs-sync.prom',
+      team: 'kenya',
+      pushTimeoutSeconds: 10,
+    });
+  });
+
+  it('say what is wrong with each, never showing a password', () => {
+    const problems = problemsOf(() =>
+      resolve({
+        env: {
+          OCS_METRICS_PUSH_URL: 'ftp://u:s3cret@gateway',
+          OCS_METRICS_TEXTFILE: '/var/lib/node_exporter/ocs-sync.txt',
+          OCS_METRICS_TEAM: 'Kenya Team',
+        },
+        file: { metrics: { push_timeout_seconds: 0 } },
+      }),
+    );
+    expect(problems).toEqual([
+      'config file: metrics.push_timeout_seconds must be an integer from 1 to 60; got 0',
+      'OCS_METRICS_PUSH_URL (metrics.push_url) must use http:// or https://, not ftp://',
+      "OCS_METRICS_TEXTFILE (metrics.textfile) must end with .prom: node_exporter's textfile collector reads only *.prom files",
+      expect.stringMatching(/^OCS_METRICS_TEAM \(metrics\.team\) must be lowercase letters/),
+    ]);
+    expect(problems.join('\n')).not.toContain('s3cret');
+    expect(
+      problemsOf(() =>
+        resolve({ env: { OCS_METRICS_PUSH_URL: 'http://gw:9091/metrics/job/x' } }),
+      )[0],
+    ).toMatch(/root URL, without \/metrics\/job/);
+    const summary = JSON.stringify(
+      describeConfigForLog(resolve({ env: { OCS_METRICS_PUSH_URL: 'http://u:s3cret@gw:9091' } })),
+    );
+    expect(summary).toContain('gw:9091');
+    expect(summary).not.toContain('s3cret');
+  });
+});
+
 describe('history, resources and secrets policies', () => {
   it.each([
     ['true', true],

@@ -105,7 +105,7 @@ describe.skipIf(skipReason !== undefined)('the image runs the rendered command l
     const output = `${result.stdout}\n${result.stderr}`;
     expect(result.status, output.slice(-6000)).toBe(0);
     expect(result.stdout).toMatch(/^node$/m);
-    expect(result.stdout).toMatch(/^Run 1 \(incremental\): ok, /m);
+    expect(result.stdout).toMatch(/^Run 1 \(initial\): ok, /m);
     expect(result.stdout).toMatch(/^Health: +ok$/m);
   }, 3_600_000);
 });

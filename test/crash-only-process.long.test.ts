@@ -127,7 +127,7 @@ describe.each(testDialects)(
         // Before any restart, what an operator sees: the run is dead, not running.
         const status = await runCli(['status'], env());
         expect(status.code).toBe(4);
-        expect(status.stdout).toMatch(/Last run: +#1 incremental interrupted .*end not recorded/);
+        expect(status.stdout).toMatch(/Last run: +#1 initial interrupted .*end not recorded/);
         expect(status.stdout).toMatch(/end not recorded, \d+ rows: Its process ended without/);
         expect(lockCheck(await runCli(['check', '--json'], env()))).toMatch(
           new RegExp(`^free \\(pid 1 on ${hostname()} ended without releasing it`),

@@ -26,7 +26,8 @@ import {
 import { SeededRandom } from '../src/fake-server/random.js';
 import type { RunKind, StageProgress } from '../src/interfaces.js';
 import { silentLogger } from '../src/log.js';
-import { openWarehouse } from '../src/warehouse/open.js';
+import { openWarehouse, openWarehouseReader } from '../src/warehouse/open.js';
+import { readWarehouseFacts } from '../src/daemon/warehouse-facts.js';
 import {
   FAST_RETRIES_YAML,
   createTestWarehouse,
@@ -57,6 +58,8 @@ import {
   type ScheduleFunction,
 } from '../src/daemon/scheduler.js';
 import type { ResourceReport, SyncReport } from '../src/sync/engine.js';
+import type { RunExporter } from '../src/daemon/run-export.js';
+import type { WarehouseFacts } from '../src/daemon/warehouse-facts.js';
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles.
@@ -435,13 +438,22 @@ describe('startDaemon with an injected sync', () => {
     daemon = undefined;
   });
 
-  const start = async (options: { listen?: boolean; maxAgeSeconds?: number } = {}) => {
+  const start = async (
+    options: { listen?: boolean; maxAgeSeconds?: number; exporter?: RunExporter } = {},
+  ) => {
     controller = new AbortController();
     const clock = new ManualClock();
     const cron = manualCron();
     const runs = pendingRuns<DaemonSyncRequest, SyncReport>();
     const cleanup = new CleanupStack();
     const cleaned: string[] = [];
+    /** What the warehouse would say: the test sets it as the runs it settles would leave it. */
+    const warehouse = {
+      failuresInARow: 0,
+      lastSuccessAt: undefined as number | undefined,
+      lastRun: undefined as WarehouseFacts['lastRun'],
+      unreadable: false,
+    };
     cleanup.add('caller part', () => void cleaned.push('caller part'));
     daemon = await startDaemon({
       schedule: '*/15 * * * *',
@@ -464,21 +476,37 @@ describe('startDaemon with an injected sync', () => {
         );
         return promise;
       },
-      readStatus: async () => [
-        {
-          resource: 'chat_messages',
-          cursor: '10',
-          cursorKind: 'pk',
-          lastRunId: 1,
-          lastSuccessAt: null,
-          lastError: null,
-          lastErrorAt: null,
-          lastFullRefreshAt: null,
-          rows: 10,
-          rowsDeleted: 0,
-          newestUpdatedAt: new Date(clock.now() - 90_000).toISOString(),
-        },
-      ],
+      readFacts: async () => {
+        if (warehouse.unreadable) throw new Error('the warehouse cannot be opened');
+        return {
+          lastRun: warehouse.lastRun,
+          lastSuccessAt: warehouse.lastSuccessAt,
+          consecutiveFailures: warehouse.failuresInARow,
+          resources: [
+            {
+              resource: 'chat_messages',
+              cursor: '10',
+              cursorKind: 'pk',
+              lastRunId: 1,
+              lastSuccessAt: null,
+              lastError: null,
+              lastErrorAt: null,
+              lastFullRefreshAt: null,
+              rows: 10,
+              rowsDeleted: 0,
+              newestUpdatedAt: new Date(clock.now() - 90_000).toISOString(),
+            },
+          ],
+          files: undefined,
+          audit: {
+            enabled: false,
+            lastVerification: null,
+            lastVerificationAt: null,
+            lastCheckpointAt: null,
+          },
+        };
+      },
+      exporter: options.exporter,
       scheduleFunction: cron.schedule,
       clock,
       cleanup,
@@ -491,7 +519,7 @@ describe('startDaemon with an injected sync', () => {
         type: response.headers.get('content-type'),
       };
     };
-    return { clock, cron, runs, get, cleaned, daemon };
+    return { clock, cron, runs, get, cleaned, daemon, warehouse };
   };
 
   it('serves /healthz 200 during the first run and after success, 503 after a failure', async () => {
@@ -546,17 +574,20 @@ describe('startDaemon with an injected sync', () => {
   });
 
   it('counts runs, skipped ticks, failures and lag in /metrics', async () => {
-    const { runs, get, cron, clock } = await start();
+    const { runs, get, cron, clock, warehouse } = await start();
     const first = runs.last().argument;
     first.events.onPageWritten?.({ resource: 'chat_messages', rows: 7, valuesAltered: 0 });
     first.onAttempt({ path: 'chat_messages/', status: 200, outcome: 'ok', durationMs: 12 });
     first.onAttempt({ path: 'chat_messages/', status: 503, outcome: 'retry', durationMs: 3 });
     cron.job(/incremental/).fire();
     clock.advance(42_000);
+    warehouse.lastSuccessAt = clock.now();
     runs.last().succeed(syncReport());
     await daemon!.scheduler.whenIdle();
 
     cron.job(/incremental/).fire();
+    // Failures in a row are the warehouse's count (a restarted daemon still knows them).
+    warehouse.failuresInARow = 1;
     runs.last().fail(new Error('boom'));
     await daemon!.scheduler.whenIdle();
 
@@ -574,11 +605,51 @@ describe('startDaemon with an injected sync', () => {
     expect(text).toContain('ocs_sync_skipped_ticks_total{reason="overlap"} 1');
     expect(text).toContain('ocs_sync_consecutive_failures 1');
     expect(text).toContain('ocs_sync_run_duration_seconds_sum{kind="incremental",status="ok"} 42');
-    // Lag is computed at scrape time from the newest updated_at that readStatus reported.
+    // Lag is computed at scrape time from the newest updated_at that readFacts reported.
     expect(text).toMatch(/ocs_sync_resource_lag_seconds\{resource="chat_messages"\} 90\n/);
     expect(text).toContain('ocs_sync_resource_rows{resource="chat_messages"} 10');
     expect(text).toMatch(/ocs_sync_last_success_timestamp_seconds \d{10}/);
     expect(text).toMatch(/^process_resident_memory_bytes /m);
+  });
+
+  it("sends each run's gauges to its exporter once the run is counted: the warehouse's record, never at start nor when unread", async () => {
+    const sent: string[] = [];
+    const exporter: RunExporter = {
+      export: async (registry) => void sent.push(await registry.metrics()),
+    };
+    const { runs, cron, clock, warehouse } = await start({ exporter });
+    expect(sent).toEqual([]);
+    // The warehouse records the start's run as the initial load.
+    warehouse.lastRun = {
+      kind: 'initial',
+      status: 'ok',
+      startedAt: clock.now(),
+      finishedAt: clock.now() + 5_000,
+      rows: 70,
+      pages: 7,
+      requests: 9,
+    };
+    warehouse.lastSuccessAt = clock.now() + 5_000;
+    runs.last().succeed(syncReport());
+    await daemon!.scheduler.whenIdle();
+    expect(sent).toHaveLength(1);
+    expect(sent[0]).toMatch(/^ocs_sync_last_run_status\{kind="initial",status="ok"\} 1$/m);
+    expect(sent[0]).toMatch(/^ocs_sync_last_run_rows 70$/m);
+    expect(sent[0]).toMatch(/^ocs_sync_schedule_interval_seconds 900$/m);
+    expect(sent[0]).not.toMatch(/_total/);
+    expect(daemon!.scheduler.status().lastRun?.kind).toBe('initial');
+    expect((await daemon!.metrics.render()).body).toContain(
+      'ocs_sync_runs_total{kind="initial",status="ok"} 1',
+    );
+
+    // A run after which the warehouse cannot be read is not sent: its push would not carry the
+    // last success, and the group keeps the last run's.
+    warehouse.unreadable = true;
+    clock.advance(15 * 60_000);
+    cron.job(/incremental/).fire();
+    runs.last().fail(new Error('boom'));
+    await daemon!.scheduler.whenIdle();
+    expect(sent).toHaveLength(1);
   });
 
   it('stops on the signal: cron jobs stopped, run aborted, server closed, cleanups in reverse', async () => {
@@ -739,7 +810,7 @@ describe('ocs-sync daemon against the fake export server', () => {
       );
     expect(rowsOf('chat_messages')).toBe(dataset.count('chat_messages'));
     expect(rowsOf('users')).toBe(dataset.count('users'));
-    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
+    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="initial",status="ok"\} 1$/m);
     expect(metrics).toMatch(/^ocs_sync_pages_total\{resource="chat_messages"\} [3-9]$/m);
     expect(metrics).toMatch(/^ocs_sync_http_requests_total\{status="200",outcome="ok"\} \d+$/m);
     expect(metrics).toMatch(/^ocs_sync_resource_lag_seconds\{resource="chat_messages"\} \d/m);
@@ -749,7 +820,7 @@ describe('ocs-sync daemon against the fake export server', () => {
     expect(metrics).toMatch(/^ocs_sync_last_success_timestamp_seconds \d{10}/m);
     expect(metrics).toMatch(/^ocs_sync_consecutive_failures 0$/m);
     expect(metrics).toMatch(
-      /^ocs_sync_run_duration_seconds_count\{kind="incremental",status="ok"\} 1$/m,
+      /^ocs_sync_run_duration_seconds_count\{kind="initial",status="ok"\} 1$/m,
     );
 
     daemon.controller.abort();
@@ -777,7 +848,7 @@ describe('ocs-sync daemon against the fake export server', () => {
     expect(String(health.body.reason)).toMatch(/HTTP 401/);
     expect(String(health.body.reason)).not.toContain('wrong-key');
     const metrics = await (await fetch(`${url}/metrics`)).text();
-    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="failed"\} 1$/m);
+    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="initial",status="failed"\} 1$/m);
     expect(metrics).toMatch(/^ocs_sync_http_requests_total\{status="401",outcome="error"\} 1$/m);
     daemon.controller.abort();
     expect(await daemon.exit).toBe(0);
@@ -904,12 +975,12 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         needs: { server: true },
       });
       const { daemon, cron } = await startRealDaemon(config, controller.signal, {
-        readStatus: async () => {
-          const opened = await openWarehouse({ url: config.warehouse.url });
+        readFacts: async () => {
+          const reader = await openWarehouseReader({ url: config.warehouse.url });
           try {
-            return await opened.status();
+            return await readWarehouseFacts(reader);
           } finally {
-            await opened.close();
+            await reader.close();
           }
         },
       });
@@ -919,7 +990,7 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
       cron.job(/incremental/).fire();
       await daemon.scheduler.whenIdle();
       expect(daemon.scheduler.status().lastRun).toMatchObject({
-        kind: 'incremental',
+        kind: 'initial',
         status: 'ok',
       });
 
@@ -942,7 +1013,7 @@ describe('startDaemon with the real sync: full refresh on its schedule', () => {
         `ocs_sync_rows_reconciled_total{resource="chat_messages"} ${dataset.count('chat_messages')}`,
       );
       expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="full_refresh",status="ok"\} 1$/m);
-      expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="incremental",status="ok"\} 1$/m);
+      expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="initial",status="ok"\} 1$/m);
       expect(metrics).toContain(
         `ocs_sync_resource_rows{resource="chat_messages"} ${dataset.count('chat_messages')}`,
       );

@@ -46,6 +46,10 @@ const ALLOWED: Record<string, string> = {
   'kubectl kustomize':
     'renders the manifests: kubernetes.test.ts renders them and checks every object',
   'kubectl apply': 'needs a cluster; kubernetes.test.ts checks what it would apply, and runs it',
+  'promtool check rules':
+    "Debian's promtool on the shipped rules: prometheus.test.ts runs it (skipped without promtool)",
+  'promtool test rules':
+    "the shipped rules' unit tests: prometheus.test.ts runs them (skipped without promtool)",
   'duckdb -c': 'the DuckDB shell is not installed; export-parquet tests read the files back',
   'python -c': 'pandas is not installed; export-parquet tests read the files back',
   pg_dump:

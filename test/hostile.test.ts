@@ -379,13 +379,15 @@ describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect)
           `${count} runs`,
           120_000,
         );
-      const first = await afterRuns(1);
-      const later = await afterRuns(3);
+      // The first run is the warehouse's initial load, a kind of its own; from the second on,
+      // every run is an incremental one like it.
+      const first = await afterRuns(2);
+      const later = await afterRuns(4);
       expect(series(later)).toEqual(series(first));
       expect(series(later).filter((name) => name.includes('Made-Up'))).toEqual([]);
       const invalid =
         /^ocs_sync_resource_problems_total\{resource="invalid",status="skipped"\} (\d+)$/m;
-      expect(Number(invalid.exec(later)![1])).toBeGreaterThanOrEqual(3 * 2000);
+      expect(Number(invalid.exec(later)![1])).toBeGreaterThanOrEqual(4 * 2000);
       expect(later).toMatch(/^ocs_sync_rows_synced_total\{resource="plain"\} \d+$/m);
     } finally {
       expect(await daemon.stop()).toBe(0);
@@ -393,7 +395,7 @@ describe.each(splitDialects)('a hostile server, through the CLI (%s)', (dialect)
     const lines = daemon.logs().split('\n');
     const finished = lines.filter((line) => line.includes('"msg":"Sync partial"')).length;
     const said = lines.filter((line) => line.includes('resource names that cannot be tables'));
-    expect(finished).toBeGreaterThanOrEqual(3);
+    expect(finished).toBeGreaterThanOrEqual(4);
     expect(said.length).toBeGreaterThanOrEqual(finished);
     expect(said.length).toBeLessThanOrEqual(finished + 1);
     expect(said[0]).toContain('The manifest lists 2000 resource names that cannot be tables');

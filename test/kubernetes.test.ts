@@ -26,6 +26,7 @@ import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import { projectRoot } from '../src/package-info.js';
 import { openWarehouseReader } from '../src/warehouse/open.js';
+import { freePort, missingPrograms, startPushgateway } from './prometheus-support.js';
 import {
   ADMIN_KEY,
   CLI_FROM_SOURCE,
@@ -48,6 +49,7 @@ type K8sObject = {
 >;
 
 const ROOT = projectRoot();
+const pushgatewayMissing = missingPrograms('pushgateway');
 const kubectl = (() => {
   try {
     execFileSync('kubectl', ['version', '--client'], { stdio: 'ignore' });
@@ -311,6 +313,13 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
         activeDeadlineSeconds: 21600,
       });
       expect(pod.restartPolicy).toBe('Never');
+      // Each run pushes its metrics where the ConfigMap says, with its CronJob's schedule.
+      const [container] = pod.containers;
+      expect(container.env).toContainEqual({ name: 'OCS_SCHEDULE', value: job.spec.schedule });
+      const [from] = container.envFrom as Array<{ configMapRef: { name: string } }>;
+      const metricsMap = named(objects, 'ConfigMap', from!.configMapRef.name)!;
+      expect(metricsMap.metadata.name).toMatch(/^ocs-sync-metrics-/);
+      expect(new URL(metricsMap.data.OCS_METRICS_PUSH_URL).protocol).toBe('http:');
       expect(pod.containers[0].args).toEqual([
         '--config',
         '/etc/ocs-sync/teams.yaml',
@@ -396,6 +405,8 @@ class PodStandIn {
   readonly servers = new Map<string, FakeServer>();
   readonly warehouses = new Map<string, TestWarehouse>();
 
+  private objects: K8sObject[] = [];
+
   constructor(readonly dialect: 'sqlite' | 'postgres') {}
 
   /** Where a pod path is here. */
@@ -404,6 +415,7 @@ class PodStandIn {
   }
 
   async prepare(objects: K8sObject[], teams: string[]): Promise<void> {
+    this.objects = objects;
     for (const team of teams) {
       const dataset = createSampleDataset({ rowsPerResource: 4, seed: teams.indexOf(team) + 40 });
       this.servers.set(
@@ -464,6 +476,9 @@ class PodStandIn {
       arg.startsWith('/') ? this.path(arg) : arg,
     );
     const env: Record<string, string> = { OCS_LOG_LEVEL: 'warn' };
+    for (const from of (container.envFrom ?? []) as Array<{ configMapRef: { name: string } }>) {
+      Object.assign(env, named(this.objects, 'ConfigMap', from.configMapRef.name)!.data);
+    }
     for (const entry of container.env as Array<{
       name: string;
       value?: string;
@@ -522,12 +537,30 @@ describe.skipIf(!kubectl).each(splitDialects)(
       await pod.prepare(objects, teams);
       const job = named(objects, 'CronJob', 'ocs-sync-malawi')!;
       const { argv, env } = pod.commandOf(job);
-      const result = await runCli(argv, env);
-      expect(result.code, `${result.stdout}${result.stderr}`).toBe(0);
-      // Keys mounted from a Secret are group-readable by design (fsGroup): no warning about it.
-      expect(result.logs).not.toMatch(/accessible to group or others/);
-      expect(await pod.rowsOf('malawi')).toBeGreaterThan(50);
-      expect(pod.servers.get('kenya')!.requests).toHaveLength(0);
+      // The ConfigMap's Pushgateway, here: a real one when installed, else one that is down.
+      const gateway = pushgatewayMissing ? undefined : await startPushgateway();
+      try {
+        env.OCS_METRICS_PUSH_URL = gateway?.url ?? `http://127.0.0.1:${await freePort()}`;
+        const result = await runCli(argv, env);
+        expect(result.code, `${result.stdout}${result.stderr}`).toBe(0);
+        // Keys mounted from a Secret are group-readable by design (fsGroup): no warning about it.
+        expect(result.logs).not.toMatch(/accessible to group or others/);
+        expect(await pod.rowsOf('malawi')).toBeGreaterThan(50);
+        expect(pod.servers.get('kenya')!.requests).toHaveLength(0);
+        if (gateway) {
+          const pushed = await (await fetch(`${gateway.url}/metrics`)).text();
+          expect(pushed).toMatch(
+            /^ocs_sync_last_run_status\{instance="",job="ocs-sync",kind="initial",status="ok",team="malawi"\} 1$/m,
+          );
+          expect(pushed).toMatch(
+            /^ocs_sync_schedule_interval_seconds\{instance="",job="ocs-sync",team="malawi"\} 900$/m,
+          );
+        } else {
+          expect(result.logs).toMatch(/Could not push the run's metrics to the Pushgateway/);
+        }
+      } finally {
+        await gateway?.stop();
+      }
     }, 180_000);
 
     it("a shard's Deployment: its rendered daemon runs its shard's teams, healthy and live", async () => {

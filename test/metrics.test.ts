@@ -8,6 +8,7 @@ import {
   SyncMetrics,
   combineEvents,
 } from '../src/daemon/metrics.js';
+import { failuresInARow, type WarehouseFacts } from '../src/daemon/warehouse-facts.js';
 import type { ResourceReport } from '../src/sync/engine.js';
 
 function resourceReport(overrides: Partial<ResourceReport>): ResourceReport {
@@ -43,6 +44,27 @@ function status(
     rows,
     rowsDeleted,
     newestUpdatedAt,
+  };
+}
+
+/** What the warehouse says: these resources, and nothing else recorded. */
+function facts(
+  resources: ResourceStatus[],
+  overrides: Partial<WarehouseFacts> = {},
+): WarehouseFacts {
+  return {
+    lastRun: undefined,
+    lastSuccessAt: undefined,
+    consecutiveFailures: 0,
+    resources,
+    files: undefined,
+    audit: {
+      enabled: false,
+      lastVerification: null,
+      lastVerificationAt: null,
+      lastCheckpointAt: null,
+    },
+    ...overrides,
   };
 }
 
@@ -191,11 +213,13 @@ describe('SyncMetrics', () => {
   it('computes per-resource lag at scrape time from the newest updated_at stored', async () => {
     let now = Date.parse('2026-03-01T12:00:00Z');
     const metrics = new SyncMetrics({ clock: { now: () => now } });
-    metrics.warehouseStatus([
-      status('chat_messages', 500, '2026-03-01T11:59:00.250000Z', 4),
-      status('users', 7, null),
-      status('teams_broken', 1, 'not a date'),
-    ]);
+    metrics.warehouseFacts(
+      facts([
+        status('chat_messages', 500, '2026-03-01T11:59:00.250000Z', 4),
+        status('users', 7, null),
+        status('teams_broken', 1, 'not a date'),
+      ]),
+    );
     let text = (await metrics.render()).body;
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="chat_messages"}')).toBe(59.75);
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBeUndefined();
@@ -203,15 +227,18 @@ describe('SyncMetrics', () => {
     expect(sample(text, 'ocs_sync_resource_rows{resource="chat_messages"}')).toBe(500);
     expect(sample(text, 'ocs_sync_resource_rows{resource="users"}')).toBe(7);
     expect(sample(text, 'ocs_sync_resource_deleted_rows{resource="chat_messages"}')).toBe(4);
+    // Each resource's counters exist from the first facts on: a rate of 0, not no data.
+    expect(sample(text, 'ocs_sync_rows_synced_total{resource="users"}')).toBe(0);
+    expect(sample(text, 'ocs_sync_pages_total{resource="users"}')).toBe(0);
 
     now += 60_000;
     text = (await metrics.render()).body;
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="chat_messages"}')).toBe(119.75);
 
     // A resource gone from the warehouse status disappears from the gauges.
-    metrics.warehouseStatus([status('users', 8, '2026-03-01T12:01:00Z')]);
+    metrics.warehouseFacts(facts([status('users', 8, '2026-03-01T12:01:00Z')]));
     text = (await metrics.render()).body;
-    expect(text).not.toContain('resource="chat_messages"');
+    expect(text).not.toMatch(/^ocs_sync_resource_\w+\{resource="chat_messages"/m);
     expect(sample(text, 'ocs_sync_resource_lag_seconds{resource="users"}')).toBe(0);
   });
 });
@@ -227,7 +254,7 @@ describe('labels the server feeds', () => {
     for (let status = 100; status < 1000; status += 1) {
       metrics.onAttempt({ path: 'a/', status, outcome: 'error', durationMs: 1 });
     }
-    metrics.warehouseStatus([status('made_up_1', 3, null), status('made_up_9999', 4, null)]);
+    metrics.warehouseFacts(facts([status('made_up_1', 3, null), status('made_up_9999', 4, null)]));
     const text = (await metrics.render()).body;
     const seriesOf = (name: string) =>
       text.split('\n').filter((line) => line.startsWith(`${name}{`));
@@ -244,6 +271,150 @@ describe('labels the server feeds', () => {
     );
     expect(sample(text, 'ocs_sync_resource_rows{resource="made_up_1"}')).toBe(3);
     expect(sample(text, 'ocs_sync_resource_rows{resource="other"}')).toBe(4);
+  });
+});
+
+describe('the last run, as the warehouse recorded it', () => {
+  const run = {
+    kind: 'initial' as const,
+    status: 'failed' as const,
+    startedAt: Date.parse('2026-03-01T12:00:00Z'),
+    finishedAt: Date.parse('2026-03-01T12:00:42Z'),
+    rows: 1200,
+    pages: 3,
+    requests: 9,
+  };
+
+  it('takes the run this process made from its record: kind, status, error, rows, pages, times', async () => {
+    const metrics = new SyncMetrics({ team: 'kenya' });
+    metrics.runStarted();
+    const events = metrics.syncEvents();
+    events.onResourceDone?.(
+      resourceReport({ resource: 'chats', status: 'failed', errorKind: 'unavailable' }),
+    );
+    events.onResourceDone?.(
+      resourceReport({ resource: 'llm_providers', status: 'skipped', errorKind: 'skipped' }),
+    );
+    events.onResourceDone?.(resourceReport({ resource: 'users', status: 'excluded' }));
+    metrics.onAttempt({ path: 'chats/', status: 503, outcome: 'retry', durationMs: 1 });
+    metrics.warehouseFacts(
+      facts(
+        [
+          {
+            ...status('chats', 10, '2026-03-01T11:00:00Z'),
+            lastSuccessAt: '2026-02-28T09:00:00.000Z',
+          },
+          { ...status('users', 2, null), lastSuccessAt: '2026-02-28T09:00:00Z', excludedAt: 'x' },
+        ],
+        {
+          lastRun: run,
+          lastSuccessAt: Date.parse('2026-02-28T09:00:01Z'),
+          consecutiveFailures: 3,
+          files: { ok: 5, missing: 1, failed: 2, bytes: 4096 },
+          audit: {
+            enabled: true,
+            lastVerification: { intact: false },
+            lastVerificationAt: Date.parse('2026-03-01T06:00:00Z'),
+            lastCheckpointAt: null,
+          },
+        },
+      ),
+      { since: run.startedAt, errorKind: 'auth' },
+    );
+    metrics.checkpointWritten(false);
+    metrics.scheduleIntervalSeconds(900);
+    const text = await metrics.runRegistry.metrics();
+    const at = (series: string) => sample(text, series);
+    expect(
+      at('ocs_sync_last_run_status{kind="initial",status="failed",error="auth",team="kenya"}'),
+    ).toBe(1);
+    expect(text.match(/^ocs_sync_last_run_status\{/gm)).toHaveLength(1);
+    expect(at('ocs_sync_last_run_timestamp_seconds{team="kenya"}')).toBe(run.finishedAt / 1000);
+    expect(at('ocs_sync_last_run_duration_seconds{team="kenya"}')).toBe(42);
+    expect(at('ocs_sync_last_run_rows{team="kenya"}')).toBe(1200);
+    expect(at('ocs_sync_last_run_pages{team="kenya"}')).toBe(3);
+    expect(at('ocs_sync_last_run_requests{team="kenya"}')).toBe(9);
+    expect(at('ocs_sync_last_run_http_retries{team="kenya"}')).toBe(1);
+    // The last success is the warehouse's, whatever this run did.
+    expect(at('ocs_sync_last_success_timestamp_seconds{team="kenya"}')).toBe(
+      Date.parse('2026-02-28T09:00:01Z') / 1000,
+    );
+    expect(at('ocs_sync_consecutive_failures{team="kenya"}')).toBe(3);
+    expect(
+      at('ocs_sync_resource_last_error{resource="chats",kind="unavailable",team="kenya"}'),
+    ).toBe(1);
+    expect(
+      at('ocs_sync_resource_last_error{resource="llm_providers",kind="skipped",team="kenya"}'),
+    ).toBe(1);
+    expect(text).not.toMatch(/resource_last_error\{resource="users"/);
+    expect(
+      at('ocs_sync_resource_last_success_timestamp_seconds{resource="chats",team="kenya"}'),
+    ).toBe(Date.parse('2026-02-28T09:00:00Z') / 1000);
+    // A resource the chatbot choice leaves out is not one that lags.
+    expect(text).not.toMatch(/resource_last_success_timestamp_seconds\{resource="users"/);
+    expect(
+      at('ocs_sync_resource_newest_row_timestamp_seconds{resource="chats",team="kenya"}'),
+    ).toBe(Date.parse('2026-03-01T11:00:00Z') / 1000);
+    expect(at('ocs_sync_files{status="failed",team="kenya"}')).toBe(2);
+    expect(at('ocs_sync_file_bytes_stored{team="kenya"}')).toBe(4096);
+    expect(at('ocs_sync_audit_broken{team="kenya"}')).toBe(1);
+    expect(at('ocs_sync_audit_last_verify_timestamp_seconds{team="kenya"}')).toBe(
+      Date.parse('2026-03-01T06:00:00Z') / 1000,
+    );
+    expect(at('ocs_sync_audit_last_checkpoint_timestamp_seconds{team="kenya"}')).toBe(0);
+    expect(at('ocs_sync_audit_checkpoint_failed{team="kenya"}')).toBe(1);
+    expect(at('ocs_sync_schedule_interval_seconds{team="kenya"}')).toBe(900);
+  });
+
+  it('holds gauges only in the run registry: no counter restarts with each process that pushes', async () => {
+    const metrics = new SyncMetrics({ processMetrics: true });
+    metrics.syncEvents().onPageWritten?.({ resource: 'chats', rows: 5, valuesAltered: 0 });
+    const pushed = await metrics.runRegistry.getMetricsAsJSON();
+    expect(pushed.map((metric) => String(metric.type)).filter((type) => type !== 'gauge')).toEqual(
+      [],
+    );
+    const names = pushed.map((metric) => metric.name);
+    expect(names).toEqual(
+      expect.arrayContaining([
+        'ocs_sync_last_run_timestamp_seconds',
+        'ocs_sync_last_success_timestamp_seconds',
+        'ocs_sync_last_run_status',
+      ]),
+    );
+    expect(names).not.toContain('ocs_sync_run_in_progress');
+    expect(names.filter((name) => !name.startsWith('ocs_sync_'))).toEqual([]);
+    // Everything pushed is served on /metrics too, under the same name.
+    const served = (await metrics.registry.getMetricsAsJSON()).map((metric) => metric.name);
+    expect(served).toEqual(expect.arrayContaining(names));
+  });
+
+  it("leaves the last run's gauges alone when the warehouse's last run is an older one", async () => {
+    const metrics = new SyncMetrics();
+    metrics.runFinished({
+      kind: 'incremental',
+      status: 'failed',
+      durationMs: 2_000,
+      finishedAt: run.finishedAt + 60_000,
+      consecutiveFailures: 1,
+      errorKind: 'warehouse',
+    });
+    metrics.warehouseFacts(facts([], { lastRun: run }), { since: run.finishedAt + 58_000 });
+    const text = await metrics.runRegistry.metrics();
+    expect(
+      sample(
+        text,
+        'ocs_sync_last_run_status{kind="incremental",status="failed",error="warehouse"}',
+      ),
+    ).toBe(1);
+    expect(sample(text, 'ocs_sync_last_run_rows')).toBe(0);
+  });
+
+  it('counts failures in a row up to the last success, passing over interrupted runs', () => {
+    const runs = (...statuses: string[]) => statuses.map((status) => ({ status }) as never);
+    expect(failuresInARow(runs('failed', 'interrupted', 'failed', 'ok', 'failed'))).toBe(2);
+    expect(failuresInARow(runs('partial', 'failed'))).toBe(0);
+    expect(failuresInARow(runs('failed', 'failed'))).toBe(2);
+    expect(failuresInARow([])).toBe(0);
   });
 });
 

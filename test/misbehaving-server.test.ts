@@ -197,7 +197,7 @@ describe.each(splitDialects)('a misbehaving server, through the CLI (%s)', (dial
       expect(said[0]!.msg, label).toContain(`${header}: ${JSON.stringify(value)}`);
       expect(said[0]!.msg, label).toContain('http.max_requests_per_minute');
       // Every answer carried them, and none was waited for.
-      expect(run.stdout, label).toMatch(/Run \d+ \(incremental\): ok/);
+      expect(run.stdout, label).toMatch(/Run \d+ \((initial|incremental)\): ok/);
     }
     server!.options.proxyHeaders = undefined;
     await expectNextRunExact();

@@ -99,7 +99,7 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
 
     const status = await cli(['status']);
     expect(status.code).toBe(4);
-    expect(status.stdout).toMatch(/Last run:\s+#4 incremental failed .* ago/);
+    expect(status.stdout).toMatch(/Last run:\s+#4 initial failed .* ago/);
     expect(status.stdout).toMatch(/Last success:\s+none/);
     const json = await statusJson();
     expect(json.code).toBe(4);
@@ -117,7 +117,7 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
     const healthy = await cli(['status']);
     expect(healthy.stderr).toBe('');
     expect(healthy.code).toBe(0);
-    expect(healthy.stdout).toMatch(/Last success:\s+#1 incremental ok/);
+    expect(healthy.stdout).toMatch(/Last success:\s+#1 initial ok/);
     expect(healthy.stdout).toMatch(/Health:\s+ok/);
     for (const line of healthy.stdout.split('\n')) expect(line.length).toBeLessThanOrEqual(100);
     expect(healthy.stdout).not.toMatch(/cursor/);
@@ -129,7 +129,7 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
 
     const json = await statusJson();
     const resources = json.body.resources as Array<Record<string, unknown>>;
-    expect(json.body.last_run).toMatchObject({ id: 1, kind: 'incremental', status: 'ok' });
+    expect(json.body.last_run).toMatchObject({ id: 1, kind: 'initial', status: 'ok' });
     expect(json.body.last_success).toMatchObject({ id: 1 });
     expect(resources.find((resource) => resource.resource === 'chat_messages')).toMatchObject({
       rows: 12,
@@ -178,10 +178,10 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
     expect(list.code).toBe(0);
     expect(list.stdout).toMatch(/^id\s+kind\s+status/);
     expect(list.stdout).toMatch(/\n\s*2\s+incremental\s+failed/);
-    expect(list.stdout).not.toMatch(/\n\s*1\s+incremental/);
+    expect(list.stdout).not.toMatch(/\n\s*1\s+initial/);
     const show = await cli(['runs', 'show', '1']);
     expect(show.code).toBe(0);
-    expect(show.stdout).toMatch(/^Run 1 \(incremental\): ok/);
+    expect(show.stdout).toMatch(/^Run 1 \(initial\): ok/);
     expect(show.stdout).toMatch(/\nchat_messages\s+ok\s+12\s+3\s/);
     const json = JSON.parse((await cli(['runs', 'show', '1', '--json'])).stdout) as {
       resources: Array<{ resource: string; rows: number }>;
@@ -191,6 +191,63 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/There is no run 99/);
     expect((await cli(['runs', '--limit', 'all'])).code).toBe(2);
+  });
+
+  it('names the initial load: runs are initial until one ends ok or partial, then incremental; a full refresh asked for stays one', async () => {
+    await start();
+    server.faults.failNext(2, { kind: 'status', status: 503 }, { resource: 'manifest' });
+    const down = await cli(['sync']);
+    expect(down.code).toBe(1);
+    const loaded = await cli(['sync']);
+    expect(loaded.code).toBe(0);
+    expect(loaded.stdout).toMatch(/^Run 2 \(initial\): ok, /m);
+    expect((await cli(['sync'])).stdout).toMatch(/^Run 3 \(incremental\): ok, /m);
+    expect((await cli(['sync', '--full-refresh'])).stdout).toMatch(/^Run 4 \(full_refresh\): ok/m);
+    expect((await runs()).map((run) => `${run.kind} ${run.status}`)).toEqual([
+      'full_refresh ok',
+      'incremental ok',
+      'initial ok',
+      'initial failed',
+    ]);
+    const status = await cli(['status']);
+    expect(status.stdout).toMatch(/Last run:\s+#4 full_refresh ok/);
+    expect((await cli(['runs'])).stdout).toMatch(/\n\s*2\s+initial\s+ok/);
+  });
+
+  it('migrates a warehouse from before the initial kind: its runs kept, the next run incremental, the kind allowed', async () => {
+    await start();
+    expect((await cli(['sync'])).code).toBe(0);
+    // Back to before migration 010: the old CHECK, and the migration not recorded.
+    const restore =
+      dialect === 'sqlite'
+        ? [
+            'CREATE TABLE _ocs_runs_old AS SELECT * FROM _ocs_runs',
+            "UPDATE _ocs_runs_old SET kind = 'incremental'",
+            'DROP TABLE _ocs_runs',
+            `CREATE TABLE _ocs_runs (id INTEGER PRIMARY KEY AUTOINCREMENT, kind TEXT NOT NULL CHECK (kind IN ('incremental', 'full_refresh', 'reset')), status TEXT NOT NULL CHECK (status IN ('running', 'ok', 'partial', 'failed', 'interrupted')), started_at TEXT NOT NULL, finished_at TEXT, schema_checksum TEXT, "rows" INTEGER NOT NULL DEFAULT 0, pages INTEGER NOT NULL DEFAULT 0, requests INTEGER NOT NULL DEFAULT 0, error TEXT, selection_key TEXT)`,
+            'INSERT INTO _ocs_runs SELECT * FROM _ocs_runs_old',
+            'DROP TABLE _ocs_runs_old',
+          ]
+        : [
+            "UPDATE _ocs_runs SET kind = 'incremental'",
+            'ALTER TABLE _ocs_runs DROP CONSTRAINT _ocs_runs_kind_check',
+            "ALTER TABLE _ocs_runs ADD CONSTRAINT _ocs_runs_kind_check CHECK (kind IN ('incremental', 'full_refresh', 'reset'))",
+          ];
+    for (const statement of [...restore, 'DELETE FROM _ocs_migrations WHERE version = 10']) {
+      await warehouse.query(statement);
+    }
+    await expect(
+      warehouse.query(
+        "INSERT INTO _ocs_runs (kind, status, started_at) VALUES ('initial', 'ok', '2026-01-01T00:00:00.000000Z')",
+      ),
+    ).rejects.toThrow();
+    const next = await cli(['sync']);
+    expect(next.code, next.stderr).toBe(0);
+    expect(next.stdout).toMatch(/^Run \d+ \(incremental\): ok, /m);
+    expect((await runs()).map((run) => run.kind)).toEqual(['incremental', 'incremental']);
+    await warehouse.query(
+      "INSERT INTO _ocs_runs (kind, status, started_at) VALUES ('initial', 'ok', '2026-01-01T00:00:00.000000Z')",
+    );
   });
 
   it('reset forgets a cursor (the next sync starts over), asks first, is refused under the lock, and is recorded', async () => {
@@ -228,7 +285,7 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
       await lock.release();
       await holder.close();
     }
-    expect((await runs()).map((run) => run.kind)).toEqual(['incremental']);
+    expect((await runs()).map((run) => run.kind)).toEqual(['initial']);
 
     const reset = await cli(['reset', 'chat_messages', '--yes']);
     expect(reset.code).toBe(0);
@@ -254,7 +311,7 @@ describe.each(splitDialects)('operating ocs-sync without SQL (%s)', (dialect) =>
       'reset',
       'incremental',
       'reset',
-      'incremental',
+      'initial',
     ]);
     const shown = await cli(['runs', 'show', String(history[1]!.id)]);
     expect(shown.stdout).toMatch(/users\s+ok\s+0\s+0\s.*cursor forgotten, table dropped/);

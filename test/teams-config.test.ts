@@ -277,6 +277,43 @@ teams:
     );
   });
 
+  it("labels each team's metrics with its name: metrics.team is refused anywhere, and a textfile is a team's own", () => {
+    expect(
+      problemsOf(
+        `
+metrics: { team: shared, push_url: http://pushgateway:9091 }
+teams:
+  - { name: a, warehouse: { url: ./a.db }, metrics: { team: a } }
+`,
+        { OCS_METRICS_TEAM: 'x' },
+      ),
+    ).toEqual([
+      `teams.yaml:2: metrics.team: with teams:, each team's metrics are labelled with its name (team="NAME"); remove it`,
+      `teams.yaml:4: teams[0] (a).metrics.team: with teams:, each team's metrics are labelled with its name (team="NAME"); remove it`,
+      `OCS_METRICS_TEAM is set, but with teams:, each team's metrics are labelled with its name (team="NAME"); remove it`,
+    ]);
+    expect(
+      problemsOf(`
+teams:
+  - { name: a, warehouse: { url: ./a.db }, metrics: { textfile: /t/same.prom } }
+  - { name: b, warehouse: { url: ./b.db }, metrics: { textfile: /t/same.prom } }
+`),
+    ).toEqual([
+      expect.stringMatching(
+        /^teams\.yaml:4: teams\[1\] \(b\)\.metrics\.textfile: the metrics textfile \/t\/same\.prom is teams\[0\] \(a\)'s too; give each team a file of its own/,
+      ),
+    ]);
+    const fleet = fleetOf(
+      'metrics: { push_url: http://pushgateway:9091 }\nteams:\n  - { name: a, warehouse: { url: ./a.db }, metrics: { textfile: /t/a.prom } }\n',
+    );
+    expect(fleet.teams[0]!.config.metrics).toEqual({
+      pushUrl: 'http://pushgateway:9091',
+      textfile: '/t/a.prom',
+      team: undefined,
+      pushTimeoutSeconds: 5,
+    });
+  });
+
   it('refuses an empty list, a list that is not one, and teams in a team', () => {
     expect(problemsOf('teams: []\n')).toEqual([
       'teams.yaml:1: teams is an empty list; name at least one team, or remove teams: for a configuration of one team',

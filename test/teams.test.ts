@@ -177,8 +177,8 @@ describe.each(splitDialects)('many teams through the CLI (%s)', (dialect) => {
 
     const sync = await fleet.cli(['sync', '--team', 'all']);
     expect(sync.code, sync.stderr).toBe(1);
-    expect(sync.stdout).toMatch(/^kenya: Run 1 \(incremental\): ok, /m);
-    expect(sync.stdout).toMatch(/^malawi: Run 1 \(incremental\): ok, /m);
+    expect(sync.stdout).toMatch(/^kenya: Run 1 \(initial\): ok, /m);
+    expect(sync.stdout).toMatch(/^malawi: Run 1 \(initial\): ok, /m);
     expect(sync.stdout).toMatch(
       /^uganda: could not run: The server refused the API key \(HTTP 401\)/m,
     );
@@ -422,11 +422,9 @@ describe.each(splitDialects)('many teams through the CLI (%s)', (dialect) => {
     await expectWarehouseEqualsSource(kenya.warehouse, kenya.dataset);
     await expectWarehouseEqualsSource(malawi.warehouse, malawi.dataset);
     const metrics = await (await fetch(`${url}/metrics`)).text();
+    expect(metrics).toMatch(/^ocs_sync_runs_total\{kind="initial",status="ok",team="kenya"\} 1$/m);
     expect(metrics).toMatch(
-      /^ocs_sync_runs_total\{kind="incremental",status="ok",team="kenya"\} 1$/m,
-    );
-    expect(metrics).toMatch(
-      /^ocs_sync_runs_total\{kind="incremental",status="failed",team="revoked"\} 1$/m,
+      /^ocs_sync_runs_total\{kind="initial",status="failed",team="revoked"\} 1$/m,
     );
     expect(metrics).toMatch(/^ocs_sync_run_in_progress\{team="hang"\} 1$/m);
 

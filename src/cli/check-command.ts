@@ -65,6 +65,7 @@ const NAMES = {
   privateFiles: 'files private',
   keyFiles: 'key files private',
   audit: 'audit signing',
+  metrics: 'metrics export',
 } as const;
 
 /** Splits "message\n  hint: fix" into the two parts. */
@@ -103,6 +104,9 @@ export async function runChecks(
     results.push(await auditResult(config, env));
   }
   await checkServer(config, warehouse, results, apiKeyProblem);
+  if (config.metrics.pushUrl !== undefined || config.metrics.textfile !== undefined) {
+    results.push(await metricsResult(config));
+  }
   // Server checks read better first, as a person sets things up in that order.
   const order = Object.values(NAMES) as string[];
   return results.sort((a, b) => order.indexOf(a.name) - order.indexOf(b.name));
@@ -230,6 +234,39 @@ function checkpointFileProblem(file: string): string | undefined {
   } catch {
     return `the checkpoint file ${file} cannot be created: this user may not write to ${folder}`;
   }
+}
+
+/**
+ * Where each run's metrics go: the Pushgateway answers its readiness probe, the textfile's folder
+ * may be written. A warning, not a failure: runs sync all the same, and say so when they cannot
+ * send their metrics.
+ */
+async function metricsResult(config: Config): Promise<CheckResult> {
+  const { pushUrl, textfile, pushTimeoutSeconds } = config.metrics;
+  const { pushgatewayProblem, textfileProblem, withoutCredentials } =
+    await import('../daemon/run-export.js');
+  const said: string[] = [];
+  const problems: string[] = [];
+  if (pushUrl !== undefined) {
+    const where = `the Pushgateway at ${withoutCredentials(pushUrl)}`;
+    const problem = await pushgatewayProblem(pushUrl, pushTimeoutSeconds * 1000);
+    if (problem === undefined) said.push(`${where} is ready`);
+    else problems.push(`${where}: ${problem}`);
+  }
+  if (textfile !== undefined) {
+    const problem = textfileProblem(textfile);
+    if (problem === undefined) said.push(`each run writes ${textfile}`);
+    else problems.push(`the textfile ${textfile}: ${problem}`);
+  }
+  if (problems.length === 0) {
+    return { name: NAMES.metrics, status: 'ok', detail: said.join('; ') };
+  }
+  return {
+    name: NAMES.metrics,
+    status: 'warning',
+    detail: [...problems, ...said].join('; '),
+    fix: 'Runs sync all the same, but send no metrics there: check metrics.push_url (OCS_METRICS_PUSH_URL) and the Pushgateway, or create the textfile collector folder and let this user write to it.',
+  };
 }
 
 /**
@@ -575,11 +612,7 @@ export async function runCheckCommand(
   if (setup.kind === 'single') {
     // --team with a configuration of one team is a usage error, as for every command.
     context.config({ server: false });
-    return printChecks(
-      context,
-      options,
-      await checksOf(setup.config, context.environment.env),
-    );
+    return printChecks(context, options, await checksOf(setup.config, context.environment.env));
   }
   // Each team of a teams: list (--team NAME, or --team all), its key read as a sync reads it.
   const teams = context.teams(setup.fleet, filePath);

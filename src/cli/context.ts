@@ -47,6 +47,11 @@ export class CommandContext {
     readonly environment: CliEnvironment,
   ) {}
 
+  /** The team of a `teams:` list that `config()` chose, if it chose one. */
+  get chosenTeam(): string | undefined {
+    return this.chosen?.name;
+  }
+
   get output(): Output {
     return this.environment.output;
   }

@@ -20,7 +20,8 @@ import { syncOnce } from './sync-command.js';
 import { scheduleSnapshots } from './snapshot-schedule.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
-import { createSecrets, createWarehouse, inFleet } from './wiring.js';
+import { createExporter, createSecrets, inFleet } from './wiring.js';
+import { readWarehouseFacts } from '../daemon/warehouse-facts.js';
 import { pickTeam } from '../config/load.js';
 
 export interface DaemonCommandOptions {
@@ -70,7 +71,9 @@ export async function runDaemonCommand(
         events,
         onAttempt,
       }),
-    ...warehouseReads(config, logger),
+    ...warehouseReads(config),
+    team: config.metrics.team,
+    exporter: createExporter(config, logger),
   });
 
   return stopped(result, logger, fromProcess);
@@ -140,7 +143,8 @@ async function runFleetDaemon(
           onAttempt,
           readApiKey: () => readApiKey(team, env, warn),
         }),
-      ...warehouseReads(config, teamLogger),
+      ...warehouseReads(config),
+      exporter: createExporter(config, teamLogger, team.name),
     };
   });
   const running = await startFleet({
@@ -202,17 +206,9 @@ export function chooseTeams(
 }
 
 /** What a team's daemon reads of its warehouse (TeamJobs), opened for each read. */
-function warehouseReads(
-  config: Config,
-  logger: Logger,
-): Pick<TeamJobs, 'readLastSuccess' | 'readUnfinishedFullRefresh' | 'readStatus'> {
+function warehouseReads(config: Config): Pick<TeamJobs, 'readFacts' | 'readUnfinishedFullRefresh'> {
   return {
-    readLastSuccess: () =>
-      readWarehouse(config, async (reader) => {
-        // ok or partial, as the metric counts a success.
-        const finishedAt = (await reader.lastSuccessfulRun(['ok', 'partial']))?.finishedAt;
-        return finishedAt ? Date.parse(finishedAt) : undefined;
-      }),
+    readFacts: () => readWarehouse(config, readWarehouseFacts),
     readUnfinishedFullRefresh: () =>
       readWarehouse(config, async (reader) => {
         // A dead process's run reads as interrupted once nobody holds the lock.
@@ -221,14 +217,6 @@ function warehouseReads(
           ? { runId: last.id, status: last.status }
           : undefined;
       }),
-    readStatus: async () => {
-      const warehouse = await createWarehouse(config, logger);
-      try {
-        return await warehouse.status();
-      } finally {
-        await warehouse.close();
-      }
-    },
   };
 }
 

@@ -8,6 +8,7 @@ import type { Logger } from '../log.js';
 import {
   recordFailedRun,
   runSync,
+  syncRunKind,
   type SecretsSettings,
   type SyncEvents,
   type SyncReport,
@@ -15,6 +16,8 @@ import {
 import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
+import { SyncRunMetrics } from './run-metrics.js';
+import { combineEvents } from '../daemon/metrics.js';
 import { stopOnSignals } from './stop-signals.js';
 import {
   inFleet,
@@ -67,13 +70,18 @@ export async function runSyncCommand(
     ? undefined
     : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
-    const report = await syncOnce(config, logger, {
-      fullRefresh: options.fullRefresh,
-      acceptSchemaChange: options.acceptSchemaChange,
-      signal: context.environment.signal ?? stop?.signal,
-      env: context.environment.env,
-      events: createProgressEvents(logger, context.liveArea()),
-    });
+    // A fleet's team, chosen with --team NAME, is labelled with its name.
+    const metrics = SyncRunMetrics.of(config, logger, context.chosenTeam ?? config.metrics.team);
+    const report = await syncAndSendMetrics(metrics, (measured) =>
+      syncOnce(config, logger, {
+        fullRefresh: options.fullRefresh,
+        acceptSchemaChange: options.acceptSchemaChange,
+        signal: context.environment.signal ?? stop?.signal,
+        env: context.environment.env,
+        events: combineEvents(createProgressEvents(logger, context.liveArea()), measured?.events),
+        onAttempt: measured?.onAttempt,
+      }),
+    );
     context.output.out(
       options.json ? JSON.stringify(report, jsonReplacer, 2) : formatSyncSummary(report),
     );
@@ -123,14 +131,20 @@ async function syncEveryTeam(
           return { team, error };
         }
         try {
-          const report = await syncOnce(inFleet(team.config, teamsAtOnce), teamLogger, {
-            fullRefresh: options.fullRefresh,
-            acceptSchemaChange: options.acceptSchemaChange,
-            signal,
-            env: context.environment.env,
-            readApiKey: () =>
-              readApiKey(team, context.environment.env, (message) => teamLogger.warn(message)),
-          });
+          const config = inFleet(team.config, teamsAtOnce);
+          const metrics = SyncRunMetrics.of(config, teamLogger, team.name);
+          const report = await syncAndSendMetrics(metrics, (measured) =>
+            syncOnce(config, teamLogger, {
+              fullRefresh: options.fullRefresh,
+              acceptSchemaChange: options.acceptSchemaChange,
+              signal,
+              env: context.environment.env,
+              readApiKey: () =>
+                readApiKey(team, context.environment.env, (message) => teamLogger.warn(message)),
+              events: measured?.events,
+              onAttempt: measured?.onAttempt,
+            }),
+          );
           return { team, report };
         } catch (error) {
           teamLogger.error({ error: describeError(error) }, 'The team could not be synced');
@@ -184,6 +198,23 @@ async function syncEveryTeam(
   }
 }
 
+/** A `sync` whose metrics are sent once it has ended, however it ended (when configured). */
+async function syncAndSendMetrics(
+  metrics: SyncRunMetrics | undefined,
+  sync: (measured: ReturnType<SyncRunMetrics['started']> | undefined) => Promise<SyncReport>,
+): Promise<SyncReport> {
+  const measured = metrics?.started();
+  let report: SyncReport;
+  try {
+    report = await sync(measured);
+  } catch (error) {
+    await metrics?.finished({ error });
+    throw error;
+  }
+  await metrics?.finished({ report });
+  return report;
+}
+
 /** One sync pass with the real parts; the daemon and `demo` use it too. */
 export async function syncOnce(
   config: Config,
@@ -218,7 +249,7 @@ export async function syncOnce(
       // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
       await recordFailedRun(
         warehouse,
-        extra.fullRefresh ? 'full_refresh' : 'incremental',
+        await syncRunKind(warehouse, extra.fullRefresh),
         error,
       ).catch((recordError: unknown) =>
         logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),

@@ -29,6 +29,7 @@ import type { ObjectStore } from '../storage/store.js';
 
 /** The command's environment: where the AWS SDK's credential chain starts. */
 export type Env = Readonly<Record<string, string | undefined>>;
+import { createRunExporter, type RunExporter } from '../daemon/run-export.js';
 
 const MIB = 1024 * 1024;
 
@@ -282,4 +283,23 @@ export async function probeBuckets(config: Config, env: Env): Promise<void> {
       store.close();
     }
   }
+}
+
+/**
+ * Where a run's metrics go besides /metrics (`metrics.push_url`, `metrics.textfile`); undefined
+ * when nowhere. `team` labels them: a fleet's team's name, else `metrics.team`.
+ */
+export function createExporter(
+  config: Config,
+  logger: Logger,
+  team = config.metrics.team,
+): RunExporter | undefined {
+  return createRunExporter({
+    pushUrl: config.metrics.pushUrl,
+    textfile: config.metrics.textfile,
+    team,
+    timeoutMs: config.metrics.pushTimeoutSeconds * 1000,
+    fileModes: privateModes(config.dataFileMode),
+    logger,
+  });
 }

@@ -148,6 +148,9 @@ export function resolveFleet(context: FleetContext): {
   return { fleet: { teams, teamsAtOnce }, views, trees };
 }
 
+const TEAM_LABEL_IS_NAME =
+  'with teams:, each team\'s metrics are labelled with its name (team="NAME"); remove it';
+
 /** Keys that never come from the shared settings of a `teams:` configuration. */
 function sharedKeyProblems(context: FleetContext): string[] {
   const problems: string[] = [];
@@ -155,6 +158,16 @@ function sharedKeyProblems(context: FleetContext): string[] {
     problems.push(
       `${context.placeInFile(['api_key'])}: api_key: with teams:, each team's API key comes from its own entry (api_key_env or api_key_file), never from the file; remove it`,
     );
+  }
+  const fileMetrics = context.sources.file?.metrics;
+  if (isPlainObject(fileMetrics) && fileMetrics.team !== undefined && fileMetrics.team !== null) {
+    problems.push(
+      `${context.placeInFile(['metrics', 'team'])}: metrics.team: ${TEAM_LABEL_IS_NAME}`,
+    );
+  }
+  const teamFromEnv = context.sources.envOrigins.get('metrics.team');
+  if (teamFromEnv?.kind === 'env') {
+    problems.push(`${teamFromEnv.variable} is set, but ${TEAM_LABEL_IS_NAME}`);
   }
   const fromEnv = context.sources.envOrigins.get('api_key');
   if (fromEnv?.kind === 'env') {
@@ -243,6 +256,13 @@ function readEntry(
   }
   if (settings.teams !== undefined) {
     own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
+  }
+  if (
+    isPlainObject(settings.metrics) &&
+    settings.metrics.team !== undefined &&
+    settings.metrics.team !== null
+  ) {
+    own.push(`${label('metrics.team')}: ${TEAM_LABEL_IS_NAME}`);
   }
   const runsHere = name === undefined || choosesTeam(context.needs.teams, name);
   const { readFrom, notHere } = readWarehouseUrlEnv(settings, context.env, label, own, runsHere);
@@ -381,6 +401,15 @@ function sharedPlaceProblems(
         ['files', 'dir'],
         `the blob store ${files.dir}`,
         'give each team a folder or bucket prefix of its own (files: { dir: … }): a run clears the unfinished downloads and uploads there when it starts',
+      );
+    }
+    if (team.config.metrics.textfile !== undefined) {
+      claim(
+        team,
+        `textfile ${resolve(team.config.metrics.textfile)}`,
+        ['metrics', 'textfile'],
+        `the metrics textfile ${team.config.metrics.textfile}`,
+        "give each team a file of its own (metrics: { textfile: …/ocs-sync-NAME.prom }): each run replaces the file with its team's metrics",
       );
     }
     if (audit.checkpointFile !== undefined) {

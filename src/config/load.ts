@@ -177,8 +177,7 @@ export function explainConfig(
         : 'set'
       : value === undefined
         ? 'not set'
-        : typeof value === 'string' &&
-            (setting.path === 'warehouse.url' || setting.path === 'base_url')
+        : typeof value === 'string' && setting.url
           ? redactUrl(value)
           : value;
     settings.push({
@@ -558,5 +557,10 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
     },
     files: { ...config.files, dir: config.files.dir ?? 'not set' },
     objectStorage: { ...config.objectStorage, endpoint: config.objectStorage.endpoint ?? 'AWS' },
+    metrics: {
+      pushUrl: config.metrics.pushUrl === undefined ? 'off' : redactUrl(config.metrics.pushUrl),
+      textfile: config.metrics.textfile ?? 'off',
+      team: config.metrics.team ?? 'not set',
+    },
   };
 }

@@ -371,7 +371,7 @@ function scrubSecrets(problems: string[], merged: Tree): string[] {
 /** For messages: a value shown briefly, URLs without passwords. */
 function showValue(path: string, value: unknown): string {
   if (SETTINGS_BY_PATH.get(path)?.secret) return '(not shown)';
-  if (typeof value === 'string' && (path === 'warehouse.url' || path === 'base_url')) {
+  if (typeof value === 'string' && SETTINGS_BY_PATH.get(path)?.url) {
     value = redactUrl(value);
   }
   let text: string;

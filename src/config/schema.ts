@@ -1,6 +1,7 @@
 /**
  * What ocs-sync can be configured with, put together from one file per section (server.ts,
- * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, files.ts, audit.ts, object-storage.ts, teams.ts), each holding its keys'
+ * warehouse.ts, sync.ts, http.ts, secrets.ts, daemon.ts, metrics.ts, files.ts, audit.ts,
+ * object-storage.ts, snapshot.ts, teams.ts), each holding its keys'
  * schema, defaults and environment variables: the keys a file may hold (snake_case), the zod
  * schema that validates the merged values, and the typed `Config` (camelCase, every default
  * filled in) that the rest of the program reads. Pure: no I/O.
@@ -46,6 +47,14 @@ import {
   type ObjectStorageConfig,
   type ObjectStorageFileValues,
 } from './object-storage.js';
+import {
+  METRICS_SETTINGS,
+  metricsConfig,
+  metricsDefaults,
+  metricsFields,
+  type MetricsConfig,
+  type MetricsFileValues,
+} from './metrics.js';
 import {
   SECRETS_SETTINGS,
   secretsConfig,
@@ -103,6 +112,7 @@ export type Config = ServerConfig &
   HttpConfig &
   SecretsConfig &
   DaemonConfig &
+  MetricsConfig &
   FilesConfig &
   AuditConfig &
   ObjectStorageConfig &
@@ -116,6 +126,7 @@ export type ConfigFileValues = ServerFileValues &
   HttpFileValues &
   SecretsFileValues &
   DaemonFileValues &
+  MetricsFileValues &
   FilesFileValues &
   AuditFileValues &
   ObjectStorageFileValues &
@@ -147,6 +158,7 @@ export function configDefaults(version: string) {
     ...httpDefaults(version),
     ...secretsDefaults,
     ...daemonDefaults,
+    ...metricsDefaults,
     ...filesDefaults,
     ...auditDefaults,
     ...objectStorageDefaults,
@@ -162,6 +174,7 @@ const FIELDS = {
   ...httpFields,
   ...secretsFields,
   ...daemonFields,
+  ...metricsFields,
   ...filesFields,
   ...auditFields,
   ...objectStorageFields,
@@ -200,6 +213,7 @@ const KEY_ORDER = [
   'full_refresh_schedule',
   'timezone',
   'health',
+  'metrics',
   'files',
   'audit',
   'object_storage',
@@ -224,6 +238,7 @@ export const SETTINGS: readonly SettingInfo[] = [
   ...HTTP_SETTINGS,
   ...SECRETS_SETTINGS,
   ...DAEMON_SETTINGS,
+  ...METRICS_SETTINGS,
   ...FILES_SETTINGS,
   ...AUDIT_SETTINGS,
   ...OBJECT_STORAGE_SETTINGS,
@@ -268,6 +283,7 @@ export function toConfig(values: MergedConfigValues): Config {
     ...httpConfig(values),
     ...secretsConfig(values),
     ...daemonConfig(values),
+    ...metricsConfig(values),
     ...filesConfig(values, warehouse.warehouse.target),
     ...auditConfig(values),
     ...objectStorageConfig(values),

@@ -37,6 +37,7 @@ export const SERVER_SETTINGS: readonly SettingInfo[] = [
     path: 'base_url',
     env: 'OCS_BASE_URL',
     kind: 'text',
+    url: true,
     allowed:
       'the http:// or https:// URL of the Open Chat Studio server, e.g. https://chat.example.org',
   },

@@ -26,6 +26,8 @@ export interface SettingInfo {
   allowed: string;
   /** Never echoed in a message. */
   secret?: boolean;
+  /** A URL that may hold a password: shown without it. */
+  url?: boolean;
 }
 
 /** The validated values of a section's keys (snake_case, defaults filled in). */

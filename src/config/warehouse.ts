@@ -50,6 +50,7 @@ export const WAREHOUSE_SETTINGS: readonly SettingInfo[] = [
     path: 'warehouse.url',
     env: 'OCS_WAREHOUSE_URL',
     kind: 'text',
+    url: true,
     allowed: 'a file path or sqlite:PATH (SQLite), or postgres://… / postgresql://… (PostgreSQL)',
   },
   {

@@ -35,6 +35,8 @@ export interface DaemonOptions extends TeamJobs {
   /** How long shutdown waits for the run in progress to stop. Default 7 s (exit within 10 s). */
   shutdownGraceMs?: number;
   metrics?: SyncMetrics;
+  /** The `team` label of every series (`metrics.team`); none by default. */
+  team?: string;
   /** Cleanups registered by the caller before the daemon starts (they run last). */
   cleanup?: CleanupStack;
 }
@@ -60,7 +62,8 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   const { logger, signal } = options;
   const clock = options.clock ?? { now: () => Date.now() };
   const cleanup = options.cleanup ?? new CleanupStack();
-  const metrics = options.metrics ?? new SyncMetrics({ clock, processMetrics: true });
+  const metrics =
+    options.metrics ?? new SyncMetrics({ clock, processMetrics: true, team: options.team });
   const graceMs = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
   const runner = await TeamRunner.create({
     ...options,
@@ -97,7 +100,7 @@ export async function startDaemon(options: DaemonOptions): Promise<Daemon> {
   });
 
   if (!signal.aborted) {
-    scheduler.start();
+    runner.start();
     logger.info(
       {
         schedule: options.schedule,

@@ -79,7 +79,7 @@ export async function startFleet(options: FleetOptions): Promise<RunningFleet> {
       clock,
       scheduleFunction: options.scheduleFunction,
       backoff: options.backoff,
-      metrics: new SyncMetrics({ clock, team: team.name }),
+      metrics: new SyncMetrics({ clock, team: team.name, fleet: true }),
       slots,
       stopStalledRuns: true,
       graceMs,
@@ -143,7 +143,7 @@ export async function startFleet(options: FleetOptions): Promise<RunningFleet> {
   });
 
   if (!signal.aborted) {
-    for (const runner of teams.values()) runner.scheduler.start();
+    for (const runner of teams.values()) runner.start();
     logger.info(
       {
         teams: [...teams.keys()],

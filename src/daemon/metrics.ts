@@ -1,8 +1,12 @@
 /**
- * Prometheus metrics of the daemon, on a registry of their own (never prom-client's global one,
- * so tests and embedders can hold several). Fed by the engine's SyncEvents, the HTTP source's
- * per-attempt events, the scheduler, and the warehouse's status after each run. In a fleet each
- * team has its own, every series labelled with `team`, and `renderMetrics` puts them together.
+ * Prometheus metrics of a team's runs, on registries of their own (never prom-client's global
+ * one, so tests and embedders can hold several). Fed by the engine's SyncEvents, the HTTP
+ * source's per-attempt events, the scheduler, and what the warehouse says after each run
+ * (warehouse-facts.ts). `registry` is everything the daemon serves on /metrics; `runRegistry` is
+ * the gauges of the last run alone (Prometheus's batch-job conventions), which a run that exits
+ * pushes to a Pushgateway or writes for node_exporter (run-export.ts): no counters, whose values
+ * would restart with every process. In a fleet each team has its own, every series labelled with
+ * `team`, and `renderMetrics` puts them together.
  */
 import {
   AggregatorRegistry,
@@ -14,11 +18,13 @@ import {
   type MetricObjectWithValues,
   type MetricValue,
 } from 'prom-client';
-import type { ResourceStatus, RunKind, RunStatus } from '../interfaces.js';
+import type { ErrorKind } from '../errors.js';
+import type { RunKind, RunStatus } from '../interfaces.js';
 import { isSafeResourceName } from '../names.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { ResourceReport, SyncEvents } from '../sync/engine.js';
 import type { SchedulerClock, SkipReason } from './scheduler.js';
+import type { WarehouseFacts } from './warehouse-facts.js';
 
 export const METRIC_PREFIX = 'ocs_sync_';
 
@@ -52,12 +58,27 @@ export interface SyncMetricsOptions {
   clock?: SchedulerClock;
   /** Also export prom-client's default process metrics (CPU, memory, event loop). */
   processMetrics?: boolean;
-  /** A fleet's team: every series is labelled `team` with it, and the fleet's own are added. */
+  /** Every series is labelled `team` with it (a fleet's team, or `metrics.team`). */
   team?: string;
+  /** A fleet's team: the fleet's own series (waiting for a slot, stalled runs) are added. */
+  fleet?: boolean;
+}
+
+/** A run as the process saw it end (the warehouse's record refines it: `warehouseFacts`). */
+export interface FinishedRun {
+  kind: RunKind;
+  status: Exclude<RunStatus, 'running'>;
+  durationMs: number;
+  finishedAt: number;
+  consecutiveFailures: number;
+  /** What kind of error failed it (absent: it did not fail, or nothing says why). */
+  errorKind?: ErrorKind;
 }
 
 export class SyncMetrics {
   readonly registry = new Registry();
+  /** The last run's gauges alone: what a push or the textfile carries. */
+  readonly runRegistry = new Registry();
   private readonly clock: SchedulerClock;
   /** Newest stored `updated_at` per resource label, epoch ms; lag is computed at scrape time. */
   private readonly newestUpdatedAt = new Map<string, number>();
@@ -72,6 +93,13 @@ export class SyncMetrics {
   private readonly runs: Counter<'kind' | 'status'>;
   private readonly runDuration: Histogram<'kind' | 'status'>;
   private readonly lastRunDuration: Gauge;
+  private readonly lastRunAt: Gauge;
+  private readonly lastRunStatus: Gauge<'kind' | 'status' | 'error'>;
+  private readonly lastRunRows: Gauge;
+  private readonly lastRunPages: Gauge;
+  private readonly lastRunRequests: Gauge;
+  private readonly lastRunRetries: Gauge;
+  private readonly scheduleInterval: Gauge;
   private readonly lastSuccess: Gauge;
   private readonly consecutiveFailures: Gauge;
   private readonly runInProgress: Gauge;
@@ -81,6 +109,13 @@ export class SyncMetrics {
   private readonly resourceProblems: Counter<'resource' | 'status'>;
   private readonly schemaChanges: Counter<'kind' | 'reason'>;
   private readonly storedRows: Gauge<'resource'>;
+  private readonly resourceLastSuccess: Gauge<'resource'>;
+  private readonly newestRowAt: Gauge<'resource'>;
+  private readonly resourceLastError: Gauge<'resource' | 'kind'>;
+  private readonly auditBroken: Gauge;
+  private readonly auditLastVerify: Gauge;
+  private readonly auditLastCheckpoint: Gauge;
+  private readonly auditCheckpointFailed: Gauge;
   private readonly storedDeletedRows: Gauge<'resource'>;
   private readonly storedFiles: Gauge<'status'>;
   private readonly storedFileBytes: Gauge;
@@ -93,6 +128,8 @@ export class SyncMetrics {
   constructor(options: SyncMetricsOptions = {}) {
     this.clock = options.clock ?? { now: () => Date.now() };
     const registers = [this.registry];
+    // The last run's gauges: on /metrics, and what a run that exits pushes.
+    const both = [this.registry, this.runRegistry];
     const name = (suffix: string) => `${METRIC_PREFIX}${suffix}`;
 
     this.rowsSynced = new Counter({
@@ -127,7 +164,7 @@ export class SyncMetrics {
     });
     this.runs = new Counter({
       name: name('runs_total'),
-      help: 'Finished sync runs, by kind (incremental, full_refresh) and status (ok, partial, failed, interrupted).',
+      help: 'Finished sync runs, by kind (initial, incremental, full_refresh) and status (ok, partial, failed, interrupted).',
       labelNames: ['kind', 'status'],
       registers,
     });
@@ -141,17 +178,53 @@ export class SyncMetrics {
     this.lastRunDuration = new Gauge({
       name: name('last_run_duration_seconds'),
       help: 'Duration of the last finished sync run.',
-      registers,
+      registers: both,
+    });
+    this.lastRunAt = new Gauge({
+      name: name('last_run_timestamp_seconds'),
+      help: 'Unix time the last sync run ended, whatever its status.',
+      registers: both,
+    });
+    this.lastRunStatus = new Gauge({
+      name: name('last_run_status'),
+      help: 'The last sync run, as one series of value 1: its kind (initial, incremental, full_refresh), status (ok, partial, failed, interrupted) and, for a failed one, the kind of error (auth, unavailable, http, ...).',
+      labelNames: ['kind', 'status', 'error'],
+      registers: both,
+    });
+    this.lastRunRows = new Gauge({
+      name: name('last_run_rows'),
+      help: 'Rows the last sync run wrote.',
+      registers: both,
+    });
+    this.lastRunPages = new Gauge({
+      name: name('last_run_pages'),
+      help: 'Pages the last sync run committed.',
+      registers: both,
+    });
+    this.lastRunRequests = new Gauge({
+      name: name('last_run_requests'),
+      help: 'HTTP requests the last sync run sent, retries included.',
+      registers: both,
+    });
+    this.lastRunRetries = new Gauge({
+      name: name('last_run_http_retries'),
+      help: 'HTTP attempts of the last sync run that failed transiently and were retried.',
+      registers: both,
+    });
+    this.scheduleInterval = new Gauge({
+      name: name('schedule_interval_seconds'),
+      help: 'Seconds between two scheduled runs (the schedule setting; a CronJob gives it its own): the alerts allow a few of them without a success.',
+      registers: both,
     });
     this.lastSuccess = new Gauge({
       name: name('last_success_timestamp_seconds'),
       help: 'Unix time of the end of the last successful (ok or partial) run, as the warehouse records it; 0 before the first.',
-      registers,
+      registers: both,
     });
     this.consecutiveFailures = new Gauge({
       name: name('consecutive_failures'),
-      help: 'Failed runs in a row since the last success; scheduled ticks are skipped to back off.',
-      registers,
+      help: 'Failed runs in a row since the last success, as the warehouse records them; the daemon skips scheduled ticks to back off.',
+      registers: both,
     });
     this.runInProgress = new Gauge({
       name: name('run_in_progress'),
@@ -192,24 +265,62 @@ export class SyncMetrics {
       name: name('resource_rows'),
       help: 'Live rows stored per resource table (not marked deleted), as of the last run.',
       labelNames: ['resource'],
-      registers,
+      registers: both,
     });
     this.storedDeletedRows = new Gauge({
       name: name('resource_deleted_rows'),
       help: 'Rows kept but marked deleted (gone from the server) per resource table, as of the last run.',
       labelNames: ['resource'],
-      registers,
+      registers: both,
+    });
+    this.resourceLastSuccess = new Gauge({
+      name: name('resource_last_success_timestamp_seconds'),
+      help: 'Unix time a run last synced the resource to its end; resources the chatbot choice leaves out, and those never synced, have none.',
+      labelNames: ['resource'],
+      registers: both,
+    });
+    this.newestRowAt = new Gauge({
+      name: name('resource_newest_row_timestamp_seconds'),
+      help: 'Newest updated_at stored, as Unix time, per resource that has updated_at (its age is time() minus it).',
+      labelNames: ['resource'],
+      registers: both,
+    });
+    this.resourceLastError = new Gauge({
+      name: name('resource_last_error'),
+      help: '1 for each resource the last run skipped or failed, with the kind of error (skipped, auth, unavailable, http, protocol, too_large, sealed, ...).',
+      labelNames: ['resource', 'kind'],
+      registers: both,
     });
     this.storedFiles = new Gauge({
       name: name('files'),
       help: 'Files in the ledger by status of their last fetch (ok, missing = 404, failed), as of the last run.',
       labelNames: ['status'],
-      registers,
+      registers: both,
     });
     this.storedFileBytes = new Gauge({
       name: name('file_bytes_stored'),
       help: 'Bytes of file contents in the blob store (each distinct content once), as of the last run.',
-      registers,
+      registers: both,
+    });
+    this.auditBroken = new Gauge({
+      name: name('audit_broken'),
+      help: 'With the audit archive on: 1 when the last `audit verify` found it broken, else 0.',
+      registers: both,
+    });
+    this.auditLastVerify = new Gauge({
+      name: name('audit_last_verify_timestamp_seconds'),
+      help: 'With the audit archive on: Unix time of the last `audit verify`; 0 before the first.',
+      registers: both,
+    });
+    this.auditLastCheckpoint = new Gauge({
+      name: name('audit_last_checkpoint_timestamp_seconds'),
+      help: 'With the audit archive on: Unix time of the last signed checkpoint; 0 before the first.',
+      registers: both,
+    });
+    this.auditCheckpointFailed = new Gauge({
+      name: name('audit_checkpoint_failed'),
+      help: "With a signing key: 1 when the last run's checkpoint could not be signed or appended to the checkpoint file, else 0.",
+      registers: both,
     });
     this.filesFetched = new Counter({
       name: name('files_fetched_total'),
@@ -229,9 +340,9 @@ export class SyncMetrics {
     const { clock, newestUpdatedAt } = this;
     new Gauge({
       name: name('resource_lag_seconds'),
-      help: 'Now minus the newest updated_at stored, per resource that has updated_at (as of the last run).',
+      help: 'Now minus the newest updated_at stored, per resource that has updated_at (as of the last run; pushed, as of the push).',
       labelNames: ['resource'],
-      registers,
+      registers: both,
       // Computed at scrape time, so lag keeps growing between runs.
       collect() {
         this.reset();
@@ -244,6 +355,9 @@ export class SyncMetrics {
 
     if (options.team !== undefined) {
       this.registry.setDefaultLabels({ team: options.team });
+      this.runRegistry.setDefaultLabels({ team: options.team });
+    }
+    if (options.fleet) {
       this.waitingForSlotGauge = new Gauge({
         name: name('waiting_for_slot'),
         help: "1 while a run of the team waits for one of the fleet's teams_at_once slots, else 0.",
@@ -287,8 +401,10 @@ export class SyncMetrics {
           this.rowsDeleted.inc({ resource }, report.deleted);
         }
         // An excluded resource is the team's chatbot choice, not a problem.
-        if (report.status !== 'ok' && report.status !== 'excluded')
+        if (report.status !== 'ok' && report.status !== 'excluded') {
           this.resourceProblems.inc({ resource, status: report.status });
+          this.resourceLastError.set({ resource, kind: report.errorKind ?? 'other' }, 1);
+        }
       },
       onMissingSettled: ({ resource, deleted }) => {
         this.rowsDeleted.inc({ resource: this.resourceLabel(resource) }, deleted);
@@ -315,32 +431,118 @@ export class SyncMetrics {
       outcome: event.outcome,
     });
     this.httpRequestDuration.observe({ outcome: event.outcome }, event.durationMs / 1000);
-    if (event.outcome === 'retry') this.httpRetries.inc();
+    if (event.outcome === 'retry') {
+      this.httpRetries.inc();
+      this.lastRunRetries.inc();
+    }
   };
 
+  /** A run starts: what belongs to the last run starts again. */
   runStarted(): void {
     this.runInProgress.set(1);
+    this.resourceLastError.reset();
+    this.lastRunRetries.set(0);
   }
 
-  runFinished(info: {
-    kind: RunKind;
-    status: Exclude<RunStatus, 'running'>;
-    durationMs: number;
-    finishedAt: number;
-    consecutiveFailures: number;
-  }): void {
+  /** A run ended, as the process saw it; `warehouseFacts` then sets what the warehouse recorded. */
+  runFinished(info: FinishedRun): void {
     this.runInProgress.set(0);
     this.runs.inc({ kind: info.kind, status: info.status });
     this.runDuration.observe({ kind: info.kind, status: info.status }, info.durationMs / 1000);
-    this.lastRunDuration.set(info.durationMs / 1000);
+    this.setLastRun({ ...info, startedAt: info.finishedAt - info.durationMs });
     if (info.status === 'ok' || info.status === 'partial')
       this.lastSuccess.set(info.finishedAt / 1000);
     this.consecutiveFailures.set(info.consecutiveFailures);
   }
 
-  /** The last success recorded in the warehouse by an earlier process (read at start). */
-  restoreLastSuccess(finishedAtMs: number): void {
-    this.lastSuccess.set(finishedAtMs / 1000);
+  /**
+   * What the warehouse says after a run (or at the daemon's start): the last success, failures in
+   * a row, each resource's rows and freshness, the files and the audit archive. `run` names the
+   * run this process just made: when the warehouse's last run is it (it started at `since` or
+   * later), the last run's gauges take its record (its kind, as `initial`; its rows and pages).
+   */
+  warehouseFacts(facts: WarehouseFacts, run?: { since: number; errorKind?: ErrorKind }): void {
+    const last = facts.lastRun;
+    if (run && last && last.finishedAt !== null && last.startedAt >= run.since) {
+      this.setLastRun({ ...last, finishedAt: last.finishedAt, errorKind: run.errorKind });
+      this.lastRunRows.set(last.rows);
+      this.lastRunPages.set(last.pages);
+      this.lastRunRequests.set(last.requests);
+    }
+    this.lastSuccess.set((facts.lastSuccessAt ?? 0) / 1000);
+    this.consecutiveFailures.set(facts.consecutiveFailures);
+    this.storedRows.reset();
+    this.storedDeletedRows.reset();
+    this.resourceLastSuccess.reset();
+    this.newestRowAt.reset();
+    this.newestUpdatedAt.clear();
+    // Past the label cap, `other` is the sum of the tables it stands for, and their oldest times.
+    const oldest = new Map<string, { synced?: number; newest?: number }>();
+    for (const status of facts.resources) {
+      const resource = this.resourceLabel(status.resource);
+      const labels = { resource };
+      // Every resource's counters exist from the start: a rate of 0, not no data.
+      this.rowsSynced.inc(labels, 0);
+      this.pages.inc(labels, 0);
+      this.storedRows.inc(labels, status.rows);
+      this.storedDeletedRows.inc(labels, status.rowsDeleted);
+      const times = oldest.get(resource) ?? {};
+      oldest.set(resource, times);
+      const synced = status.lastSuccessAt === null ? NaN : Date.parse(status.lastSuccessAt);
+      if (!status.excludedAt && Number.isFinite(synced))
+        times.synced = Math.min(synced, times.synced ?? synced);
+      const newest = status.newestUpdatedAt === null ? NaN : Date.parse(status.newestUpdatedAt);
+      if (Number.isFinite(newest)) times.newest = Math.min(newest, times.newest ?? newest);
+    }
+    for (const [resource, { synced, newest }] of oldest) {
+      if (synced !== undefined) this.resourceLastSuccess.set({ resource }, synced / 1000);
+      if (newest !== undefined) {
+        this.newestUpdatedAt.set(resource, newest);
+        this.newestRowAt.set({ resource }, newest / 1000);
+      }
+    }
+    if (facts.files) {
+      for (const status of ['ok', 'missing', 'failed'] as const) {
+        this.storedFiles.set({ status }, facts.files[status]);
+      }
+      this.storedFileBytes.set(facts.files.bytes);
+    }
+    const { audit } = facts;
+    if (audit.enabled) {
+      this.auditBroken.set(audit.lastVerification && !audit.lastVerification.intact ? 1 : 0);
+      this.auditLastVerify.set((audit.lastVerificationAt ?? 0) / 1000);
+      this.auditLastCheckpoint.set((audit.lastCheckpointAt ?? 0) / 1000);
+    }
+  }
+
+  /** The checkpoint a run ended with (with a signing key): whether it could be written. */
+  checkpointWritten(written: boolean): void {
+    this.auditCheckpointFailed.set(written ? 0 : 1);
+  }
+
+  /** Seconds between two scheduled runs, when known. */
+  scheduleIntervalSeconds(seconds: number): void {
+    this.scheduleInterval.set(seconds);
+  }
+
+  private setLastRun(run: {
+    kind: RunKind;
+    status: RunStatus;
+    startedAt: number;
+    finishedAt: number;
+    errorKind?: ErrorKind;
+  }): void {
+    this.lastRunAt.set(run.finishedAt / 1000);
+    this.lastRunDuration.set(Math.max(0, run.finishedAt - run.startedAt) / 1000);
+    this.lastRunStatus.reset();
+    this.lastRunStatus.set(
+      {
+        kind: run.kind,
+        status: run.status,
+        ...(run.status === 'failed' ? { error: run.errorKind ?? 'other' } : {}),
+      },
+      1,
+    );
   }
 
   waitingForSlot(waiting: boolean): void {
@@ -353,24 +555,6 @@ export class SyncMetrics {
 
   tickSkipped(reason: SkipReason): void {
     this.skippedTicks.inc({ reason });
-  }
-
-  /** Rows and freshness per resource, from `warehouse.status()` after a run. */
-  warehouseStatus(statuses: readonly ResourceStatus[]): void {
-    this.storedRows.reset();
-    this.storedDeletedRows.reset();
-    this.newestUpdatedAt.clear();
-    for (const status of statuses) {
-      const resource = this.resourceLabel(status.resource);
-      // Past the cap, `other` is the sum of the tables it stands for, and their oldest lag.
-      this.storedRows.inc({ resource }, status.rows);
-      this.storedDeletedRows.inc({ resource }, status.rowsDeleted);
-      if (status.newestUpdatedAt !== null) {
-        const at = Date.parse(status.newestUpdatedAt);
-        const kept = this.newestUpdatedAt.get(resource);
-        if (Number.isFinite(at)) this.newestUpdatedAt.set(resource, Math.min(at, kept ?? at));
-      }
-    }
   }
 
   /** The Prometheus text exposition. */

@@ -49,6 +49,8 @@ export const DEFAULT_BACKOFF: BackoffPolicy = { maxSkippedTicks: 15, maxBackoffM
 /** How a run ended, as the scheduler sees it. `partial` counts as a success (data moved). */
 export interface RunOutcome {
   status: Exclude<RunStatus, 'running'>;
+  /** What the run was recorded as, when it differs from what was asked (`initial`). */
+  kind?: RunKind;
   /** Safe-to-show reason for a failed or partial run. */
   error?: string;
 }
@@ -129,7 +131,8 @@ export interface SchedulerOptions {
   logger: Logger;
   backoff?: Partial<BackoffPolicy>;
   onTickSkipped?(reason: SkipReason, kind: RunKind): void;
-  onRunFinished?(outcome: RunOutcome, kind: RunKind, status: SchedulerStatus): void;
+  /** After each run, with the kind it was recorded as; awaited before the run counts as over. */
+  onRunFinished?(outcome: RunOutcome, kind: RunKind, status: SchedulerStatus): void | Promise<void>;
 }
 
 /** Starts runs on the schedules, never two at once, backing off after failures. */
@@ -245,7 +248,14 @@ export class Scheduler {
     }
     const finishedAt = clock.now();
     this.running = null;
-    this.lastRun = { kind, status: outcome.status, startedAt, finishedAt, error: outcome.error };
+    const recordedAs = outcome.kind ?? kind;
+    this.lastRun = {
+      kind: recordedAs,
+      status: outcome.status,
+      startedAt,
+      finishedAt,
+      error: outcome.error,
+    };
     switch (outcome.status) {
       case 'ok':
       case 'partial':
@@ -278,7 +288,12 @@ export class Scheduler {
         );
         break;
     }
-    this.options.onRunFinished?.(outcome, kind, this.status());
+    try {
+      // Awaited, so whenIdle (and shutdown) waits for what follows a run (its metrics pushed).
+      await this.options.onRunFinished?.(outcome, recordedAs, this.status());
+    } catch (error) {
+      logger.warn({ error: describeError(error) }, 'Could not finish recording the run');
+    }
   }
 
   /** Resolves when no run is in progress. */
@@ -326,6 +341,24 @@ export class Scheduler {
       nextRunAt: next('incremental'),
       nextFullRefreshAt: next('full_refresh'),
     };
+  }
+}
+
+/**
+ * Milliseconds between the next two ticks of a cron expression (for a `sync` whose scheduler is
+ * a CronJob's): the task is made to ask it, never started.
+ */
+export function cronIntervalMs(expression: string, timezone: string): number | undefined {
+  try {
+    const task = nodeCron.createTask(expression, () => undefined, { timezone });
+    try {
+      const [first, second] = task.getNextRuns(2);
+      return first && second ? second.getTime() - first.getTime() : undefined;
+    } finally {
+      void task.destroy();
+    }
+  } catch {
+    return undefined;
   }
 }
 

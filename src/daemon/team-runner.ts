@@ -12,13 +12,14 @@
  * still has not ended after another max age makes the process not live (`/livez`).
  */
 import { linkedAbortController } from '../abort.js';
-import { InterruptedError, describeError } from '../errors.js';
-import type { ResourceStatus, RunKind, StageProgress } from '../interfaces.js';
+import { InterruptedError, describeError, errorKindOf, type ErrorKind } from '../errors.js';
+import type { AuditOutcome, RunKind, StageProgress } from '../interfaces.js';
 import type { Logger } from '../log.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { SyncEvents, SyncReport } from '../sync/engine.js';
 import { describeProgress, evaluateHealth, type HealthReport } from './health.js';
 import { SyncMetrics, combineEvents } from './metrics.js';
+import type { RunExporter } from './run-export.js';
 import {
   Scheduler,
   nodeCronScheduleFunction,
@@ -28,6 +29,7 @@ import {
   type SchedulerClock,
 } from './scheduler.js';
 import type { Slot, Slots } from './slots.js';
+import type { WarehouseFacts } from './warehouse-facts.js';
 
 /** What the daemon hands the sync for one run. */
 export interface DaemonSyncRequest {
@@ -46,10 +48,13 @@ export interface TeamJobs {
   timezone: string;
   /** One sync pass (the CLI passes `syncOnce`). Throws when the run could not complete. */
   sync(request: DaemonSyncRequest): Promise<SyncReport>;
-  /** The warehouse's per-resource status, read after each run for the lag and row metrics. */
-  readStatus?(): Promise<ResourceStatus[]>;
-  /** When the warehouse's last successful run finished (epoch ms), read once at start. */
-  readLastSuccess?(): Promise<number | undefined>;
+  /**
+   * What the warehouse says (its last run and success, resources, files, audit), read at start
+   * and after each run for the metrics; undefined while there is no warehouse yet.
+   */
+  readFacts?(): Promise<WarehouseFacts | undefined>;
+  /** Where each run's metrics go besides /metrics (a Pushgateway, a textfile), if anywhere. */
+  exporter?: RunExporter;
   /**
    * The newest full refresh the warehouse records, when it did not complete (interrupted,
    * failed, or its process died): the start's run is then a full refresh. Read once at start,
@@ -87,9 +92,18 @@ const WAITING: StageProgress = {
   done: 0,
 };
 
+/** What a run left for the metrics once the scheduler has counted it. */
+interface RunEnd {
+  since: number;
+  errorKind?: ErrorKind;
+  facts?: WarehouseFacts;
+  audit?: AuditOutcome;
+}
+
 export class TeamRunner {
   readonly scheduler: Scheduler;
   readonly metrics: SyncMetrics;
+  private lastRunEnd: RunEnd | undefined;
   // The run in progress: when it last moved, and the step it made (glossary: Progress).
   private lastProgressAt: number | null = null;
   private lastProgress: StageProgress | null = null;
@@ -112,36 +126,55 @@ export class TeamRunner {
       logger: options.logger,
       run: (kind) => this.run(kind),
       onTickSkipped: (reason) => this.metrics.tickSkipped(reason),
-      onRunFinished: (outcome, kind, status) => {
+      onRunFinished: async (outcome, kind, status) => {
         const last = status.lastRun;
+        const end = this.lastRunEnd;
         this.metrics.runFinished({
           kind,
           status: outcome.status,
           durationMs: last ? last.finishedAt - last.startedAt : 0,
           finishedAt: last?.finishedAt ?? options.clock.now(),
           consecutiveFailures: status.consecutiveFailures,
+          errorKind: end?.errorKind,
         });
         this.lastProgressAt = null;
         this.lastProgress = null;
+        // With a signing key, every run ends with a checkpoint, or why it could not.
+        if (end?.audit) this.metrics.checkpointWritten(end.audit.error === undefined);
+        if (!end?.facts) return;
+        this.metrics.warehouseFacts(end.facts, end);
+        // A run the warehouse has no word on is not pushed: its group keeps the last run's.
+        if (!options.signal.aborted) await options.exporter?.export(this.metrics.runRegistry);
       },
     });
   }
 
-  /** A runner, its last success read from the warehouse (a failure to read it is logged). */
+  /** A runner, its metrics read from the warehouse (a failure to read it is logged). */
   static async create(options: TeamRunnerOptions): Promise<TeamRunner> {
     const runner = new TeamRunner(options, await fullRefreshOwed(options));
-    if (options.readLastSuccess) {
-      try {
-        const lastSuccess = await options.readLastSuccess();
-        if (lastSuccess !== undefined) runner.metrics.restoreLastSuccess(lastSuccess);
-      } catch (error) {
-        options.logger.warn(
-          { error: describeError(error) },
-          'Could not read the last success from the warehouse',
-        );
-      }
-    }
+    const facts = await runner.readFacts();
+    if (facts) runner.metrics.warehouseFacts(facts);
     return runner;
+  }
+
+  /** Starts the schedules. */
+  start(): void {
+    this.scheduler.start();
+    const intervalMs = this.scheduler.scheduleIntervalMs();
+    if (intervalMs !== undefined) this.metrics.scheduleIntervalSeconds(intervalMs / 1000);
+  }
+
+  private async readFacts(): Promise<WarehouseFacts | undefined> {
+    if (!this.options.readFacts) return undefined;
+    try {
+      return await this.options.readFacts();
+    } catch (error) {
+      this.options.logger.warn(
+        { error: describeError(error) },
+        'Could not read the warehouse for the metrics',
+      );
+      return undefined;
+    }
   }
 
   health(): HealthReport {
@@ -171,6 +204,7 @@ export class TeamRunner {
 
   private async run(kind: RunKind): Promise<RunOutcome> {
     const { clock, logger, signal, slots } = this.options;
+    this.lastRunEnd = undefined;
     this.lastProgressAt = clock.now();
     this.lastProgress = null;
     let slot: Slot | undefined;
@@ -194,6 +228,9 @@ export class TeamRunner {
       this.lastProgress = null;
     }
     this.metrics.runStarted();
+    const since = clock.now();
+    const end: RunEnd = { since };
+    this.lastRunEnd = end;
     logger.info({ kind }, kind === 'full_refresh' ? 'Full refresh starting' : 'Sync starting');
     // The run's own signal: what the run hangs on it goes away with the run (src/abort.ts).
     const runAbort = linkedAbortController(signal);
@@ -213,11 +250,13 @@ export class TeamRunner {
         onAttempt: this.metrics.onAttempt,
       });
       outcome = outcomeOfReport(report);
+      end.audit = report.audit;
     } catch (error) {
       outcome = {
         status: signal.aborted || error instanceof InterruptedError ? 'interrupted' : 'failed',
         error: describeError(error),
       };
+      end.errorKind = errorKindOf(error);
     } finally {
       runAbort.release();
       watch?.stop();
@@ -226,16 +265,15 @@ export class TeamRunner {
     }
     if (watch?.reason !== undefined && !signal.aborted) {
       outcome = { status: 'failed', error: `stopped: ${watch.reason}` };
+      end.errorKind = 'stalled';
     }
-    if (outcome.status !== 'interrupted' && this.options.readStatus) {
-      try {
-        this.metrics.warehouseStatus(await this.options.readStatus());
-      } catch (error) {
-        logger.warn(
-          { error: describeError(error) },
-          'Could not read the warehouse status for metrics',
-        );
-      }
+    if (outcome.status !== 'interrupted') {
+      const facts = await this.readFacts();
+      end.facts = facts;
+      // The warehouse's record names the run's kind: `initial` when it made the first load.
+      const recorded = facts?.lastRun;
+      if (recorded && recorded.finishedAt !== null && recorded.startedAt >= since)
+        outcome = { ...outcome, kind: recorded.kind };
     }
     return outcome;
   }
@@ -284,7 +322,7 @@ export class TeamRunner {
 }
 
 function outcomeOfReport(report: SyncReport): RunOutcome {
-  if (report.status === 'ok') return { status: 'ok' };
+  if (report.status === 'ok') return { status: 'ok', kind: report.kind };
   const troubled = report.resources.filter((resource) => resource.status !== 'ok');
   const details = [
     ...troubled.map((resource) => `${resource.resource} ${resource.status}`),
@@ -293,6 +331,7 @@ function outcomeOfReport(report: SyncReport): RunOutcome {
   const status = report.status === 'running' ? 'failed' : report.status;
   return {
     status,
+    kind: report.kind,
     error:
       details.length > 0
         ? details.slice(0, 10).join('; ') + (details.length > 10 ? '; …' : '')

@@ -15,10 +15,10 @@ import {
   SchemaChangeStoppedError,
   ServerUnavailableError,
   describeError,
+  errorKindOf,
 } from '../errors.js';
 import type {
   ChatbotChoiceRecord,
-  ColumnSpec,
   ExportSource,
   Manifest,
   ManifestEntry,
@@ -28,7 +28,6 @@ import type {
   RunKind,
   RunStatus,
   StageProgress,
-  Warehouse,
 } from '../interfaces.js';
 import { repeatedEvents } from '../repeated-events.js';
 import type { SecretPolicy } from '../sealing/policy.js';
@@ -80,9 +79,10 @@ import {
   asSkip,
   interrupted,
   recordFailedRun,
+  syncRunKind,
 } from './run-errors.js';
 import type { ResourceReport, SyncOptions, SyncReport } from './run-types.js';
-import { SchemaKeeper, TEAM_TABLE } from './schema-keeper.js';
+import { SchemaKeeper, TEAM_TABLE, storedTables } from './schema-keeper.js';
 import { SealedFieldBook } from './sealed-book.js';
 import { walkResource, type WalkContext } from './pipeline/walk.js';
 import { createPagePipeline, type PagePipeline } from './pipeline/pipeline.js';
@@ -94,7 +94,7 @@ export type {
   SyncOptions,
   SyncReport,
 } from './run-types.js';
-export { recordFailedRun };
+export { recordFailedRun, storedTables, syncRunKind };
 export { SEALED_FIELDS_STATE_KEY, MANIFEST_ORDER_STATE_KEY };
 
 /** One sync pass. Takes the writer lock for its whole duration. */
@@ -167,7 +167,7 @@ class SyncRun {
   async run(): Promise<SyncReport> {
     const { source, warehouse, logger } = this.options;
     const requestsBefore = source.requestCount ?? 0;
-    const kind: RunKind = this.options.fullRefresh ? 'full_refresh' : 'incremental';
+    const kind = await syncRunKind(warehouse, this.options.fullRefresh);
     let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
     try {
       manifest = await source.manifest(this.options.signal);
@@ -606,6 +606,7 @@ class SyncRun {
     if (!isSafeResourceName(entry.resource)) {
       report.status = 'skipped';
       report.error = UNSAFE_RESOURCE_ERROR;
+      report.errorKind = 'unsafe_name';
       noteUnsafeResourceName(entry.resource, logger);
       return report;
     }
@@ -755,6 +756,9 @@ class SyncRun {
     report.status = status;
     report.durationMs = Math.round(performance.now() - started);
     if (error !== undefined) report.error = describeError(error);
+    if (status === 'skipped' || status === 'failed') {
+      report.errorKind = status === 'skipped' ? 'skipped' : errorKindOf(error);
+    }
     const warnings = report.warnings.length > 0 ? report.warnings.join(' ') : undefined;
     await this.options.warehouse.recordResourceOutcome({
       runId: this.runId,
@@ -784,18 +788,4 @@ class SyncRun {
   private progress(progress: StageProgress): void {
     this.options.events?.onProgress?.(progress);
   }
-}
-
-/** The tables among `names` that exist, with their data columns. */
-export async function storedTables(
-  warehouse: Pick<Warehouse, 'describeTable'>,
-  names: readonly string[],
-): Promise<Map<string, ColumnSpec[]>> {
-  const tables = new Map<string, ColumnSpec[]>();
-  for (const name of names) {
-    if (!isSafeResourceName(name)) continue;
-    const columns = await warehouse.describeTable(name);
-    if (columns) tables.set(name, columns);
-  }
-  return tables;
 }

@@ -1,10 +1,22 @@
 /**
- * How a run names what stopped a resource or the run itself: a resource this configuration or
- * server cannot sync (skipped), a chatbot choice that changed under the walk, an interruption,
- * and a run that failed before it could start.
+ * How a run names itself and what stopped a resource or the run itself: the kind it is recorded
+ * as, a resource this configuration or server cannot sync (skipped), a chatbot choice that changed
+ * under the walk, an interruption, and a run that failed before it could start.
  */
 import { HttpStatusError, InterruptedError, OcsSyncError, describeError } from '../errors.js';
 import type { RunKind, Warehouse } from '../interfaces.js';
+
+/**
+ * What a sync run is recorded as: a full refresh when asked; otherwise `initial` until a run has
+ * loaded the warehouse (ended ok or partial), then `incremental`.
+ */
+export async function syncRunKind(
+  warehouse: Pick<Warehouse, 'hasLoaded'>,
+  fullRefresh: boolean | readonly string[] | undefined,
+): Promise<RunKind> {
+  if (fullRefresh) return 'full_refresh';
+  return (await warehouse.hasLoaded()) ? 'incremental' : 'initial';
+}
 
 /** A resource that cannot be synced in this configuration; the rest of the run goes on. */
 export class SkipResource extends OcsSyncError {}

@@ -14,6 +14,7 @@ import type {
   SchemaChange,
   Warehouse,
 } from '../interfaces.js';
+import type { ErrorKind } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { SealingKeys, SecretPolicy } from '../sealing/policy.js';
 import type { SealedValueOpener } from '../sealing/open-pool.js';
@@ -81,6 +82,8 @@ export interface ResourceReport {
   durationMs: number;
   /** Why it was skipped or failed; safe to show. */
   error?: string;
+  /** What kind of failure that was (a word for a metric's label). */
+  errorKind?: ErrorKind;
   /** Problems that did not stop the resource (refused field names, altered values). */
   warnings: string[];
   valuesAltered: number;

@@ -246,3 +246,17 @@ function parseMarkedState(text: string | undefined): MarkedState | undefined {
     return undefined;
   }
 }
+
+/** The tables among `names` that exist, with their data columns. */
+export async function storedTables(
+  warehouse: Pick<Warehouse, 'describeTable'>,
+  names: readonly string[],
+): Promise<Map<string, ColumnSpec[]>> {
+  const tables = new Map<string, ColumnSpec[]>();
+  for (const name of names) {
+    if (!isSafeResourceName(name)) continue;
+    const columns = await warehouse.describeTable(name);
+    if (columns) tables.set(name, columns);
+  }
+  return tables;
+}

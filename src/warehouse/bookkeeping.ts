@@ -26,7 +26,7 @@ import type {
 import { WarehouseError } from '../errors.js';
 import { storedText } from '../printable.js';
 import { nowSortableUtc } from '../timestamps.js';
-import { toChoiceRecord, toIsoText, toResourceState } from './reader.js';
+import { SYNC_RUN_KINDS, toChoiceRecord, toIsoText, toResourceState } from './reader.js';
 import { appendRecordEntries, type AuditedRecordTable, type SqlRun } from './audit-chain.js';
 
 export { toIsoText };
@@ -253,6 +253,17 @@ export class Bookkeeping {
         })),
       };
     }, true);
+  }
+
+  async hasLoaded(): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('_ocs_runs')
+      .select('id')
+      .where('status', 'in', ['ok', 'partial'])
+      .where('kind', 'in', SYNC_RUN_KINDS)
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   async runKind(runId: number): Promise<RunKind | undefined> {

@@ -82,7 +82,7 @@ export const DEAD_RUN_NOTE =
   'Every page it committed is kept.';
 
 /** Run kinds that move data (a `reset` run only forgets cursors). */
-export const SYNC_RUN_KINDS: readonly RunKind[] = ['incremental', 'full_refresh'];
+export const SYNC_RUN_KINDS: readonly RunKind[] = ['initial', 'incremental', 'full_refresh'];
 
 export function toIsoText(value: unknown): string | null {
   if (value === null || value === undefined) return null;
@@ -313,8 +313,9 @@ export class WarehouseReader {
     if (!choices) return undefined;
     const [row] = await this.rows.all(
       `SELECT selection_key FROM _ocs_runs
-       WHERE selection_key IS NOT NULL AND kind IN ('incremental', 'full_refresh')
+       WHERE selection_key IS NOT NULL AND kind IN (${SYNC_RUN_KINDS.map(() => '?').join(', ')})
        ORDER BY id DESC LIMIT 1`,
+      SYNC_RUN_KINDS,
     );
     if (!row) return undefined;
     const key = String(row.selection_key);
@@ -325,9 +326,10 @@ export class WarehouseReader {
   async lastSuccessfulRun(statuses: readonly RunStatus[] = ['ok']): Promise<RunRecord | undefined> {
     const found = await this.rows.all(
       `SELECT ${await this.runColumns()} FROM _ocs_runs
-       WHERE status IN (${statuses.map(() => '?').join(', ')}) AND kind IN ('incremental', 'full_refresh')
+       WHERE status IN (${statuses.map(() => '?').join(', ')})
+         AND kind IN (${SYNC_RUN_KINDS.map(() => '?').join(', ')})
        ORDER BY id DESC LIMIT 1`,
-      statuses,
+      [...statuses, ...SYNC_RUN_KINDS],
     );
     return (await this.toRuns(found))[0];
   }

@@ -242,6 +242,10 @@ export class PostgresWarehouse implements Warehouse {
     return this.guard(`Finishing run ${runId}`, () => this.bookkeeping.finishRun(runId, summary));
   }
 
+  hasLoaded(): Promise<boolean> {
+    return this.guard('Reading the runs', () => this.bookkeeping.hasLoaded());
+  }
+
   getState(key: string): Promise<string | undefined> {
     return this.guard('Reading state', () => this.bookkeeping.getState(key));
   }

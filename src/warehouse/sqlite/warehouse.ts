@@ -217,6 +217,10 @@ export class SqliteWarehouse implements Warehouse {
     );
   }
 
+  hasLoaded(): Promise<boolean> {
+    return this.exclusive(() => this.bookkeeping.hasLoaded(), 'Reading the runs');
+  }
+
   getState(key: string): Promise<string | undefined> {
     return this.exclusive(() => this.bookkeeping.getState(key), 'Reading bookkeeping state');
   }
