@@ -11,7 +11,7 @@ import { OcsSyncError, SealedValueError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
-import { BodyNotJsonError } from '../src/source/page-body.js';
+import { BodyNotJsonError } from '../src/errors.js';
 import type { SyncOptions } from '../src/sync/engine.js';
 import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js';
 import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';

@@ -16,7 +16,7 @@ import {
   UnsafeNameError,
   WarehouseError,
 } from '../../errors.js';
-import { BodyNotJsonError, JsonTooDeepError } from '../../source/page-body.js';
+import { BodyNotJsonError, JsonTooDeepError } from '../../errors.js';
 
 /** The classes an error keeps across threads; any other arrives as a plain Error. */
 const CLASSES: Record<string, { prototype: Error }> = {
