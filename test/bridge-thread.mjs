@@ -9,7 +9,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import './typescript-hooks-unless-given.mjs';
 
 const { ThreadBridge } = await import('../src/thread-bridge.ts');
-const { HttpStatusError, SealedValueError } = await import('../src/errors.ts');
+const { BodyNotJsonError, HttpStatusError, SealedValueError } = await import('../src/errors.ts');
 
 /** The port to serve: the parent's, or one it sent (`workerData.port`). */
 const port = workerData?.port ?? parentPort;
@@ -30,6 +30,7 @@ const bridge = new ThreadBridge(port, {
     notes: () => notes,
     fail: (kind) => {
       if (kind === 'sealed') throw new SealedValueError('users', '7', 'secret', 'does not open');
+      if (kind === 'body') throw new BodyNotJsonError(12);
       if (kind === 'http') throw new HttpStatusError(404, 'api/x/', 'Not found', 'a hint');
       if (kind === 'sqlite') {
         const error = new Error('database is locked');

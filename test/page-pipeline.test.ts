@@ -1,20 +1,17 @@
 /**
  * The page pipeline (src/sync/pipeline/): the sync's thread only fetches and moves each body's
  * bytes to the page thread, which does everything else and writes through a sink of its own.
- * Errors cross between the threads as themselves; a page thread that dies fails the walks in
- * flight with a clear message, stores nothing past the last committed page, leaves no thread
+ * Errors cross between the threads as themselves (test/thread-bridge.test.ts); a page thread that
+ * dies fails the walks in flight with a clear message, stores nothing past the last committed page, leaves no thread
  * behind, and the next run completes exactly.
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OcsSyncError, SealedValueError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
-import { BodyNotJsonError } from '../src/errors.js';
 import type { SyncOptions } from '../src/sync/engine.js';
-import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js';
-import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';
+import { PagePipeline } from '../src/sync/pipeline/pipeline.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { startCliProcess } from './crash-support.js';
@@ -51,26 +48,6 @@ async function openStored(
   return { stored, warehouse };
 }
 
-describe('errors between the threads', () => {
-  it('keep their class, message, hint and fields; the run’s own come back as themselves', () => {
-    const sealed = new SealedValueError('users', '7', 'secret', 'does not open');
-    const back = restoreError(carryError(sealed), () => undefined) as SealedValueError;
-    expect(back).toBeInstanceOf(SealedValueError);
-    expect(back).toBeInstanceOf(OcsSyncError);
-    expect(back.message).toBe(sealed.message);
-    expect(back.hint).toBe(sealed.hint);
-    expect(back.exitCode).toBe(sealed.exitCode);
-    expect([back.resource, back.rowId, back.field]).toEqual(['users', '7', 'secret']);
-    const body = restoreError(carryError(new BodyNotJsonError(12)), () => undefined);
-    expect(body).toBeInstanceOf(BodyNotJsonError);
-    expect((body as BodyNotJsonError).bytes).toBe(12);
-    // Anything else arrives as a plain Error with its message.
-    const plain = restoreError(carryError(new TypeError('no')), () => undefined) as Error;
-    expect(plain).toBeInstanceOf(Error);
-    expect(plain.message).toBe('no');
-  });
-});
-
 describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
   it('moves each body’s bytes to the page thread (the sync’s thread keeps none) and commits with the cursor', async () => {
     const { warehouse } = await openStored(dialect);
@@ -82,7 +59,7 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       { from: null, to: null },
     );
     const runId = await warehouse.startRun('incremental', null);
-    const pipeline = createPagePipeline({ warehouse, keys: {}, pageThread: true });
+    const pipeline = new PagePipeline({ warehouse, keys: {}, pageThread: true });
     cleanups.push(() => pipeline.close());
     const unused = async (): Promise<never> => {
       throw new Error('not asked');
@@ -90,7 +67,7 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     const host: PageHost = {
       learnSealedFields: unused,
       applySchemaChanges: unused,
-      opener: { open: unused },
+      openSealedValues: unused,
       readRowsById: unused,
     };
     const walk = pipeline.startWalk(

@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  BodyNotJsonError,
   HttpStatusError,
   OcsSyncError,
   SealedValueError,
@@ -28,7 +29,7 @@ interface ThreadApi {
   never(): Promise<never>;
   note(value: string): void;
   notes(): string[];
-  fail(kind: 'sealed' | 'http' | 'sqlite' | 'string' | 'plain'): void;
+  fail(kind: 'sealed' | 'body' | 'http' | 'sqlite' | 'string' | 'plain'): void;
   twiceByParent(value: number): Promise<number>;
   failWithParentsError(): Promise<void>;
   die(code: number): Promise<never>;
@@ -179,6 +180,10 @@ describe('the bridge between threads', () => {
       'Not found',
       'a hint',
     ]);
+    // Not an OcsSyncError, and listed: a body worth asking again.
+    const body = await bridge.call('fail', ['body']).catch((error: unknown) => error);
+    expect(body).toBeInstanceOf(BodyNotJsonError);
+    expect((body as BodyNotJsonError).bytes).toBe(12);
     // A class not listed arrives as a plain Error, its own fields kept (a driver's code).
     const sqlite = (await bridge.call('fail', ['sqlite']).catch((error: unknown) => error)) as
       (Error & { code?: string }) | undefined;

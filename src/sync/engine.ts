@@ -85,7 +85,7 @@ import type { ResourceReport, SyncOptions, SyncReport } from './run-types.js';
 import { SchemaKeeper, TEAM_TABLE } from './schema-keeper.js';
 import { SealedFieldBook } from './sealed-book.js';
 import { walkResource, type WalkContext } from './pipeline/walk.js';
-import { createPagePipeline, type PagePipeline } from './pipeline/pipeline.js';
+import { PagePipeline } from './pipeline/pipeline.js';
 
 export type {
   ResourceReport,
@@ -143,7 +143,7 @@ class SyncRun {
     this.opener =
       options.secrets.opener ??
       createSealedValueOpener(options.secrets.keys, options.secrets.openThreads);
-    this.pipeline = createPagePipeline({
+    this.pipeline = new PagePipeline({
       warehouse: options.warehouse,
       keys: options.secrets.keys,
       pageThread: options.pageThreads !== false,

@@ -298,9 +298,7 @@ function pageHost(context: WalkContext, entry: ManifestEntry, policy: SecretPoli
       return context.sealed.of(resource);
     },
     applySchemaChanges: (changes, planned) => context.schema.apply(changes, planned),
-    opener: {
-      open: (opening, tokens) => context.opener.open(opening, tokens, context.signal),
-    },
+    openSealedValues: (opening, tokens) => context.opener.open(opening, tokens, context.signal),
     readRowsById: (stored, ids) => context.options.warehouse.readRowsById(resource, stored, ids),
   };
 }
