@@ -4,10 +4,12 @@
  * none after one that failed, so no cursor ever moves past rows that were not stored.
  */
 import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WarehouseError } from '../src/errors.js';
 import type { PageWrite, PageWriteResult, Warehouse } from '../src/interfaces.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
@@ -81,6 +83,49 @@ describe('the SQLite writer thread', () => {
       // Later pages fail the same way, at once.
       await expect(committer.commit(page)).rejects.toThrow(/Cannot open the SQLite warehouse/);
       await committer.close();
+    } finally {
+      directory.remove();
+    }
+  });
+});
+
+describe('the SQLite writer thread, under a lock another program holds', () => {
+  it('fails the page with what failed, where, and the fix for SQLite’s code; the next page commits', async () => {
+    const directory = temporaryDirectory();
+    const path = join(directory.path, 'w.db');
+    try {
+      await (await openWarehouse({ url: path })).close();
+      const committer = new WriterThreadCommitter({
+        path,
+        description: `sqlite:${path}`,
+        busyTimeoutMs: 20,
+        storedColumnsQuery: { sql: 'SELECT 1', parameters: [] },
+      });
+      const page = {
+        runId: 1,
+        resource: RESOURCE,
+        columns: [],
+        rows: [],
+        cursor: '5',
+        cursorKind: 'pk' as const,
+        syncedAt: '2026-01-01T00:00:00.000000Z',
+      };
+      const other = new Database(path);
+      other.exec('BEGIN IMMEDIATE');
+      const error = await committer.commit(page).catch((caught: unknown) => caught);
+      other.exec('ROLLBACK');
+      other.close();
+      // SQLite's own error crossed from the writer thread as itself (its code kept) and is worded here.
+      expect(error).toBeInstanceOf(WarehouseError);
+      expect((error as WarehouseError).message).toBe(
+        `Writing a page of ${RESOURCE} failed in sqlite:${path}: database is locked`,
+      );
+      expect((error as WarehouseError).hint).toMatch(/^Another program holds a lock on the file/);
+      expect(await committer.commit(page)).toBe(0);
+      await committer.close();
+      await expect(committer.commit(page)).rejects.toThrow(
+        `The warehouse sqlite:${path} is closed.`,
+      );
     } finally {
       directory.remove();
     }
