@@ -14,6 +14,8 @@ import type { SyncOptions } from '../src/sync/engine.js';
 import { PagePipeline } from '../src/sync/pipeline/pipeline.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
 import { openWarehouse } from '../src/warehouse/open.js';
+import { parseWarehouseUrl, writableFromAnotherThread } from '../src/warehouse/url.js';
+import { planPageThreads, type PageThreadsSetting } from '../src/page-threads.js';
 import { startCliProcess } from './crash-support.js';
 import {
   closeCliTestBed,
@@ -47,6 +49,42 @@ async function openStored(
   cleanups.push(() => warehouse.close());
   return { stored, warehouse };
 }
+
+describe('whether pages leave the sync’s thread', () => {
+  it('is planned once, from page_threads, the teams at once and the warehouse', () => {
+    const plan = (setting: PageThreadsSetting, othersAtOnce: boolean, writableElsewhere = true) =>
+      planPageThreads({ setting, othersAtOnce, writableElsewhere });
+    const both = { pageThread: true, writerThread: true };
+    const neither = { pageThread: false, writerThread: false };
+    expect(plan('auto', false)).toEqual(both);
+    // Other teams at once keep the cores busy: auto keeps each team's pages on its own thread.
+    expect(plan('auto', true)).toEqual(neither);
+    expect(plan(true, true)).toEqual(both);
+    expect(plan(false, false)).toEqual(neither);
+    // An in-memory SQLite warehouse is one connection's: whatever was asked, no thread writes it.
+    expect(plan(true, false, false)).toEqual(neither);
+    expect(plan('auto', false, false)).toEqual(neither);
+    expect(writableFromAnotherThread(parseWarehouseUrl(':memory:'))).toBe(false);
+    expect(writableFromAnotherThread(parseWarehouseUrl('sqlite::memory:'))).toBe(false);
+    expect(writableFromAnotherThread(parseWarehouseUrl('./w.db'))).toBe(true);
+    expect(writableFromAnotherThread(parseWarehouseUrl('postgres://u@h/d'))).toBe(true);
+  });
+
+  it('is obeyed: a warehouse opened without a writer thread is refused a page thread, with the fix', async () => {
+    const memory = await openWarehouse({ url: ':memory:' });
+    cleanups.push(() => memory.close());
+    expect(memory.pageSinkSetup()).toBeUndefined();
+    const pipeline = new PagePipeline({ warehouse: memory, keys: {}, pageThread: true });
+    expect(() => pipeline.warm()).toThrow(
+      'The warehouse sqlite::memory: cannot be written from a page thread (in memory, or opened without a writer thread).',
+    );
+    expect(pipeline.threaded).toBe(true);
+    await pipeline.close();
+    await expect(openWarehouse({ url: ':memory:', writerThread: true })).rejects.toThrow(
+      'An in-memory SQLite warehouse has one connection: it cannot commit on a writer thread.',
+    );
+  });
+});
 
 describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
   it('moves each body’s bytes to the page thread (the sync’s thread keeps none) and commits with the cursor', async () => {

@@ -168,9 +168,6 @@ describe.each(splitDialects)('write-behind (%s)', (dialect) => {
         // the pages) may be used meanwhile.
         const value = Reflect.get(target, property) as unknown;
         if (typeof value !== 'function') return value;
-        // Pages go through writePage on this thread, as for `:memory:`: the pipeline runs here
-        // the same stages the page thread runs, so what this sees of them holds there too.
-        if (property === 'pageSinkSetup') return () => undefined;
         // A check of a flag, no call to the database.
         if (property === 'assertLockHeld') return value.bind(target);
         if (property === 'writePage') {
@@ -201,7 +198,13 @@ describe.each(splitDialects)('write-behind (%s)', (dialect) => {
       },
     }) as Warehouse;
     try {
-      const report = await syncFrom(server.url, recording, { pageSize: 4, resources: [RESOURCE] });
+      // Pages go through writePage on this thread (page_threads: false): the pipeline runs here
+      // the same stages the page thread runs, so what this sees of them holds there too.
+      const report = await syncFrom(server.url, recording, {
+        pageSize: 4,
+        resources: [RESOURCE],
+        pageThreads: false,
+      });
       expect(report.status).toBe('ok');
     } finally {
       await warehouse.close();

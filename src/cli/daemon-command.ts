@@ -128,6 +128,7 @@ async function runFleetDaemon(
       logger: teamLogger,
       sync: ({ kind, signal: runSignal, events, onAttempt }: DaemonSyncRequest) =>
         syncOnce(config, teamLogger, {
+          teamsAtOnce,
           fullRefresh: kind === 'full_refresh',
           signal: runSignal,
           events,

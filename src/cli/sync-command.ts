@@ -25,6 +25,7 @@ import {
   createWarehouse,
   startAudit,
   syncOptionsFromConfig,
+  threadPlanOf,
   warnIfSecretsReadableByOthers,
 } from './wiring.js';
 import { writeCheckpoint } from '../audit/checkpoints.js';
@@ -118,6 +119,7 @@ async function syncEveryTeam(
         }
         try {
           const report = await syncOnce(inFleet(team.config, teamsAtOnce), teamLogger, {
+            teamsAtOnce,
             fullRefresh: options.fullRefresh,
             acceptSchemaChange: options.acceptSchemaChange,
             signal,
@@ -181,6 +183,8 @@ export async function syncOnce(
   config: Config,
   logger: Logger,
   extra: {
+    /** Teams of a fleet syncing at the same time, this one included (default 1: alone). */
+    teamsAtOnce?: number;
     fullRefresh?: boolean | string[];
     acceptSchemaChange?: boolean;
     signal?: AbortSignal;
@@ -190,7 +194,8 @@ export async function syncOnce(
     readApiKey?: () => string;
   } = {},
 ): Promise<SyncReport> {
-  const warehouse = await createWarehouse(config, logger);
+  const threads = threadPlanOf(config, extra.teamsAtOnce);
+  const warehouse = await createWarehouse(config, logger, { threads });
   try {
     await startAudit(config, warehouse, logger);
     let secrets: SecretsSettings;
@@ -215,7 +220,7 @@ export async function syncOnce(
     let report: SyncReport | undefined;
     try {
       report = await runSync({
-        ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }),
+        ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }, threads),
         fullRefresh: extra.fullRefresh,
         acceptSchemaChange: extra.acceptSchemaChange,
         signal: extra.signal,

@@ -146,7 +146,7 @@ class SyncRun {
     this.pipeline = new PagePipeline({
       warehouse: options.warehouse,
       keys: options.secrets.keys,
-      pageThread: options.pageThreads !== false,
+      pageThread: options.pageThreads ?? true,
       threadModule: options.pageThreadModule,
     });
     const policyOf = (entry: ManifestEntry) => this.policyOf(entry);

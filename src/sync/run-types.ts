@@ -67,7 +67,11 @@ export interface SyncOptions {
   events?: SyncEvents;
   /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
   files?: FilesStep;
-  /** False parses, prepares and writes pages on this thread, not on a page thread. Default true. */
+  /**
+   * Whether pages go to a page thread (planPageThreads's answer, src/page-threads.ts, which also
+   * opened the warehouse with its writer thread or not); false parses, prepares and writes them
+   * on this thread. Default true.
+   */
   pageThreads?: boolean;
   /** The page thread's module instead of the pipeline's own (tests give one that stops). */
   pageThreadModule?: URL;

@@ -5,15 +5,15 @@
  * in walk order, each with its cursor. What the stages must ask the run (schema changes, sealed
  * fields newly found, values to open on the pool) is answered by the walk's PageHost.
  *
- * The stages run on a page thread (page-thread.ts) or, when the run keeps its pages on its own
- * thread, here: the same calls either way (PageStagesApi, over a bridge or in this thread), so
+ * The stages run on a page thread (page-thread.ts) or, when the run's plan keeps its pages on its
+ * own thread (src/page-threads.ts), here: the same calls either way (PageStagesApi, over a bridge or in this thread), so
  * the walk cannot tell them apart. A page thread starts with the first walk (or `warm()`) and
  * stops when the run closes the pipeline, however the run ends. A thread that dies fails the
  * walks in flight (the next run resumes after their last committed page); a walk started later
  * gets a new thread.
  */
 import { Worker, type TransferListItem } from 'node:worker_threads';
-import { OcsSyncError } from '../../errors.js';
+import { OcsSyncError, WarehouseError } from '../../errors.js';
 import type { PageSink, PageSinkSetup, Warehouse } from '../../interfaces.js';
 import { threadModule } from '../../package-info.js';
 import type { SealingKeys } from '../../sealing/policy.js';
@@ -43,7 +43,11 @@ export interface PipelineWalk {
 export interface PipelineOptions {
   warehouse: Warehouse;
   keys: SealingKeys;
-  /** False runs the stages on this thread, whatever the warehouse. */
+  /**
+   * Whether the stages run on a page thread (planPageThreads's answer, src/page-threads.ts): the
+   * warehouse must then give the thread a page sink (for SQLite, it was opened with a writer
+   * thread by the same plan). False runs them on this thread.
+   */
   pageThread: boolean;
   /** The page thread's module (tests give one that stops); default page-thread. */
   threadModule?: URL;
@@ -64,13 +68,12 @@ export class PagePipeline {
   /** Each walk's PageHost, answering the stages' questions. */
   private readonly hosts = new Map<string, PageHost>();
   private closing?: Promise<void>;
-  private onThread = false;
 
   constructor(private readonly options: PipelineOptions) {}
 
   /** Whether the pages went to a page thread (false: the stages ran on this thread). */
   get threaded(): boolean {
-    return this.onThread;
+    return this.options.pageThread;
   }
 
   /** Starts the page thread now, so its start overlaps the run's first requests. */
@@ -108,12 +111,20 @@ export class PagePipeline {
   private current(): StagesPlace {
     if (this.closing) throw new OcsSyncError('The page pipeline is closed.');
     if (this.place && !this.place.gone) return this.place;
-    const sink = this.options.pageThread ? this.options.warehouse.pageSinkSetup() : undefined;
-    this.onThread = sink !== undefined;
-    this.place = sink
-      ? new PageThread(sink, this.options.keys, this.hosts, this.options.threadModule)
-      : this.inThisThread();
+    this.place = this.options.pageThread ? this.pageThread() : this.inThisThread();
     return this.place;
+  }
+
+  private pageThread(): StagesPlace {
+    const sink = this.options.warehouse.pageSinkSetup();
+    if (!sink) {
+      // A caller that did not open the warehouse by the run's plan: never the CLI's.
+      throw new WarehouseError(
+        `The warehouse ${this.options.warehouse.description} cannot be written from a page thread (in memory, or opened without a writer thread).`,
+        { hint: 'Sync it with its pages on the sync’s thread (page_threads: false).' },
+      );
+    }
+    return new PageThread(sink, this.options.keys, this.hosts, this.options.threadModule);
   }
 
   /** The same stages here: the pages go to the warehouse's own writePage. */
