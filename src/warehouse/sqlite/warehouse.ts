@@ -20,6 +20,7 @@ import type {
   Lock,
   PageWrite,
   PageWriteResult,
+  SavedCursor,
   ReferenceCheck,
   ResourceOutcome,
   ResourceState,
@@ -334,6 +335,13 @@ export class SqliteWarehouse implements Warehouse {
       return { committed: this.sink.writePage(page) };
     }, `Writing a page of ${page.resource}`);
     return handedOver.then(({ committed }) => committed);
+  }
+
+  saveCursor(saved: SavedCursor): Promise<void> {
+    return this.exclusive(() => {
+      this.lock.assertNotLost();
+      return this.bookkeeping.saveCursor(saved);
+    }, `Saving the cursor of ${saved.resource}`);
   }
 
   /**
