@@ -17,6 +17,7 @@ import { startFleet } from '../daemon/fleet.js';
 import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
+import { FULL_REFRESH_ALL } from '../sync/engine.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import { createSecrets, createWarehouse, inFleet } from './wiring.js';
@@ -62,7 +63,7 @@ export async function runDaemonCommand(
     cleanup,
     sync: ({ kind, signal: runSignal, events, onAttempt }) =>
       syncOnce(config, logger, {
-        fullRefresh: kind === 'full_refresh',
+        fullRefresh: kind === 'full_refresh' ? FULL_REFRESH_ALL : undefined,
         signal: runSignal,
         events,
         onAttempt,
@@ -129,7 +130,7 @@ async function runFleetDaemon(
       sync: ({ kind, signal: runSignal, events, onAttempt }: DaemonSyncRequest) =>
         syncOnce(config, teamLogger, {
           teamsAtOnce,
-          fullRefresh: kind === 'full_refresh',
+          fullRefresh: kind === 'full_refresh' ? FULL_REFRESH_ALL : undefined,
           signal: runSignal,
           events,
           onAttempt,

@@ -6,8 +6,10 @@ import { Slots, type Slot } from '../daemon/slots.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import {
+  FULL_REFRESH_ALL,
   recordFailedRun,
   runSync,
+  type FullRefresh,
   type SecretsSettings,
   type SyncEvents,
   type SyncReport,
@@ -33,10 +35,19 @@ import { privateModes } from '../private-files.js';
 import type { CheckpointSigner } from '../interfaces.js';
 
 export interface SyncCommandOptions {
+  /** `--full-refresh` alone (true), or with the resources to walk from the start. */
   fullRefresh?: boolean | string[];
   acceptSchemaChange?: boolean;
   resources?: string;
   json?: boolean;
+}
+
+/** `--full-refresh [resources...]` as the run takes it: every resource, or the ones named. */
+export function fullRefreshOf(option: boolean | string[] | undefined): FullRefresh | undefined {
+  if (option === undefined || option === false) return undefined;
+  return option === true || option.length === 0
+    ? FULL_REFRESH_ALL
+    : { kind: 'some', resources: option };
 }
 
 export async function runSyncCommand(
@@ -64,7 +75,7 @@ export async function runSyncCommand(
     : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
     const report = await syncOnce(config, logger, {
-      fullRefresh: options.fullRefresh,
+      fullRefresh: fullRefreshOf(options.fullRefresh),
       acceptSchemaChange: options.acceptSchemaChange,
       signal: context.environment.signal ?? stop?.signal,
       events: createProgressEvents(logger, context.liveArea()),
@@ -120,7 +131,7 @@ async function syncEveryTeam(
         try {
           const report = await syncOnce(inFleet(team.config, teamsAtOnce), teamLogger, {
             teamsAtOnce,
-            fullRefresh: options.fullRefresh,
+            fullRefresh: fullRefreshOf(options.fullRefresh),
             acceptSchemaChange: options.acceptSchemaChange,
             signal,
             readApiKey: () => readApiKey(team, context.environment.env),
@@ -185,7 +196,7 @@ export async function syncOnce(
   extra: {
     /** Teams of a fleet syncing at the same time, this one included (default 1: alone). */
     teamsAtOnce?: number;
-    fullRefresh?: boolean | string[];
+    fullRefresh?: FullRefresh;
     acceptSchemaChange?: boolean;
     signal?: AbortSignal;
     events?: SyncEvents;

@@ -1,6 +1,6 @@
 /**
- * What a sync run is given and what it gives back: its options, the hooks it calls as it goes,
- * and its report (src/sync/engine.ts runs it).
+ * What a sync run is given and what it gives back: its options (which resources a full refresh
+ * walks among them), the hooks it calls as it goes, and its report (src/sync/engine.ts runs it).
  */
 import type {
   AuditOutcome,
@@ -26,6 +26,21 @@ export interface SecretsSettings {
   openThreads?: number;
   /** Opens sealed values instead of a pool of the run's own (tests); the caller closes it. */
   opener?: SealedValueOpener;
+}
+
+/**
+ * Which resources a full refresh walks from the start: every one the run syncs, or some named
+ * ones (`sync --full-refresh A B`), which the run then syncs alone.
+ */
+export type FullRefresh = { kind: 'all' } | { kind: 'some'; resources: readonly string[] };
+
+/** A full refresh of every resource the run syncs (`--full-refresh`, `full_refresh_schedule`). */
+export const FULL_REFRESH_ALL: FullRefresh = { kind: 'all' };
+
+/** Whether a full refresh walks `resource` from the start. */
+export function refreshes(fullRefresh: FullRefresh | undefined, resource: string): boolean {
+  if (fullRefresh === undefined) return false;
+  return fullRefresh.kind === 'all' || fullRefresh.resources.includes(resource);
 }
 
 /** Hooks for progress display and metrics; all optional. */
@@ -56,8 +71,8 @@ export interface SyncOptions {
   acceptSchemaChange?: boolean;
   history: boolean | readonly string[];
   deletes: DeleteMode;
-  /** Walk these resources (true: all selected) from the start and find deleted rows. */
-  fullRefresh?: boolean | readonly string[];
+  /** Walk resources from the start and find deleted rows: which ones (absent: none). */
+  fullRefresh?: FullRefresh;
   /** Pages fetched ahead of the writer. */
   pagesInFlight: number;
   /** Resources synced at once; 1 keeps manifest order. */
