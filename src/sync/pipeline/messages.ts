@@ -89,7 +89,7 @@ export function answerByWalk(hosts: ReadonlyMap<string, PageHost>): RunApi {
             const host = hosts.get(walk) as Record<string, unknown> | undefined;
             if (!host) throw new OcsSyncError(`${walk} is not a walk of this run.`);
             const answer = host[method];
-            if (typeof answer !== 'function' || !Object.hasOwn(host, method)) {
+            if (typeof answer !== 'function' || method in Object.prototype) {
               throw new Error(`The run has no answer to ${method}.`);
             }
             return (answer as (...args: unknown[]) => unknown).apply(host, args);
