@@ -117,7 +117,9 @@ export class ThreadBridge<Remote, Local = Record<never, never>> implements Calle
   ) {
     endpoint.on('message', (message: Message) => this.receive(message));
     if (endpoint instanceof Worker) {
-      endpoint.on('error', (error) => this.stop(error.message));
+      endpoint.on('error', (error: unknown) =>
+        this.stop(error instanceof Error ? error.message : String(error)),
+      );
       endpoint.on('exit', (code) => this.stop(`it exited with code ${code}`));
     } else {
       endpoint.on('close', () => this.stop('its port closed'));
@@ -249,8 +251,9 @@ export class ThreadBridge<Remote, Local = Record<never, never>> implements Calle
   }
 
   private answer(id: number, method: string, args: unknown[]): void {
-    const failed = (error: unknown) =>
-      this.post({ kind: 'failed', id, error: this.carry(error, true) });
+    const failed = (error: unknown) => {
+      if (!this.closedWith) this.post({ kind: 'failed', id, error: this.carry(error, true) });
+    };
     const handler = this.handler(method);
     if (!handler) {
       failed(new Error(`${method} is not served on this thread`));
