@@ -485,7 +485,8 @@ export interface Warehouse {
   /**
    * How another thread (the sync's page thread) opens a page sink of its own on this warehouse:
    * the setup and the ports to transfer with it. Undefined when pages can only be written on
-   * this thread (`:memory:`), through writePage.
+   * this thread, through writePage (SQLite without a writer thread: `:memory:`, or as planned by
+   * src/page-threads.ts).
    */
   pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined;
   /** Throws when this process no longer holds the writer lock (it was taken over). */
