@@ -8,7 +8,7 @@ import pg from 'pg';
 import type { ColumnSpec, PageWriteResult, Warehouse } from '../src/interfaces.js';
 import { createLogger, type Logger } from '../src/log.js';
 import { HttpExportSource } from '../src/source/http-source.js';
-import { runSync } from '../src/sync/engine.js';
+import { FULL_REFRESH_ALL, runSync } from '../src/sync/engine.js';
 import { columnsFromOpenApi } from '../src/sync/openapi-columns.js';
 import { cursorAfterPage, hasNextPage, planTable } from '../src/sync/plan.js';
 import { openWarehouse } from '../src/warehouse/open.js';
@@ -257,7 +257,7 @@ async function syncStage(
         pagesInFlight: request.pagesInFlight,
         concurrency: request.concurrency ?? 1,
         lockWaitMs: 10_000,
-        fullRefresh: request.fullRefresh,
+        fullRefresh: request.fullRefresh ? FULL_REFRESH_ALL : undefined,
         resources: request.resources,
       });
       const seconds = (performance.now() - started) / 1000;

@@ -177,6 +177,52 @@ export class InterruptedError extends OcsSyncError {
   override readonly exitCode = ExitCode.interrupted;
 }
 
+/** A body that is not complete JSON (cut short, an HTML page from a proxy): worth asking again. */
+export class BodyNotJsonError extends Error {
+  constructor(readonly bytes: number) {
+    super(`a body that is not complete JSON (${bytes} bytes)`);
+    this.name = 'BodyNotJsonError';
+  }
+}
+
+/**
+ * JSON nested deeper than it may be (src/json.ts, MAX_JSON_DEPTH). Not a SyntaxError: the body is
+ * complete, and refused.
+ */
+export class JsonTooDeepError extends Error {
+  constructor(readonly maxDepth: number) {
+    super(`JSON nested more than ${maxDepth} levels deep`);
+    this.name = 'JsonTooDeepError';
+  }
+}
+
+/**
+ * Every class above, by name: an error crossing between threads (src/thread-bridge.ts) comes back
+ * of its class. A new error class is added here, or it crosses as a plain Error.
+ */
+export const ERROR_CLASSES: Readonly<Record<string, { prototype: Error }>> = {
+  AuditError,
+  AuthError,
+  BlobStoreError,
+  BodyNotJsonError,
+  ConfigError,
+  HttpStatusError,
+  InterruptedError,
+  JsonTooDeepError,
+  KeyError,
+  LockHeldError,
+  OcsSyncError,
+  ProtocolError,
+  ResponseTooLargeError,
+  SchemaChangeStoppedError,
+  SealedValueError,
+  ServeRefusedError,
+  ServerUnavailableError,
+  UnsafeNameError,
+  UsageError,
+  WarehouseError,
+};
+
 /** Message for any error, safe to print; unknown errors keep their message only. */
 export function describeError(error: unknown): string {
   if (error instanceof OcsSyncError) {

@@ -224,6 +224,16 @@ export interface SealedFields {
   readonly all: ReadonlySet<string>;
 }
 
+/** A resource's cursor saved alone, as a page saves it with its rows (`_ocs_resources`). */
+export interface SavedCursor {
+  runId: number;
+  resource: string;
+  cursor: string;
+  cursorKind: CursorKind;
+  /** The chatbot choice's key the walk was served under (as PageWrite.selection). */
+  selection?: string;
+}
+
 export interface PageWrite {
   runId: number;
   resource: string;
@@ -476,10 +486,13 @@ export interface Warehouse {
   ): Promise<void>;
   /** Upsert rows by id and save the cursor, in one transaction. */
   writePage(page: PageWrite): Promise<PageWriteResult>;
+  /** Saves a resource's cursor without rows (a full refresh's, once it has walked everything). */
+  saveCursor(cursor: SavedCursor): Promise<void>;
   /**
    * How another thread (the sync's page thread) opens a page sink of its own on this warehouse:
    * the setup and the ports to transfer with it. Undefined when pages can only be written on
-   * this thread (`:memory:`), through writePage.
+   * this thread, through writePage (SQLite without a writer thread: `:memory:`, or as planned by
+   * src/page-threads.ts).
    */
   pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined;
   /** Throws when this process no longer holds the writer lock (it was taken over). */

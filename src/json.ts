@@ -1,4 +1,5 @@
 import { parse as parseLossless } from 'lossless-json';
+import { JsonTooDeepError } from './errors.js';
 
 /**
  * How deep JSON may nest. The server cannot write deeper: Python's JSON encoder stops at its
@@ -6,14 +7,6 @@ import { parse as parseLossless } from 'lossless-json';
  * body from a broken or hostile server is refused here, before anything overflows the stack.
  */
 export const MAX_JSON_DEPTH = 1000;
-
-/** JSON nested deeper than MAX_JSON_DEPTH. Not a SyntaxError: the body is complete, and refused. */
-export class JsonTooDeepError extends Error {
-  constructor() {
-    super(`JSON nested more than ${MAX_JSON_DEPTH} levels deep`);
-    this.name = 'JsonTooDeepError';
-  }
-}
 
 /**
  * Whether a parsed value holds a number JSON.parse may have rounded, and that it nests at most
@@ -35,7 +28,7 @@ function mayHaveRounded(parsed: unknown): boolean {
   while (pending.length > 0) {
     const container = pending.pop()!;
     const depth = depths.pop()!;
-    if (depth > MAX_JSON_DEPTH) throw new JsonTooDeepError();
+    if (depth > MAX_JSON_DEPTH) throw new JsonTooDeepError(MAX_JSON_DEPTH);
     if (Array.isArray(container)) {
       for (let index = 0; index < container.length; index += 1) {
         const item: unknown = container[index];

@@ -5,6 +5,7 @@
  * chatbot-choice-deletions.test.ts (a few seeds) and its long variant (many).
  */
 import { expect } from 'vitest';
+import { FULL_REFRESH_ALL } from '../src/sync/engine.js';
 import { selectionKey } from '../src/export-api/selection.js';
 import { SeededRandom } from '../src/fake-server/random.js';
 import type { DeleteMode, Row } from '../src/interfaces.js';
@@ -119,7 +120,7 @@ export async function runDeletionModel(
       const before = new Map(bed.lastServed);
       let settled = 0;
       const report = await bed.sync({
-        fullRefresh,
+        fullRefresh: fullRefresh ? FULL_REFRESH_ALL : undefined,
         deletes,
         pageSize: random.pick([7, 40]),
         events: { onMissingSettled: ({ deleted }) => (settled += deleted) },

@@ -6,6 +6,7 @@
  * cases are in chatbot-choice.test.ts.
  */
 import { describe, expect, it } from 'vitest';
+import { FULL_REFRESH_ALL } from '../src/sync/engine.js';
 import { selectionKey } from '../src/export-api/selection.js';
 import { SeededRandom } from '../src/fake-server/random.js';
 import { deleteAsServer, scopedBeds, storedFlags } from './chatbot-choice-support.js';
@@ -145,7 +146,10 @@ describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dial
           if (random.chance(0.3)) current.server.choice!.changeAfter(random.int(3, 60), choose());
           const fullRefresh = random.chance(0.4);
           current.server.requests.length = 0;
-          const report = await current.sync({ fullRefresh, pageSize: random.int(2, 6) });
+          const report = await current.sync({
+            fullRefresh: fullRefresh ? FULL_REFRESH_ALL : undefined,
+            pageSize: random.int(2, 6),
+          });
           expect(['ok', 'partial'], label).toContain(report.status);
           if (current.server.requests.some((request) => request.status === 409)) {
             exercised.changedMidRun += 1;

@@ -1,22 +1,17 @@
 /**
  * Following an export scoped to chosen chatbots (REFERENCE.md, "The next server version"): the
- * selection key, the walk plan, the fake's scoped protocol, and the sync against it on every
- * dialect: narrowing, widening, a change mid-run, history. Its randomized runs are in
- * chatbot-choice-randomized.long.test.ts.
+ * selection key, the fake's scoped protocol, and the sync against it on every dialect: narrowing,
+ * widening, a change mid-run, history. The walk plan is tested in walk-plan.test.ts, the
+ * randomized runs in chatbot-choice-randomized.long.test.ts.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { FULL_REFRESH_ALL } from '../src/sync/engine.js';
 import { SELECTION_CHANGED_DETAIL, selectionKey } from '../src/export-api/selection.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import type { ManifestEntry } from '../src/interfaces.js';
-import {
-  isNarrowing,
-  planResourceWalk,
-  readServerScope,
-  type ResourceWalkInput,
-  type ServerScope,
-} from '../src/sync/chatbot-choice.js';
+import { readServerScope } from '../src/sync/chatbot-choice.js';
 import {
   idsInScope,
   openScopedBed,
@@ -114,121 +109,6 @@ describe("reading the server's chatbot choice", () => {
     expect(readServerScope({ id: 1 }, [entry('users', 'referenced')]).kind).toBe('unknown');
     expect(readServerScope({ exportable_chatbots: 'x' }, []).kind).toBe('unknown');
     expect(readServerScope({ exportable_chatbots: [{ name: 'no id' }] }, []).kind).toBe('unknown');
-  });
-});
-
-// ------------------------------------------------------------------------------ the walk plan
-
-describe('planning a walk under a chatbot choice', () => {
-  const chosen: Record<string, string[]> = { ab: ['a', 'b'], a: ['a'], b: ['b'] };
-  const whole = { kind: 'choice', choice: { key: 'all', chatbots: [] } } as ServerScope;
-  const keyOf = (name: string) => selectionKey(chosen[name]!);
-  const chatbotsOf = (key: string) =>
-    Object.values(chosen).find((ids) => selectionKey(ids) === key);
-  const choice = (name: string) =>
-    ({
-      kind: 'choice',
-      choice: {
-        key: keyOf(name),
-        chatbots: chosen[name]!.map((id) => ({ publicId: id, name: id })),
-      },
-    }) as const;
-  const plan = (input: Partial<ResourceWalkInput>) =>
-    planResourceWalk({
-      entry: entry('sessions', 'owned'),
-      scope: choice('a'),
-      cursor: 'C',
-      cursorKey: keyOf('a'),
-      fullRefresh: false,
-      chatbotsOf,
-      ...input,
-    });
-
-  it('keeps today’s rule without the protocol', () => {
-    expect(plan({ scope: { kind: 'unscoped' }, cursorKey: null })).toMatchObject({
-      cursor: 'C',
-      missing: 'none',
-    });
-    expect(plan({ scope: { kind: 'unscoped' }, cursorKey: null, fullRefresh: true })).toMatchObject(
-      { cursor: null, missing: 'delete', provesDeletions: false },
-    );
-  });
-
-  it('lets an owned walk go on under its own choice and under a narrowing', () => {
-    expect(plan({}).cursor).toBe('C');
-    expect(plan({ cursorKey: keyOf('ab') }).cursor).toBe('C');
-    expect(plan({ cursorKey: 'all' }).cursor).toBe('C');
-    expect(plan({ cursorKey: null }).cursor).toBe('C');
-  });
-
-  it('walks owned resources from the start on a widening or a change it cannot prove narrower', () => {
-    const widened = plan({ scope: choice('ab'), cursorKey: keyOf('a') });
-    expect(widened).toMatchObject({ cursor: null, missing: 'out_of_scope' });
-    expect(widened.restartReason).toMatch(/not a narrowing/);
-    expect(plan({ scope: choice('b'), cursorKey: keyOf('a') }).cursor).toBeNull();
-    expect(plan({ cursorKey: 'f'.repeat(32) }).cursor).toBeNull();
-    expect(
-      plan({
-        scope: { kind: 'choice', choice: { key: 'all', chatbots: [] } },
-        cursorKey: keyOf('a'),
-      }).cursor,
-    ).toBeNull();
-  });
-
-  it('re-reads referenced resources, participants and unclassed resources every run', () => {
-    for (const shared of [
-      entry('llm_providers', 'referenced'),
-      entry('participants', 'owned', 'experiments.participant'),
-      entry('new_thing'),
-      entry('odd', 'partial'),
-    ]) {
-      expect(plan({ entry: shared }), shared.resource).toMatchObject({
-        cursor: null,
-        missing: 'out_of_scope',
-        provesDeletions: false,
-      });
-    }
-  });
-
-  it('does not request excluded resources under a choice, and does for the whole team', () => {
-    expect(plan({ entry: entry('evaluators', 'excluded') }).excluded).toBe(true);
-    expect(
-      plan({ entry: entry('evaluators', 'excluded'), scope: whole, cursorKey: 'all' }),
-    ).toMatchObject({ excluded: false, cursor: 'C' });
-  });
-
-  it('proves deletions on a full refresh under a choice, whatever the scope, and only there', () => {
-    for (const walked of [entry('sessions', 'owned'), entry('llm_providers', 'referenced')]) {
-      expect(plan({ fullRefresh: true, entry: walked }), walked.resource).toMatchObject({
-        cursor: null,
-        missing: 'out_of_scope',
-        provesDeletions: true,
-      });
-      expect(plan({ entry: walked }).provesDeletions, walked.resource).toBe(false);
-    }
-    expect(plan({ fullRefresh: true, scope: whole })).toMatchObject({
-      missing: 'delete',
-      provesDeletions: false,
-    });
-  });
-
-  it('never deletes and always re-reads when the server does not say its choice', () => {
-    const unknown = { kind: 'unknown', reason: 'test' } as const;
-    expect(plan({ scope: unknown, fullRefresh: true })).toMatchObject({
-      cursor: null,
-      missing: 'out_of_scope',
-      provesDeletions: false,
-    });
-    expect(plan({ scope: unknown }).cursor).toBeNull();
-  });
-
-  it('knows a narrowing only from recorded chatbot sets', () => {
-    expect(isNarrowing('all', keyOf('a'), chatbotsOf)).toBe(true);
-    expect(isNarrowing(keyOf('ab'), keyOf('a'), chatbotsOf)).toBe(true);
-    expect(isNarrowing(keyOf('a'), keyOf('ab'), chatbotsOf)).toBe(false);
-    expect(isNarrowing(keyOf('a'), keyOf('b'), chatbotsOf)).toBe(false);
-    expect(isNarrowing('0'.repeat(32), keyOf('a'), chatbotsOf)).toBe(false);
-    expect(isNarrowing(keyOf('a'), 'all', chatbotsOf)).toBe(false);
   });
 });
 
@@ -364,7 +244,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
     const [gone] = current.dataset.ids('sessions');
     current.dataset.remove('sessions', [gone!]);
     current.server.requests.length = 0;
-    const report = await current.sync({ fullRefresh: true });
+    const report = await current.sync({ fullRefresh: FULL_REFRESH_ALL });
     expect(report.status).toBe('ok');
     expect(report.choice).toBeUndefined();
     const flags = await storedFlags(current.stored, 'sessions');
@@ -422,7 +302,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
     expect(firstPage('sessions').cursor).toBeDefined();
     expect(firstPage('participants').cursor).toBeUndefined();
 
-    expect((await current.sync({ fullRefresh: true })).status).toBe('ok');
+    expect((await current.sync({ fullRefresh: FULL_REFRESH_ALL })).status).toBe('ok');
     let flags = await storedFlags(current.stored, 'sessions');
     expect(flags.filter((row) => row.deleted)).toEqual([]);
     expect(new Set(flags.filter((row) => row.outOfScope).map((row) => row.id))).toEqual(
@@ -431,7 +311,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
 
     const [gone] = [...onlyA];
     current.dataset.remove('sessions', [gone!]);
-    const report = await current.sync({ fullRefresh: true });
+    const report = await current.sync({ fullRefresh: FULL_REFRESH_ALL });
     expect(report.resources.find((r) => r.resource === 'sessions')?.deleted).toBe(1);
     flags = await storedFlags(current.stored, 'sessions');
     expect(flags.filter((row) => row.deleted).map((row) => row.id)).toEqual([gone]);
@@ -440,7 +320,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
     );
     // The whole team again: out-of-scope rows come back; only real deletions stay marked.
     current.server.choice!.set([]);
-    expect((await current.sync({ fullRefresh: true })).status).toBe('ok');
+    expect((await current.sync({ fullRefresh: FULL_REFRESH_ALL })).status).toBe('ok');
     flags = await storedFlags(current.stored, 'sessions');
     expect(flags.filter((row) => row.outOfScope)).toEqual([]);
     expect(flags.filter((row) => row.deleted).map((row) => row.id)).toEqual([gone]);
@@ -518,7 +398,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
     current.server.choice!.set([a!, b!]);
     await current.sync();
     current.server.choice!.set([a!]);
-    await current.sync({ fullRefresh: true });
+    await current.sync({ fullRefresh: FULL_REFRESH_ALL });
     const chatbotB = current.dataset.rows('chatbots').find((row) => row.public_id === b)!;
     const versions = async () =>
       (
@@ -556,7 +436,7 @@ describe.each(splitDialects)('serve speaks the scoped protocol (%s)', (dialect) 
     bed.server.choice!.set([a!, b!]);
     expect((await bed.sync()).status).toBe('ok');
     bed.server.choice!.set([a!]);
-    expect((await bed.sync({ fullRefresh: true })).status).toBe('ok');
+    expect((await bed.sync({ fullRefresh: FULL_REFRESH_ALL })).status).toBe('ok');
 
     served = await serveWarehouse(bed.stored, { policyFor: () => 'sealed' });
     const manifest = (await get(`${served.url}/api/export/manifest/`)).json();
@@ -763,7 +643,7 @@ describe.each(splitDialects)('migration 008 (%s)', (dialect) => {
     expect(Object.keys(live[0]!)).toContain('_ocs_out_of_scope_since');
 
     await bed.replaceServer({ chatbotChoice: { chosen: [bed.chatbots()[0]!] } });
-    const report = await bed.sync({ fullRefresh: true });
+    const report = await bed.sync({ fullRefresh: FULL_REFRESH_ALL });
     expect(report.status).toBe('ok');
     const flags = await storedFlags(bed.stored, 'sessions');
     expect(flags.some((row) => row.outOfScope)).toBe(true);
@@ -783,7 +663,7 @@ describe.each(splitDialects)("the docs' chatbot-choice queries (%s)", (dialect) 
       bed.server.choice!.set([a!, b!]);
       await bed.sync();
       bed.server.choice!.set([a!]);
-      await bed.sync({ fullRefresh: true });
+      await bed.sync({ fullRefresh: FULL_REFRESH_ALL });
       // A session of B comes back: its exit and its return are both in history.
       const [back] = [
         ...idsInScope(bed.dataset, [b!], 'sessions', 'experiments.experimentsession'),
@@ -791,11 +671,11 @@ describe.each(splitDialects)("the docs' chatbot-choice queries (%s)", (dialect) 
       bed.server.choice!.set([a!, b!]);
       await bed.sync();
       bed.server.choice!.set([a!]);
-      await bed.sync({ fullRefresh: true });
+      await bed.sync({ fullRefresh: FULL_REFRESH_ALL });
       // A participant of A deleted on the server, found by the next full refresh under [a].
       const [gone] = [...idsInScope(bed.dataset, [a!], 'participants', 'experiments.participant')];
       bed.dataset.remove('participants', [gone!]);
-      await bed.sync({ fullRefresh: true });
+      await bed.sync({ fullRefresh: FULL_REFRESH_ALL });
       for (const query of queries) {
         const rows = await bed.stored.query(query);
         expect(rows.length, query).toBeGreaterThan(0);

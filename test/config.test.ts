@@ -18,7 +18,7 @@ import { historyFor, selectResources } from '../src/config/sync.js';
 import { parseWarehouseUrl, redactUrl } from '../src/warehouse/url.js';
 import { ConfigError } from '../src/errors.js';
 import { packageVersion } from '../src/package-info.js';
-import { inFleet } from '../src/cli/wiring.js';
+import { threadPlanOf } from '../src/cli/wiring.js';
 
 const SERVER = { server: true };
 const LOCAL = { server: false };
@@ -662,9 +662,9 @@ describe('schedules, time zone, health', () => {
       `${path}:1: page_threads must be auto, true or false; got "sometimes"`,
     ]);
     const auto = resolveYaml('page_size: 10\n');
-    expect(inFleet(auto, 1).pageThreads).toBe(true);
-    expect(inFleet(auto, 2).pageThreads).toBe(false);
-    expect(inFleet(resolveYaml('page_threads: true\n'), 4).pageThreads).toBe(true);
+    expect(threadPlanOf(auto, 1)).toEqual({ pageThread: true, writerThread: true });
+    expect(threadPlanOf(auto, 2)).toEqual({ pageThread: false, writerThread: false });
+    expect(threadPlanOf(resolveYaml('page_threads: true\n'), 4).pageThread).toBe(true);
   });
 
   it('explains that a cron expression starting with * must be quoted in YAML', () => {

@@ -57,7 +57,7 @@ import {
   type RunOutcome,
   type ScheduleFunction,
 } from '../src/daemon/scheduler.js';
-import type { ResourceReport, SyncReport } from '../src/sync/engine.js';
+import { FULL_REFRESH_ALL, type ResourceReport, type SyncReport } from '../src/sync/engine.js';
 import type { RunExporter } from '../src/daemon/run-export.js';
 import type { WarehouseFacts } from '../src/daemon/warehouse-facts.js';
 
@@ -952,7 +952,7 @@ async function startRealDaemon(
     sync: (request) => {
       onRun?.(request);
       return syncOnce(config, logger, {
-        fullRefresh: request.kind === 'full_refresh',
+        fullRefresh: request.kind === 'full_refresh' ? FULL_REFRESH_ALL : undefined,
         signal: request.signal,
         events: request.events,
         onAttempt: request.onAttempt,
@@ -1247,7 +1247,10 @@ describe('/healthz counts every stage that moves', () => {
       // Each step as the daemon's /healthz would name it at that moment.
       const steps: string[] = [];
       const onProgress = (progress: StageProgress) => steps.push(describeProgress(progress));
-      await syncOnce(config, silentLogger(), { fullRefresh, events: { onProgress } });
+      await syncOnce(config, silentLogger(), {
+        fullRefresh: fullRefresh ? FULL_REFRESH_ALL : undefined,
+        events: { onProgress },
+      });
       return steps;
     };
     const files = dataset.count('files');

@@ -583,7 +583,7 @@ describe('config, fake-server, paths and secrets through the CLI', () => {
     await (await openWarehouse({ url: path })).close();
     const other = new Database(path);
     other.exec('BEGIN EXCLUSIVE');
-    const warehouse = new SqliteWarehouse({ path, busyTimeoutMs: 20 });
+    const warehouse = new SqliteWarehouse({ path, busyTimeoutMs: 20, writerThread: false });
     try {
       const error = await warehouse.acquireLock(0).then(
         () => undefined,

@@ -1,22 +1,21 @@
 /**
  * The page pipeline (src/sync/pipeline/): the sync's thread only fetches and moves each body's
  * bytes to the page thread, which does everything else and writes through a sink of its own.
- * Errors cross between the threads as themselves; a page thread that dies fails the walks in
- * flight with a clear message, stores nothing past the last committed page, leaves no thread
+ * Errors cross between the threads as themselves (test/thread-bridge.test.ts); a page thread that
+ * dies fails the walks in flight with a clear message, stores nothing past the last committed page, leaves no thread
  * behind, and the next run completes exactly.
  */
 import { existsSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { OcsSyncError, SealedValueError } from '../src/errors.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
-import { BodyNotJsonError } from '../src/source/page-body.js';
 import type { SyncOptions } from '../src/sync/engine.js';
-import { carryError, restoreError } from '../src/sync/pipeline/carried-errors.js';
-import { createPagePipeline } from '../src/sync/pipeline/pipeline.js';
+import { PagePipeline } from '../src/sync/pipeline/pipeline.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
 import { openWarehouse } from '../src/warehouse/open.js';
+import { parseWarehouseUrl, writableFromAnotherThread } from '../src/warehouse/url.js';
+import { planPageThreads, type PageThreadsSetting } from '../src/page-threads.js';
 import { startCliProcess } from './crash-support.js';
 import {
   closeCliTestBed,
@@ -51,23 +50,39 @@ async function openStored(
   return { stored, warehouse };
 }
 
-describe('errors between the threads', () => {
-  it('keep their class, message, hint and fields; the run’s own come back as themselves', () => {
-    const sealed = new SealedValueError('users', '7', 'secret', 'does not open');
-    const back = restoreError(carryError(sealed), () => undefined) as SealedValueError;
-    expect(back).toBeInstanceOf(SealedValueError);
-    expect(back).toBeInstanceOf(OcsSyncError);
-    expect(back.message).toBe(sealed.message);
-    expect(back.hint).toBe(sealed.hint);
-    expect(back.exitCode).toBe(sealed.exitCode);
-    expect([back.resource, back.rowId, back.field]).toEqual(['users', '7', 'secret']);
-    const body = restoreError(carryError(new BodyNotJsonError(12)), () => undefined);
-    expect(body).toBeInstanceOf(BodyNotJsonError);
-    expect((body as BodyNotJsonError).bytes).toBe(12);
-    // Anything else arrives as a plain Error with its message.
-    const plain = restoreError(carryError(new TypeError('no')), () => undefined) as Error;
-    expect(plain).toBeInstanceOf(Error);
-    expect(plain.message).toBe('no');
+describe('whether pages leave the sync’s thread', () => {
+  it('is planned once, from page_threads, the teams at once and the warehouse', () => {
+    const plan = (setting: PageThreadsSetting, othersAtOnce: boolean, writableElsewhere = true) =>
+      planPageThreads({ setting, othersAtOnce, writableElsewhere });
+    const both = { pageThread: true, writerThread: true };
+    const neither = { pageThread: false, writerThread: false };
+    expect(plan('auto', false)).toEqual(both);
+    // Other teams at once keep the cores busy: auto keeps each team's pages on its own thread.
+    expect(plan('auto', true)).toEqual(neither);
+    expect(plan(true, true)).toEqual(both);
+    expect(plan(false, false)).toEqual(neither);
+    // An in-memory SQLite warehouse is one connection's: whatever was asked, no thread writes it.
+    expect(plan(true, false, false)).toEqual(neither);
+    expect(plan('auto', false, false)).toEqual(neither);
+    expect(writableFromAnotherThread(parseWarehouseUrl(':memory:'))).toBe(false);
+    expect(writableFromAnotherThread(parseWarehouseUrl('sqlite::memory:'))).toBe(false);
+    expect(writableFromAnotherThread(parseWarehouseUrl('./w.db'))).toBe(true);
+    expect(writableFromAnotherThread(parseWarehouseUrl('postgres://u@h/d'))).toBe(true);
+  });
+
+  it('is obeyed: a warehouse opened without a writer thread is refused a page thread, with the fix', async () => {
+    const memory = await openWarehouse({ url: ':memory:' });
+    cleanups.push(() => memory.close());
+    expect(memory.pageSinkSetup()).toBeUndefined();
+    const pipeline = new PagePipeline({ warehouse: memory, keys: {}, pageThread: true });
+    expect(() => pipeline.warm()).toThrow(
+      'The warehouse sqlite::memory: cannot be written from a page thread (in memory, or opened without a writer thread).',
+    );
+    expect(pipeline.threaded).toBe(true);
+    await pipeline.close();
+    await expect(openWarehouse({ url: ':memory:', writerThread: true })).rejects.toThrow(
+      'An in-memory SQLite warehouse has one connection: it cannot commit on a writer thread.',
+    );
   });
 });
 
@@ -82,17 +97,14 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       { from: null, to: null },
     );
     const runId = await warehouse.startRun('incremental', null);
-    const pipeline = createPagePipeline({ warehouse, keys: {}, pageThread: true });
+    const pipeline = new PagePipeline({ warehouse, keys: {}, pageThread: true });
     cleanups.push(() => pipeline.close());
-    const unused = async (): Promise<never> => {
-      throw new Error('not asked');
-    };
-    const host: PageHost = {
-      learnSealedFields: unused,
-      applySchemaChanges: unused,
-      opener: { open: unused },
-      readRowsById: unused,
-    };
+    // A page of plain rows asks the run nothing, whatever PageHost's questions are.
+    const host = new Proxy({} as PageHost, {
+      get: (_, question) => async () => {
+        throw new Error(`${String(question)} was not to be asked`);
+      },
+    });
     const walk = pipeline.startWalk(
       {
         walk: `${runId}/notes`,

@@ -17,7 +17,7 @@ parentPort.on = (event, listener) =>
     event !== 'message'
       ? listener
       : (message) => {
-          if (message.type === 'commit' && ++commits >= stopsAt) process.exit(9);
+          if (message.method === 'commit' && ++commits >= stopsAt) process.exit(9);
           listener(message);
         },
   );

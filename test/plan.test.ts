@@ -10,7 +10,8 @@ import {
   planTable,
   selectEntries,
 } from '../src/sync/plan.js';
-import { JsonTooDeepError, MAX_JSON_DEPTH, parseJsonExact } from '../src/json.js';
+import { JsonTooDeepError } from '../src/errors.js';
+import { MAX_JSON_DEPTH, parseJsonExact } from '../src/json.js';
 import { isSafeFieldName, isSafeResourceName } from '../src/names.js';
 import { parseRetryAfterMs, retryDelayMs } from '../src/source/retry.js';
 import { dateTimeCases } from './date-time-cases.js';

@@ -68,6 +68,31 @@ describe.each(splitDialects)('sync against the fake export server (%s)', (dialec
     await expectWarehouseEqualsSource(warehouse, dataset);
   });
 
+  it('walks a resource from the start, with a warning, when its stored cursor is of another kind than the server’s', async () => {
+    await start();
+    expect((await sync()).code).toBe(0);
+    const resource = 'chat_messages';
+    const other = dataset.cursorKind(resource) === 'pk' ? 'updated_at_id' : 'pk';
+    await warehouse.query(
+      `UPDATE "_ocs_resources" SET cursor_kind = '${other}' WHERE resource = '${resource}'`,
+    );
+    dataset.insert(resource, 3);
+    server.requests.length = 0;
+    const rerun = await sync();
+    expect(rerun.code).toBe(0);
+    expect(rerun.logs).toContain(
+      'The cursor kind changed on the server; walking this resource from the start',
+    );
+    const walked = pageRequests().filter((request) => request.resource === resource);
+    expect(walked[0]?.query.cursor).toBeUndefined();
+    expect(walked.length).toBe(Math.ceil(dataset.count(resource) / 7));
+    await expectWarehouseEqualsSource(warehouse, dataset);
+    const [state] = await warehouse.query(
+      `SELECT cursor_kind FROM "_ocs_resources" WHERE resource = '${resource}'`,
+    );
+    expect(state?.cursor_kind).toBe(dataset.cursorKind(resource));
+  });
+
   it('picks up inserts and edits incrementally', async () => {
     await start();
     expect((await sync()).code).toBe(0);

@@ -17,7 +17,7 @@ import {
   OpenThreadPool,
   type SealedValueOpener,
 } from '../src/sealing/open-pool.js';
-import { runSync, type SyncOptions } from '../src/sync/engine.js';
+import { FULL_REFRESH_ALL, runSync, type SyncOptions } from '../src/sync/engine.js';
 import { parseWalkDurations } from '../src/sync/walk-order.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { WALK_DURATIONS_STATE_KEY } from '../src/warehouse/state-keys.js';
@@ -149,7 +149,7 @@ describe.each(splitDialects)('the order walks start in (%s)', (dialect) => {
       fromStart: { users: 10, chats: 500, chat_messages: 900, sessions: 50 },
       resumed: {},
     });
-    expect(await startOrder({ concurrency: 3, fullRefresh: true })).toEqual([
+    expect(await startOrder({ concurrency: 3, fullRefresh: FULL_REFRESH_ALL })).toEqual([
       'tags',
       'chat_messages',
       'chats',
@@ -198,7 +198,7 @@ describe('the threads that open sealed values', () => {
     const report = await bed.sync({
       resources,
       secrets,
-      fullRefresh: true,
+      fullRefresh: FULL_REFRESH_ALL,
       events: {
         onPageWritten: ({ resource }) => {
           if (resource === 'participant_data') during = Math.max(during, threadsOfThisProcess());
@@ -215,7 +215,7 @@ describe('the threads that open sealed values', () => {
       bed.sync({
         resources,
         secrets,
-        fullRefresh: true,
+        fullRefresh: FULL_REFRESH_ALL,
         signal: controller.signal,
         events: {
           onPageWritten: ({ resource }) => {

@@ -937,7 +937,7 @@ for (const harness of dialects) {
         });
         await warehouse.writePage(page({ runId, rows: rowsWithIds([3]), cursor: null }));
         expect((await warehouse.getResourceState('messages'))?.cursor).toBe('2');
-        // An empty page still moves the cursor (the end of a full refresh).
+        // An empty page still moves the cursor.
         await warehouse.writePage(page({ runId, rows: [], cursor: '3' }));
         expect((await warehouse.getResourceState('messages'))?.cursor).toBe('3');
         await warehouse.resetCursor('messages');
@@ -946,6 +946,38 @@ for (const harness of dialects) {
           cursorKind: null,
         });
         expect(await warehouse.getResourceState('unknown')).toBeUndefined();
+      });
+
+      it('saves a cursor alone (the end of a full refresh): its kind, choice and run, no row touched', async () => {
+        const first = await warehouse.startRun('incremental', null);
+        await warehouse.writePage(page({ runId: first, rows: rowsWithIds([1, 2]), cursor: '2' }));
+        const runId = await warehouse.startRun('full_refresh', null);
+        await warehouse.saveCursor({
+          runId,
+          resource: 'messages',
+          cursor: 'eyJpZCI6IDJ9',
+          cursorKind: 'updated_at_id',
+          selection: 'all',
+        });
+        expect(await warehouse.getResourceState('messages')).toMatchObject({
+          cursor: 'eyJpZCI6IDJ9',
+          cursorKind: 'updated_at_id',
+          cursorSelection: 'all',
+          lastRunId: runId,
+        });
+        expect(await readAll(warehouse, 'messages', 'content')).toEqual(
+          new Map([
+            ['1', 'message 1'],
+            ['2', 'message 2'],
+          ]),
+        );
+        // A resource never written before gets its row of bookkeeping.
+        await warehouse.saveCursor({ runId, resource: 'fresh', cursor: '9', cursorKind: 'pk' });
+        expect(await warehouse.getResourceState('fresh')).toMatchObject({
+          cursor: '9',
+          cursorKind: 'pk',
+          cursorSelection: null,
+        });
       });
 
       it('leaves neither rows nor cursor when the database rejects a row mid-page', async () => {

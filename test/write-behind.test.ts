@@ -4,10 +4,12 @@
  * none after one that failed, so no cursor ever moves past rows that were not stored.
  */
 import { spawn } from 'node:child_process';
+import Database from 'better-sqlite3';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { WarehouseError } from '../src/errors.js';
 import type { PageWrite, PageWriteResult, Warehouse } from '../src/interfaces.js';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
@@ -87,6 +89,49 @@ describe('the SQLite writer thread', () => {
   });
 });
 
+describe('the SQLite writer thread, under a lock another program holds', () => {
+  it('fails the page with what failed, where, and the fix for SQLite’s code; the next page commits', async () => {
+    const directory = temporaryDirectory();
+    const path = join(directory.path, 'w.db');
+    try {
+      await (await openWarehouse({ url: path })).close();
+      const committer = new WriterThreadCommitter({
+        path,
+        description: `sqlite:${path}`,
+        busyTimeoutMs: 20,
+        storedColumnsQuery: { sql: 'SELECT 1', parameters: [] },
+      });
+      const page = {
+        runId: 1,
+        resource: RESOURCE,
+        columns: [],
+        rows: [],
+        cursor: '5',
+        cursorKind: 'pk' as const,
+        syncedAt: '2026-01-01T00:00:00.000000Z',
+      };
+      const other = new Database(path);
+      other.exec('BEGIN IMMEDIATE');
+      const error = await committer.commit(page).catch((caught: unknown) => caught);
+      other.exec('ROLLBACK');
+      other.close();
+      // SQLite's own error crossed from the writer thread as itself (its code kept) and is worded here.
+      expect(error).toBeInstanceOf(WarehouseError);
+      expect((error as WarehouseError).message).toBe(
+        `Writing a page of ${RESOURCE} failed in sqlite:${path}: database is locked`,
+      );
+      expect((error as WarehouseError).hint).toMatch(/^Another program holds a lock on the file/);
+      expect(await committer.commit(page)).toBe(0);
+      await committer.close();
+      await expect(committer.commit(page)).rejects.toThrow(
+        `The warehouse sqlite:${path} is closed.`,
+      );
+    } finally {
+      directory.remove();
+    }
+  });
+});
+
 describe.each(splitDialects)('write-behind (%s)', (dialect) => {
   let server: FakeServer;
   let dataset: FakeDataset;
@@ -123,9 +168,6 @@ describe.each(splitDialects)('write-behind (%s)', (dialect) => {
         // the pages) may be used meanwhile.
         const value = Reflect.get(target, property) as unknown;
         if (typeof value !== 'function') return value;
-        // Pages go through writePage on this thread, as for `:memory:`: the pipeline runs here
-        // the same stages the page thread runs, so what this sees of them holds there too.
-        if (property === 'pageSinkSetup') return () => undefined;
         // A check of a flag, no call to the database.
         if (property === 'assertLockHeld') return value.bind(target);
         if (property === 'writePage') {
@@ -156,7 +198,13 @@ describe.each(splitDialects)('write-behind (%s)', (dialect) => {
       },
     }) as Warehouse;
     try {
-      const report = await syncFrom(server.url, recording, { pageSize: 4, resources: [RESOURCE] });
+      // Pages go through writePage on this thread (page_threads: false): the pipeline runs here
+      // the same stages the page thread runs, so what this sees of them holds there too.
+      const report = await syncFrom(server.url, recording, {
+        pageSize: 4,
+        resources: [RESOURCE],
+        pageThreads: false,
+      });
       expect(report.status).toBe('ok');
     } finally {
       await warehouse.close();

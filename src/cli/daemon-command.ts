@@ -18,6 +18,7 @@ import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
 import { scheduleSnapshots } from './snapshot-schedule.js';
+import { FULL_REFRESH_ALL } from '../sync/engine.js';
 import { openWarehouseReader } from '../warehouse/open.js';
 import type { WarehouseReader } from '../warehouse/reader.js';
 import { createExporter, createSecrets, inFleet } from './wiring.js';
@@ -65,7 +66,7 @@ export async function runDaemonCommand(
     cleanup,
     sync: ({ kind, signal: runSignal, events, onAttempt }) =>
       syncOnce(config, logger, {
-        fullRefresh: kind === 'full_refresh',
+        fullRefresh: kind === 'full_refresh' ? FULL_REFRESH_ALL : undefined,
         signal: runSignal,
         env: context.environment.env,
         events,
@@ -136,7 +137,8 @@ async function runFleetDaemon(
       logger: teamLogger,
       sync: ({ kind, signal: runSignal, events, onAttempt }: DaemonSyncRequest) =>
         syncOnce(config, teamLogger, {
-          fullRefresh: kind === 'full_refresh',
+          teamsAtOnce,
+          fullRefresh: kind === 'full_refresh' ? FULL_REFRESH_ALL : undefined,
           signal: runSignal,
           env: context.environment.env,
           events,

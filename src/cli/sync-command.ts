@@ -6,9 +6,11 @@ import { Slots, type Slot } from '../daemon/slots.js';
 import type { Config } from '../config/schema.js';
 import type { Logger } from '../log.js';
 import {
+  FULL_REFRESH_ALL,
   recordFailedRun,
   runSync,
   syncRunKind,
+  type FullRefresh,
   type SecretsSettings,
   type SyncEvents,
   type SyncReport,
@@ -32,6 +34,7 @@ import {
   createWarehouse,
   startAudit,
   syncOptionsFromConfig,
+  threadPlanOf,
   warnIfSecretsReadableByOthers,
 } from './wiring.js';
 import { writeCheckpoint, type CheckpointTarget } from '../audit/checkpoints.js';
@@ -40,10 +43,19 @@ import { privateModes } from '../private-files.js';
 import type { CheckpointSigner } from '../interfaces.js';
 
 export interface SyncCommandOptions {
+  /** `--full-refresh` alone (true), or with the resources to walk from the start. */
   fullRefresh?: boolean | string[];
   acceptSchemaChange?: boolean;
   resources?: string;
   json?: boolean;
+}
+
+/** `--full-refresh [resources...]` as the run takes it: every resource, or the ones named. */
+export function fullRefreshOf(option: boolean | string[] | undefined): FullRefresh | undefined {
+  if (option === undefined || option === false) return undefined;
+  return option === true || option.length === 0
+    ? FULL_REFRESH_ALL
+    : { kind: 'some', resources: option };
 }
 
 export async function runSyncCommand(
@@ -74,7 +86,7 @@ export async function runSyncCommand(
     const metrics = SyncRunMetrics.of(config, logger, context.chosenTeam ?? config.metrics.team);
     const report = await syncAndSendMetrics(metrics, (measured) =>
       syncOnce(config, logger, {
-        fullRefresh: options.fullRefresh,
+        fullRefresh: fullRefreshOf(options.fullRefresh),
         acceptSchemaChange: options.acceptSchemaChange,
         signal: context.environment.signal ?? stop?.signal,
         env: context.environment.env,
@@ -135,7 +147,8 @@ async function syncEveryTeam(
           const metrics = SyncRunMetrics.of(config, teamLogger, team.name);
           const report = await syncAndSendMetrics(metrics, (measured) =>
             syncOnce(config, teamLogger, {
-              fullRefresh: options.fullRefresh,
+              teamsAtOnce,
+              fullRefresh: fullRefreshOf(options.fullRefresh),
               acceptSchemaChange: options.acceptSchemaChange,
               signal,
               env: context.environment.env,
@@ -220,7 +233,9 @@ export async function syncOnce(
   config: Config,
   logger: Logger,
   extra: {
-    fullRefresh?: boolean | string[];
+    /** Teams of a fleet syncing at the same time, this one included (default 1: alone). */
+    teamsAtOnce?: number;
+    fullRefresh?: FullRefresh;
     acceptSchemaChange?: boolean;
     signal?: AbortSignal;
     events?: SyncEvents;
@@ -232,7 +247,8 @@ export async function syncOnce(
   } = {},
 ): Promise<SyncReport> {
   const env = extra.env ?? process.env;
-  const warehouse = await createWarehouse(config, logger);
+  const threads = threadPlanOf(config, extra.teamsAtOnce);
+  const warehouse = await createWarehouse(config, logger, { threads });
   try {
     await startAudit(config, warehouse, logger);
     let secrets: SecretsSettings;
@@ -259,7 +275,7 @@ export async function syncOnce(
     let report: SyncReport | undefined;
     try {
       report = await runSync({
-        ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }),
+        ...syncOptionsFromConfig(config, { source, warehouse, logger, secrets }, threads),
         fullRefresh: extra.fullRefresh,
         acceptSchemaChange: extra.acceptSchemaChange,
         signal: extra.signal,

@@ -15,7 +15,8 @@ import { openWarehouse, sqliteFilesReadableByOthers } from '../warehouse/open.js
 import type { CheckpointSigner, Warehouse } from '../interfaces.js';
 import { loadSigner } from '../audit/signing.js';
 import { resolve } from 'node:path';
-import { parseWarehouseUrl } from '../warehouse/url.js';
+import { parseWarehouseUrl, writableFromAnotherThread } from '../warehouse/url.js';
+import { planPageThreads, type PageThreadPlan } from '../page-threads.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
 import { BlobStore } from '../files/blob-store.js';
@@ -66,20 +67,33 @@ export function createSource(
   });
 }
 
+/**
+ * Whether a sync's pages leave its thread (src/page-threads.ts), from `page_threads`, the teams
+ * syncing at once (a fleet's `teams_at_once`; 1 alone) and the warehouse.
+ */
+export function threadPlanOf(config: Config, teamsAtOnce = 1): PageThreadPlan {
+  return planPageThreads({
+    setting: config.pageThreads,
+    othersAtOnce: teamsAtOnce > 1,
+    writableElsewhere: writableFromAnotherThread(parseWarehouseUrl(config.warehouse.url)),
+  });
+}
+
+/** The warehouse; SQLite commits on a writer thread as `threads` says (default: a team alone). */
 export function createWarehouse(
   config: Config,
   logger: Logger,
-  options: { mustExist?: boolean } = {},
+  options: { mustExist?: boolean; threads?: PageThreadPlan } = {},
 ): Promise<Warehouse> {
   return openWarehouse({
-    ...options,
+    mustExist: options.mustExist,
     url: config.warehouse.url,
     schema: config.warehouse.schema,
     poolSize: config.warehouse.poolSize,
     statementTimeoutSeconds: config.warehouse.statementTimeoutSeconds,
     lockStaleAfterSeconds: config.lock.staleAfterSeconds,
     fileModes: privateModes(config.dataFileMode),
-    writerThread: pageThreadsOf(config),
+    writerThread: (options.threads ?? threadPlanOf(config)).writerThread,
     logger,
   });
 }
@@ -134,21 +148,13 @@ export function createSecrets(config: Config, logger: Logger): SecretsSettings {
 /**
  * A team's settings as a fleet runs them, `teams_at_once` teams together, unless the team says
  * otherwise: each opens sealed values on its share of the cores (not on every core each), so the
- * teams syncing together keep one such thread per core between them, 10 MB a thread; and with
- * more than one team at once, each keeps its pages on the sync's thread (`page_threads: auto`):
- * the teams keep the cores busy between them, and a team's page and writer threads would add
- * about 40 MB a team at once for no time saved (docs/performance.md, Many teams).
+ * teams syncing together keep one such thread per core between them, 10 MB a thread. (Whether
+ * its pages leave the sync's thread is threadPlanOf's, given the same `teams_at_once`.)
  */
 export function inFleet(config: Config, teamsAtOnce: number): Config {
   const openThreads =
     config.secrets.openThreads ?? Math.max(1, Math.floor(defaultOpenThreads() / teamsAtOnce));
-  const pageThreads = config.pageThreads === 'auto' ? teamsAtOnce === 1 : config.pageThreads;
-  return { ...config, pageThreads, secrets: { ...config.secrets, openThreads } };
-}
-
-/** Whether a sync hands its pages to threads of its own: `page_threads`, `auto` being yes. */
-function pageThreadsOf(config: Config): boolean {
-  return config.pageThreads !== false;
+  return { ...config, secrets: { ...config.secrets, openThreads } };
 }
 
 export function syncOptionsFromConfig(
@@ -159,6 +165,7 @@ export function syncOptionsFromConfig(
     logger: Logger;
     secrets: SecretsSettings;
   },
+  threads: PageThreadPlan,
 ): SyncOptions {
   return {
     ...parts,
@@ -170,7 +177,7 @@ export function syncOptionsFromConfig(
     history: config.history,
     deletes: config.deletes,
     pagesInFlight: config.pagesInFlight,
-    pageThreads: pageThreadsOf(config),
+    pageThreads: threads.pageThread,
     concurrency: config.concurrency,
     lockWaitMs: config.lock.waitSeconds * 1000,
   };

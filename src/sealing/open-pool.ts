@@ -19,13 +19,13 @@ import { availableParallelism } from 'node:os';
 import { Worker } from 'node:worker_threads';
 import { OcsSyncError } from '../errors.js';
 import { threadModule } from '../package-info.js';
+import { ThreadBridge } from '../thread-bridge.js';
 import {
   openSealedValues,
   type OpenedValues,
   type OpeningKeys,
   type OpeningPolicy,
-  type OpenReply,
-  type OpenRequest,
+  type OpenThreadApi,
 } from './open-values.js';
 
 export interface SealedValueOpener {
@@ -98,11 +98,14 @@ interface Chunk {
   batch: Batch;
   /** Index of the chunk's first value in its batch. */
   offset: number;
-  request: OpenRequest;
+  policy: OpeningPolicy;
+  tokens: string[];
 }
 
 interface PoolThread {
   worker: Worker;
+  /** Its calls; refs the thread only while a chunk waits on it. */
+  bridge: ThreadBridge<OpenThreadApi>;
   /** The chunk it works on; undefined while idle. */
   chunk?: Chunk;
   /** Set when close() terminates it: its exit is expected. */
@@ -112,7 +115,6 @@ interface PoolThread {
 export class OpenThreadPool implements SealedValueOpener {
   private readonly threads = new Set<PoolThread>();
   private queue: Chunk[] = [];
-  private nextId = 1;
 
   constructor(
     private readonly keys: OpeningKeys,
@@ -154,11 +156,7 @@ export class OpenThreadPool implements SealedValueOpener {
       );
       for (let offset = 0; offset < tokens.length; offset += size) {
         batch.waiting += 1;
-        this.queue.push({
-          batch,
-          offset,
-          request: { id: this.nextId++, policy, tokens: tokens.slice(offset, offset + size) },
-        });
+        this.queue.push({ batch, offset, policy, tokens: tokens.slice(offset, offset + size) });
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       this.dispatch();
@@ -174,6 +172,7 @@ export class OpenThreadPool implements SealedValueOpener {
     for (const thread of threads) {
       thread.stopping = true;
       if (thread.chunk) this.fail(thread.chunk.batch, stopped);
+      thread.bridge.close(stopped);
     }
     await Promise.all(threads.map((thread) => thread.worker.terminate()));
   }
@@ -186,9 +185,11 @@ export class OpenThreadPool implements SealedValueOpener {
       const chunk = this.queue.shift()!;
       if (chunk.batch.settled) continue;
       thread.chunk = chunk;
-      // A busy thread keeps the process alive; an idle one does not (see start()).
-      thread.worker.ref();
-      thread.worker.postMessage(chunk.request);
+      // A thread that stops fails its chunk's batch through lost(), not here.
+      thread.bridge.call('open', [chunk.policy, chunk.tokens]).then(
+        (opened) => this.answered(thread, chunk, opened),
+        () => undefined,
+      );
     }
   }
 
@@ -202,7 +203,7 @@ export class OpenThreadPool implements SealedValueOpener {
 
   private valuesWaiting(): number {
     let values = 0;
-    for (const chunk of this.queue) if (!chunk.batch.settled) values += chunk.request.tokens.length;
+    for (const chunk of this.queue) if (!chunk.batch.settled) values += chunk.tokens.length;
     return values;
   }
 
@@ -214,26 +215,29 @@ export class OpenThreadPool implements SealedValueOpener {
       resourceLimits: { maxYoungGenerationSizeMb: 4 },
       execArgv,
     });
-    worker.unref();
-    const thread: PoolThread = { worker, stopping: false };
-    worker.on('message', (reply: OpenReply) => this.answered(thread, reply));
-    worker.on('error', (error) => this.lost(thread, error));
-    worker.once('exit', (code) => this.lost(thread, new Error(`it exited with code ${code}`)));
+    // A busy thread keeps the process alive; an idle one does not (the bridge refs it per call).
+    const bridge = new ThreadBridge<OpenThreadApi>(worker, {
+      stopped: (cause) =>
+        new OcsSyncError(
+          `A thread that opens sealed values stopped (${cause.slice(0, 200)}); the page was not stored.`,
+          { hint: 'Run the sync again: every committed page is kept, and it resumes after them.' },
+        ),
+    });
+    const thread: PoolThread = { worker, bridge, stopping: false };
+    void bridge.closed.then((error) => this.lost(thread, error));
     this.threads.add(thread);
     return thread;
   }
 
-  private answered(thread: PoolThread, reply: OpenReply): void {
-    const chunk = thread.chunk;
-    if (!chunk || chunk.request.id !== reply.id) return;
+  private answered(thread: PoolThread, chunk: Chunk, opened: OpenedValues): void {
+    if (thread.chunk !== chunk) return;
     thread.chunk = undefined;
-    thread.worker.unref();
     const { batch, offset } = chunk;
     if (!batch.settled) {
-      for (let index = 0; index < reply.values.length; index++) {
-        batch.values[offset + index] = reply.values[index];
+      for (let index = 0; index < opened.values.length; index++) {
+        batch.values[offset + index] = opened.values[index];
       }
-      for (const failure of reply.failures) {
+      for (const failure of opened.failures) {
         batch.failures.push({ index: offset + failure.index, reason: failure.reason });
       }
       batch.waiting -= 1;
@@ -248,19 +252,11 @@ export class OpenThreadPool implements SealedValueOpener {
   }
 
   /** A thread stopped on its own: the batch it worked on fails; later chunks get a new thread. */
-  private lost(thread: PoolThread, cause: Error): void {
+  private lost(thread: PoolThread, error: Error): void {
     if (thread.stopping || !this.threads.delete(thread)) return;
     const chunk = thread.chunk;
     thread.chunk = undefined;
-    if (chunk) {
-      this.fail(
-        chunk.batch,
-        new OcsSyncError(
-          `A thread that opens sealed values stopped (${cause.message.slice(0, 200)}); the page was not stored.`,
-          { hint: 'Run the sync again: every committed page is kept, and it resumes after them.' },
-        ),
-      );
-    }
+    if (chunk) this.fail(chunk.batch, error);
     void thread.worker.terminate();
     this.dispatch();
   }

@@ -61,14 +61,7 @@ export function openSealedValues(
   return { values, failures };
 }
 
-/** What the sync's thread sends a thread of the pool: one chunk of a page's values. */
-export interface OpenRequest {
-  id: number;
-  policy: OpeningPolicy;
-  tokens: string[];
-}
-
-/** A thread's answer to one chunk. */
-export interface OpenReply extends OpenedValues {
-  id: number;
+/** What a thread of the pool serves (open-thread.ts): one chunk of a page's values at a time. */
+export interface OpenThreadApi {
+  open(policy: OpeningPolicy, tokens: readonly string[]): OpenedValues;
 }

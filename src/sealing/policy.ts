@@ -72,7 +72,7 @@ export async function applySealingPolicy(
   sealed: SealedFields,
   policy: SecretPolicy,
   keys: SealingKeys,
-  options: { opener?: SealedValueOpener; signal?: AbortSignal } = {},
+  options: { opener?: Pick<SealedValueOpener, 'open'>; signal?: AbortSignal } = {},
 ): Promise<Row[]> {
   if (!isSecretPolicy(policy)) {
     throw new ConfigError([

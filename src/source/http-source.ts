@@ -2,7 +2,9 @@ import pRetry from 'p-retry';
 import { Agent, request, type Dispatcher } from 'undici';
 import {
   AuthError,
+  BodyNotJsonError,
   HttpStatusError,
+  JsonTooDeepError,
   ProtocolError,
   ResponseTooLargeError,
   ServerUnavailableError,
@@ -23,7 +25,7 @@ import { MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 import { dropBody } from './drop-body.js';
 import { describeSeen, formatByteCount, readLimitedBytes } from './limited-body.js';
 import { PageHeadReader } from './page-head.js';
-import { BodyNotJsonError, JsonTooDeepError, bodyJson, decodePageBody } from './page-body.js';
+import { bodyJson, decodePageBody } from './page-body.js';
 import {
   RequestPacer,
   readRateLimitHeaders,

@@ -4,19 +4,9 @@
  * the same wherever it runs: on the thread that fetched the body (`HttpExportSource.page`) or on
  * the sync's page thread, which is handed the bytes (src/sync/pipeline/).
  */
-import { ProtocolError } from '../errors.js';
+import { BodyNotJsonError, JsonTooDeepError, ProtocolError } from '../errors.js';
 import type { Page, Row } from '../interfaces.js';
-import { JsonTooDeepError, parseJsonExact } from '../json.js';
-
-/** A body that is not complete JSON (cut short, an HTML page from a proxy): worth asking again. */
-export class BodyNotJsonError extends Error {
-  constructor(readonly bytes: number) {
-    super(`a body that is not complete JSON (${bytes} bytes)`);
-    this.name = 'BodyNotJsonError';
-  }
-}
-
-export { JsonTooDeepError };
+import { MAX_JSON_DEPTH, parseJsonExact } from '../json.js';
 
 /** UTF-8 text of a body, without a leading BOM. */
 export function bodyText(bytes: Uint8Array): string {
@@ -36,7 +26,7 @@ export function bodyJson(bytes: Uint8Array, document: boolean): { body: unknown;
   } catch (error) {
     if (error instanceof JsonTooDeepError) throw error;
     // V8 throws RangeError for nesting deeper than its stack: as deep as JsonTooDeepError.
-    if (error instanceof RangeError) throw new JsonTooDeepError();
+    if (error instanceof RangeError) throw new JsonTooDeepError(MAX_JSON_DEPTH);
     if (!document) throw new BodyNotJsonError(bytes.byteLength);
   }
   if (body === undefined && !document) throw new BodyNotJsonError(bytes.byteLength);

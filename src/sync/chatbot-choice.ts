@@ -1,7 +1,7 @@
 /**
  * The team's chatbot choice (REFERENCE.md, "The next server version"): a team admin may choose
  * which chatbots the export serves. Pure rules only: what the server says about it, the selection
- * key it checks, and how each resource is walked and what its missing rows mean under a choice.
+ * key it checks, and how each resource is classed under a choice (walk-plan.ts plans the walks).
  */
 import { WHOLE_TEAM_KEY, compareCodePoints, selectionKey } from '../export-api/selection.js';
 import type { ChatbotChoiceRecord, ManifestEntry } from '../interfaces.js';
@@ -111,99 +111,6 @@ export function scopeClassOf(entry: ManifestEntry): ScopeClass {
   if (entry.scope === 'owned') return 'owned';
   if (entry.scope === 'excluded') return 'excluded';
   return 'shared';
-}
-
-export interface ResourceWalkInput {
-  entry: ManifestEntry;
-  scope: ServerScope;
-  /** The stored cursor and the key it was committed under (null: before choices were known). */
-  cursor: string | null;
-  cursorKey: string | null;
-  fullRefresh: boolean;
-  /** The chatbots a key stood for, when it was recorded. */
-  chatbotsOf(key: string): readonly string[] | undefined;
-}
-
-export interface ResourceWalkPlan {
-  /** Not requested: the server serves it empty under this choice. */
-  excluded: boolean;
-  /** Where the walk starts (null: from the start). */
-  cursor: string | null;
-  /** Why a stored cursor is not used, for the log. */
-  restartReason?: string;
-  /**
-   * What a complete walk from the start says about rows it did not see:
-   * `delete` (the whole team was walked: the server no longer has them), `out_of_scope` (a
-   * choice: they are not served; see provesDeletions), or `none` (not looked at).
-   */
-  missing: 'none' | 'delete' | 'out_of_scope';
-  /**
-   * With `out_of_scope`, on a full refresh under a choice: the missing rows are settled once
-   * every walk of the run is done, when the rows served can show which are gone from the server
-   * (choice-reach.ts): those last served under this same choice that the served rows still
-   * reach are deleted, whatever the resource's scope; the rest are marked out of scope.
-   */
-  provesDeletions: boolean;
-}
-
-/** True when every row served under `to` was also served under `from`. */
-export function isNarrowing(
-  from: string,
-  to: string,
-  chatbotsOf: (key: string) => readonly string[] | undefined,
-): boolean {
-  if (from === to) return true;
-  if (to === WHOLE_TEAM_KEY || to === UNKNOWN_CHOICE_KEY || from === UNKNOWN_CHOICE_KEY) {
-    return false;
-  }
-  if (from === WHOLE_TEAM_KEY) return true;
-  const wider = chatbotsOf(from);
-  const narrower = chatbotsOf(to);
-  if (!wider || !narrower || narrower.length === 0) return false;
-  const set = new Set(wider);
-  return narrower.every((publicId) => set.has(publicId));
-}
-
-/**
- * How one resource is walked in this run. Without a choice (the whole team) this is today's
- * rule: resume from the cursor, a full refresh walks from the start and deletes what is missing.
- * Under a choice: excluded resources are not requested; shared resources are re-read from the
- * start every run (a row may enter the choice without a new `updated_at`); owned resources resume
- * only when the choice is provably a narrowing of the one their cursor was committed under.
- */
-export function planResourceWalk(input: ResourceWalkInput): ResourceWalkPlan {
-  const { entry, scope, fullRefresh } = input;
-  const key = walkKey(scope);
-  const partOfTeam = servesPartOfTeam(scope);
-  const scopeClass = scopeClassOf(entry);
-  if (scope.kind === 'choice' && partOfTeam && scopeClass === 'excluded') {
-    return { excluded: true, cursor: null, missing: 'none', provesDeletions: false };
-  }
-  const cursorKey = input.cursorKey ?? WHOLE_TEAM_KEY;
-  let restartReason: string | undefined;
-  if (input.cursor !== null && !fullRefresh) {
-    if (scope.kind === 'unknown') {
-      restartReason = 'the server does not say which chatbots it serves';
-    } else if (partOfTeam && scopeClass === 'shared') {
-      restartReason = 'shared rows can enter the chatbot choice unchanged';
-    } else if (!isNarrowing(cursorKey, key, input.chatbotsOf)) {
-      restartReason = `the chatbot choice changed (${cursorKey} -> ${key}) and is not a narrowing`;
-    }
-  }
-  const cursor = fullRefresh || restartReason !== undefined ? null : input.cursor;
-  let missing: ResourceWalkPlan['missing'] = 'none';
-  if (partOfTeam) {
-    if (cursor === null) missing = 'out_of_scope';
-  } else if (fullRefresh) {
-    missing = 'delete';
-  }
-  return {
-    excluded: false,
-    cursor,
-    ...(restartReason !== undefined ? { restartReason } : {}),
-    missing,
-    provesDeletions: missing === 'out_of_scope' && fullRefresh && scope.kind === 'choice',
-  };
 }
 
 /** "Support bot, Sales bot (key 3184818c…)" / "the whole team (key all)". */

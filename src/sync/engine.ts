@@ -8,12 +8,9 @@
 import { linkedAbortController, type LinkedAbortController } from '../abort.js';
 import { unknownNameAdvice } from '../did-you-mean.js';
 import {
-  AuthError,
   ConfigError,
   InterruptedError,
   OcsSyncError,
-  SchemaChangeStoppedError,
-  ServerUnavailableError,
   describeError,
   errorKindOf,
 } from '../errors.js';
@@ -23,7 +20,6 @@ import type {
   Manifest,
   ManifestEntry,
   ResourceOutcomeStatus,
-  ResourceState,
   Row,
   RunKind,
   RunStatus,
@@ -45,13 +41,12 @@ import {
   EXCLUDED_BY_CHOICE,
   UNKNOWN_CHOICE_KEY,
   describeChoice,
-  planResourceWalk,
   readServerScope,
   selectionParameter,
   walkKey,
-  type ResourceWalkPlan,
   type ServerScope,
 } from './chatbot-choice.js';
+import { planResourceWalk } from './walk-plan.js';
 import { keepExportDocuments } from './restore-keeping.js';
 import { originalValuesOf } from '../warehouse/original-values.js';
 import { settleMissingUnderChoice } from './settle-under-choice.js';
@@ -74,20 +69,21 @@ import {
 } from '../warehouse/state-keys.js';
 import {
   SelectionChangedError,
-  SkipResource,
-  asSelectionChange,
-  asSkip,
+  classifyResourceError,
   interrupted,
   recordFailedRun,
   syncRunKind,
 } from './run-errors.js';
-import type { ResourceReport, SyncOptions, SyncReport } from './run-types.js';
+import { finishedRunStatus, keepsSchemaChecksum, stoppedRunStatus } from './run-outcome.js';
+import { refreshes, type ResourceReport, type SyncOptions, type SyncReport } from './run-types.js';
 import { SchemaKeeper, TEAM_TABLE, storedTables } from './schema-keeper.js';
 import { SealedFieldBook } from './sealed-book.js';
 import { walkResource, type WalkContext } from './pipeline/walk.js';
-import { createPagePipeline, type PagePipeline } from './pipeline/pipeline.js';
+import { PagePipeline } from './pipeline/pipeline.js';
 
+export { FULL_REFRESH_ALL } from './run-types.js';
 export type {
+  FullRefresh,
   ResourceReport,
   SecretsSettings,
   SyncEvents,
@@ -143,10 +139,10 @@ class SyncRun {
     this.opener =
       options.secrets.opener ??
       createSealedValueOpener(options.secrets.keys, options.secrets.openThreads);
-    this.pipeline = createPagePipeline({
+    this.pipeline = new PagePipeline({
       warehouse: options.warehouse,
       keys: options.secrets.keys,
-      pageThread: options.pageThreads !== false,
+      pageThread: options.pageThreads ?? true,
       threadModule: options.pageThreadModule,
     });
     const policyOf = (entry: ManifestEntry) => this.policyOf(entry);
@@ -292,31 +288,15 @@ class SyncRun {
       await this.keepWalkDurations(reports);
       await this.refreshRelationships(manifest.entries);
       files = await this.syncFiles(reports);
-      const partial =
-        this.problems.length > 0 ||
-        reports.some(
-          (report) =>
-            (report.status !== 'ok' && report.status !== 'excluded') || report.warnings.length > 0,
-        ) ||
-        (files !== undefined && (files.failed > 0 || files.error !== undefined));
-      status = partial ? 'partial' : 'ok';
-      // Skipped or failed resources may not have their tables evolved yet: re-read the schema next time.
-      if (
-        this.gaveUp === undefined &&
-        reports.every((report) => report.status === 'ok' || report.status === 'excluded')
-      ) {
+      status = finishedRunStatus({ problems: this.problems, resources: reports, files });
+      if (keepsSchemaChecksum({ resources: reports, gaveUp: this.gaveUp !== undefined })) {
         await warehouse.setState(SCHEMA_CHECKSUM_STATE_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
       runError = this.stoppedBy(error);
       // However the run ends, no thread of it is left.
       await this.pipeline.close();
-      status =
-        runError instanceof InterruptedError
-          ? 'interrupted'
-          : runError instanceof SchemaChangeStoppedError
-            ? 'partial'
-            : 'failed';
+      status = stoppedRunStatus(runError);
     }
 
     const requests = (source.requestCount ?? 0) - requestsBefore;
@@ -403,7 +383,11 @@ class SyncRun {
     const ordered = orderWalks(
       entries,
       (entry) =>
-        expectedWalkMs(this.walkDurations, entry.resource, this.isFullRefresh(entry.resource)),
+        expectedWalkMs(
+          this.walkDurations,
+          entry.resource,
+          refreshes(this.options.fullRefresh, entry.resource),
+        ),
       concurrency,
     );
     if (concurrency > 1) {
@@ -528,8 +512,7 @@ class SyncRun {
   private requestedResources(): readonly string[] | undefined {
     const { resources, fullRefresh } = this.options;
     // `--full-refresh A B` limits the run to A and B.
-    if (Array.isArray(fullRefresh) && fullRefresh.length > 0) return fullRefresh;
-    return resources;
+    return fullRefresh?.kind === 'some' ? fullRefresh.resources : resources;
   }
 
   /** Store the team row; returns it (its `has_public_key` says whether sealed resources answer). */
@@ -589,7 +572,7 @@ class SyncRun {
 
   private async syncResource(entry: ManifestEntry): Promise<ResourceReport> {
     const started = performance.now();
-    const fullRefresh = this.isFullRefresh(entry.resource);
+    const fullRefresh = refreshes(this.options.fullRefresh, entry.resource);
     const report: ResourceReport = {
       resource: entry.resource,
       status: 'ok',
@@ -618,15 +601,11 @@ class SyncRun {
       return report;
     }
 
-    let state: ResourceState | undefined;
-    let plan: ResourceWalkPlan;
     try {
-      state = await this.options.warehouse.getResourceState(entry.resource);
-      plan = planResourceWalk({
+      const plan = planResourceWalk({
         entry,
         scope: this.scope,
-        cursor: state?.cursor ?? null,
-        cursorKey: state?.cursorSelection ?? null,
+        stored: await this.options.warehouse.getResourceState(entry.resource),
         fullRefresh,
         chatbotsOf: (key) => this.choices.get(key)?.chatbots.map((chatbot) => chatbot.publicId),
       });
@@ -640,37 +619,28 @@ class SyncRun {
         logger.debug({ resource: entry.resource }, report.error);
         return report;
       }
-      await walkResource(this.walkContext(), {
-        entry,
-        report,
-        fullRefresh,
-        state,
-        plan,
-        fromStart: () => this.walkedFromStart.add(entry.resource),
-      });
+      if (plan.cursor === null) this.walkedFromStart.add(entry.resource);
+      await walkResource(this.walkContext(), { entry, report, plan });
     } catch (caught) {
-      // The choice changed under this run: not an outcome of the resource; the run walks again.
+      // Another walk saw the choice change: this one was cut short by it, nothing of its own.
       if (this.selectionChange && this.pass.signal.aborted) throw this.selectionChange;
-      const change = asSelectionChange(caught, selectionParameter(this.scope));
-      if (change) {
-        this.selectionChange = change;
+      const { kind, error } = classifyResourceError(caught, {
+        resource: entry.resource,
+        selection: selectionParameter(this.scope),
+        interrupted: this.options.signal?.aborted === true,
+      });
+      if (kind === 'selection changed') {
+        this.selectionChange = error;
         this.pass.abort();
-        throw change;
+        throw error;
       }
-      const error = this.options.signal?.aborted
-        ? interrupted()
-        : (asSkip(caught, entry.resource) ?? caught);
-      if (
-        error instanceof AuthError ||
-        error instanceof ServerUnavailableError ||
-        error instanceof InterruptedError
-      ) {
+      if (kind === 'not ours') throw error;
+      if (kind === 'stops the run') {
         await this.record(report, 'failed', error, started);
         throw error;
       }
-      if (!(error instanceof OcsSyncError)) throw error;
       // A skip is the configuration or the server saying "not this one": a warning, not a failure.
-      const skipped = error instanceof SkipResource;
+      const skipped = kind === 'skipped';
       await this.record(report, skipped ? 'skipped' : 'failed', error, started);
       logger[skipped ? 'warn' : 'error'](
         { resource: entry.resource, rows: report.rows },
@@ -739,12 +709,6 @@ class SyncRun {
     throw new ConfigError([
       `history lists some resources, but audit is on for this warehouse, which keeps the history of every resource; it leaves out ${missing.join(', ')}: set history: true (OCS_HISTORY=true), or leave history out`,
     ]);
-  }
-
-  private isFullRefresh(resource: string): boolean {
-    const { fullRefresh } = this.options;
-    if (!fullRefresh) return false;
-    return fullRefresh === true || fullRefresh.length === 0 || fullRefresh.includes(resource);
   }
 
   private async record(

@@ -1,10 +1,19 @@
 /**
  * How a run names itself and what stopped a resource or the run itself: the kind it is recorded
  * as, a resource this configuration or server cannot sync (skipped), a chatbot choice that changed
- * under the walk, an interruption, and a run that failed before it could start.
+ * under the walk, an interruption, what each error means for the resource and the run
+ * (classifyResourceError), and a run that failed before it could start.
  */
-import { HttpStatusError, InterruptedError, OcsSyncError, describeError } from '../errors.js';
+import {
+  AuthError,
+  HttpStatusError,
+  InterruptedError,
+  OcsSyncError,
+  ServerUnavailableError,
+  describeError,
+} from '../errors.js';
 import type { RunKind, Warehouse } from '../interfaces.js';
+import type { FullRefresh } from './run-types.js';
 
 /**
  * What a sync run is recorded as: a full refresh when asked; otherwise `initial` until a run has
@@ -12,9 +21,9 @@ import type { RunKind, Warehouse } from '../interfaces.js';
  */
 export async function syncRunKind(
   warehouse: Pick<Warehouse, 'hasLoaded'>,
-  fullRefresh: boolean | readonly string[] | undefined,
+  fullRefresh: FullRefresh | undefined,
 ): Promise<RunKind> {
-  if (fullRefresh) return 'full_refresh';
+  if (fullRefresh !== undefined) return 'full_refresh';
   return (await warehouse.hasLoaded()) ? 'incremental' : 'initial';
 }
 
@@ -65,6 +74,43 @@ export function asSelectionChange(
   if (selection === undefined || !(error instanceof HttpStatusError)) return undefined;
   if (error.status !== 409 || /public key/i.test(error.detail)) return undefined;
   return new SelectionChangedError(error.detail);
+}
+
+/**
+ * What an error that stopped a resource's walk means:
+ * - `selection changed`: the team's chatbot choice changed under the run; not the resource's
+ *   outcome: the run walks again under the new choice;
+ * - `stops the run`: recorded as the resource's failure, then the run ends with it (the key was
+ *   refused, the server is gone, the run was interrupted);
+ * - `skipped`: this configuration or server cannot sync the resource (a warning);
+ * - `failed`: the resource failed, the others go on;
+ * - `not ours`: a bug, thrown as it is.
+ * `interrupted`: the run's signal was aborted, so whatever failed is the interruption.
+ */
+export type ResourceErrorClass =
+  | { kind: 'selection changed'; error: SelectionChangedError }
+  | { kind: 'stops the run'; error: OcsSyncError }
+  | { kind: 'skipped'; error: SkipResource }
+  | { kind: 'failed'; error: OcsSyncError }
+  | { kind: 'not ours'; error: unknown };
+
+export function classifyResourceError(
+  caught: unknown,
+  walk: { resource: string; selection: string | undefined; interrupted: boolean },
+): ResourceErrorClass {
+  const change = asSelectionChange(caught, walk.selection);
+  if (change) return { kind: 'selection changed', error: change };
+  const error = walk.interrupted ? interrupted() : (asSkip(caught, walk.resource) ?? caught);
+  if (
+    error instanceof AuthError ||
+    error instanceof ServerUnavailableError ||
+    error instanceof InterruptedError
+  ) {
+    return { kind: 'stops the run', error };
+  }
+  if (error instanceof SkipResource) return { kind: 'skipped', error };
+  if (error instanceof OcsSyncError) return { kind: 'failed', error };
+  return { kind: 'not ours', error };
 }
 
 /**

@@ -1,6 +1,6 @@
 /**
- * What a sync run is given and what it gives back: its options, the hooks it calls as it goes,
- * and its report (src/sync/engine.ts runs it).
+ * What a sync run is given and what it gives back: its options (which resources a full refresh
+ * walks among them), the hooks it calls as it goes, and its report (src/sync/engine.ts runs it).
  */
 import type {
   AuditOutcome,
@@ -27,6 +27,21 @@ export interface SecretsSettings {
   openThreads?: number;
   /** Opens sealed values instead of a pool of the run's own (tests); the caller closes it. */
   opener?: SealedValueOpener;
+}
+
+/**
+ * Which resources a full refresh walks from the start: every one the run syncs, or some named
+ * ones (`sync --full-refresh A B`), which the run then syncs alone.
+ */
+export type FullRefresh = { kind: 'all' } | { kind: 'some'; resources: readonly string[] };
+
+/** A full refresh of every resource the run syncs (`--full-refresh`, `full_refresh_schedule`). */
+export const FULL_REFRESH_ALL: FullRefresh = { kind: 'all' };
+
+/** Whether a full refresh walks `resource` from the start. */
+export function refreshes(fullRefresh: FullRefresh | undefined, resource: string): boolean {
+  if (fullRefresh === undefined) return false;
+  return fullRefresh.kind === 'all' || fullRefresh.resources.includes(resource);
 }
 
 /** Hooks for progress display and metrics; all optional. */
@@ -57,8 +72,8 @@ export interface SyncOptions {
   acceptSchemaChange?: boolean;
   history: boolean | readonly string[];
   deletes: DeleteMode;
-  /** Walk these resources (true: all selected) from the start and find deleted rows. */
-  fullRefresh?: boolean | readonly string[];
+  /** Walk resources from the start and find deleted rows: which ones (absent: none). */
+  fullRefresh?: FullRefresh;
   /** Pages fetched ahead of the writer. */
   pagesInFlight: number;
   /** Resources synced at once; 1 keeps manifest order. */
@@ -68,7 +83,11 @@ export interface SyncOptions {
   events?: SyncEvents;
   /** Fetch file contents after the resources, when `files` was synced (files.enabled). */
   files?: FilesStep;
-  /** False parses, prepares and writes pages on this thread, not on a page thread. Default true. */
+  /**
+   * Whether pages go to a page thread (planPageThreads's answer, src/page-threads.ts, which also
+   * opened the warehouse with its writer thread or not); false parses, prepares and writes them
+   * on this thread. Default true.
+   */
   pageThreads?: boolean;
   /** The page thread's module instead of the pipeline's own (tests give one that stops). */
   pageThreadModule?: URL;

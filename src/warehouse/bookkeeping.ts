@@ -21,6 +21,7 @@ import type {
   RunKind,
   RunStatus,
   RunSummary,
+  SavedCursor,
   SchemaChange,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
@@ -396,6 +397,21 @@ export class Bookkeeping {
       .select(['selection_key', 'chatbots'])
       .execute();
     return new Map(rows.map((row) => [row.selection_key, toChoiceRecord(row)]));
+  }
+
+  /** As a page saves its cursor (sqlite/page-writes.ts, postgres/page-sink.ts), without rows. */
+  async saveCursor(saved: SavedCursor): Promise<void> {
+    const values = {
+      cursor: saved.cursor,
+      cursor_kind: saved.cursorKind,
+      cursor_selection: saved.selection ?? null,
+      last_run_id: saved.runId,
+    };
+    await this.db
+      .insertInto('_ocs_resources')
+      .values({ resource: saved.resource, ...values })
+      .onConflict((conflict) => conflict.column('resource').doUpdateSet(values))
+      .execute();
   }
 
   async resetCursor(resource: string): Promise<void> {

@@ -7,7 +7,8 @@ import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import type { ColumnType, Warehouse } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
-import { parseWarehouseUrl } from './url.js';
+import { planPageThreads } from '../page-threads.js';
+import { parseWarehouseUrl, writableFromAnotherThread } from './url.js';
 import type { WarehouseLogger } from './writer-lock.js';
 import type { PrivateModes } from '../private-files.js';
 import { readLockAndChecksum, type WarehouseProbe } from './probe.js';
@@ -35,7 +36,10 @@ export interface OpenWarehouseOptions {
   mustExist?: boolean;
   /** Modes a new SQLite file (and its lock file) is created with (default 0600). */
   fileModes?: PrivateModes;
-  /** SQLite: false commits pages on this thread's connection, not on a writer thread. */
+  /**
+   * SQLite: commit pages on a writer thread (planPageThreads's answer, src/page-threads.ts).
+   * Default: as planned for a team syncing alone with `page_threads: auto`.
+   */
   writerThread?: boolean;
   logger?: WarehouseLogger;
 }
@@ -70,7 +74,13 @@ export async function openWarehouse(options: OpenWarehouseOptions): Promise<Ware
     path,
     lockStaleAfterSeconds: options.lockStaleAfterSeconds,
     fileModes: options.fileModes,
-    writerThread: options.writerThread,
+    writerThread:
+      options.writerThread ??
+      planPageThreads({
+        setting: 'auto',
+        othersAtOnce: false,
+        writableElsewhere: writableFromAnotherThread(location),
+      }).writerThread,
     logger: options.logger,
   });
   return migrated(warehouse);

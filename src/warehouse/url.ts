@@ -113,3 +113,11 @@ export function redactUrl(url: string): string {
       .replace(/([?&](?:password|sslpassword|passwd)=)[^&#]*/gi, '$1***');
   }
 }
+
+/**
+ * Whether another thread can write the warehouse (a page thread, SQLite's writer thread): not an
+ * SQLite `:memory:` database, which only its one connection holds.
+ */
+export function writableFromAnotherThread(target: WarehouseTarget): boolean {
+  return target.dialect === 'postgres' || target.path !== ':memory:';
+}

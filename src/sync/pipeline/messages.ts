@@ -1,11 +1,15 @@
 /**
- * What the sync's thread and the page thread say to each other (pipeline.ts, page-thread.ts):
- * a walk's rules once, each page's bytes (moved, not copied), which parsed page to commit with
- * which cursor, and the page thread's questions to the run (PageHost) with their answers.
+ * What the sync's thread and the page thread say to each other, over one bridge
+ * (src/thread-bridge.ts): the page thread serves the page stages (page-stages.ts, PageStagesApi)
+ * and asks the run the questions of prepare.ts's PageHost, each walk's of its own walk (RunApi).
+ * A walk's rules cross once, each page's bytes are moved (not copied), and which parsed page to
+ * commit with which cursor.
  */
+import { OcsSyncError } from '../../errors.js';
 import type { ColumnSpec, CursorKind, PageSinkSetup, PageWriteResult } from '../../interfaces.js';
 import type { SealingKeys, SecretPolicy } from '../../sealing/policy.js';
-import type { CarriedError } from './carried-errors.js';
+import type { Caller } from '../../thread-bridge.js';
+import type { PageHost } from './prepare.js';
 
 /** What stays the same for every page of one walk. */
 export interface WalkSetup {
@@ -51,22 +55,44 @@ export interface PageThreadSetup {
   keys: SealingKeys;
 }
 
-/** The questions a page's stages ask of the run (prepare.ts PageHost), by name. */
-export type HostMethod = 'learnSealedFields' | 'applySchemaChanges' | 'open' | 'readRowsById';
+/** `T`'s methods, each taking first the walk it is asked for. */
+export type ByWalk<T> = {
+  [K in keyof T]: T[K] extends (...args: infer A) => infer R
+    ? (walk: string, ...args: A) => R
+    : never;
+};
 
-export type ToPageThread =
-  | { type: 'walk'; setup: WalkSetup }
-  | { type: 'parse'; id: number; walk: string; bytes: Uint8Array }
-  | { type: 'commit'; id: number; walk: string; seq: number; cursor: string | null }
-  /** A parsed page the walk will not write. */
-  | { type: 'drop'; walk: string; seq: number }
-  /** Waits for the walk's pages in flight, then forgets the walk. */
-  | { type: 'end-walk'; id: number; walk: string }
-  | { type: 'answer'; call: number; value?: unknown; failed?: true }
-  /** Waits for every page in flight, closes the sink; the thread then ends. */
-  | { type: 'close'; id: number };
+/** What the run answers the page thread: every question of PageHost, for the walk that asks. */
+export type RunApi = ByWalk<PageHost>;
 
-export type FromPageThread =
-  | { type: 'done'; id: number; value?: unknown }
-  | { type: 'failed'; id: number; error: CarriedError }
-  | { type: 'call'; call: number; walk: string; method: HostMethod; args: unknown[] };
+/**
+ * The page thread's PageHost for one walk: each question goes to the run as it was asked, with
+ * the walk's name first. Generic over PageHost: a new question needs nothing here.
+ */
+export function askRun(walk: string, run: Caller<RunApi>): PageHost {
+  return new Proxy({} as PageHost, {
+    get: (_, method) =>
+      typeof method !== 'string' || method === 'then'
+        ? undefined
+        : (...args: unknown[]) =>
+            run.call(method as keyof RunApi & string, [walk, ...args] as never),
+  });
+}
+
+/** The run's answers: each question to the PageHost of the walk that asked it. */
+export function answerByWalk(hosts: ReadonlyMap<string, PageHost>): RunApi {
+  return new Proxy({} as RunApi, {
+    get: (_, method) =>
+      typeof method !== 'string' || method === 'then'
+        ? undefined
+        : (walk: string, ...args: unknown[]) => {
+            const host = hosts.get(walk) as Record<string, unknown> | undefined;
+            if (!host) throw new OcsSyncError(`${walk} is not a walk of this run.`);
+            const answer = host[method];
+            if (typeof answer !== 'function' || method in Object.prototype) {
+              throw new Error(`The run has no answer to ${method}.`);
+            }
+            return (answer as (...args: unknown[]) => unknown).apply(host, args);
+          },
+  });
+}

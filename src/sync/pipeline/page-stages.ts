@@ -32,6 +32,35 @@ interface WalkWork {
   failed: boolean;
 }
 
+/**
+ * What the page stages serve, wherever they run: to the sync's thread over the bridge from the
+ * page thread, or in the sync's own thread (pipeline.ts). A walk's host is not sent: each side
+ * knows its own (servePageStages).
+ */
+export interface PageStagesApi {
+  startWalk(setup: WalkSetup): void;
+  parse: PageStages['parse'];
+  commit: PageStages['commit'];
+  drop: PageStages['drop'];
+  endWalk: PageStages['endWalk'];
+  close: PageStages['close'];
+}
+
+/** The stages' API, each walk's questions asked of `hostOf(walk)`. */
+export function servePageStages(
+  stages: PageStages,
+  hostOf: (walk: string) => PageHost,
+): PageStagesApi {
+  return {
+    startWalk: (setup) => stages.startWalk(setup, hostOf(setup.walk)),
+    parse: (walk, bytes) => stages.parse(walk, bytes),
+    commit: (walk, seq, cursor) => stages.commit(walk, seq, cursor),
+    drop: (walk, seq) => stages.drop(walk, seq),
+    endWalk: (walk) => stages.endWalk(walk),
+    close: () => stages.close(),
+  };
+}
+
 export class PageStages {
   private readonly walks = new Map<string, WalkWork>();
 
@@ -52,15 +81,7 @@ export class PageStages {
         history: setup.history,
       },
       state: { columns: setup.columns, sealed: setup.sealed },
-      host: {
-        ...host,
-        // The sink's statements were prepared for the old shapes.
-        applySchemaChanges: async (changes, columns) => {
-          const applied = await host.applySchemaChanges(changes, columns);
-          this.sink.forget();
-          return applied;
-        },
-      },
+      host: this.forgettingShapes(host),
       nextSeq: 1,
       parsed: new Map(),
       preparing: Promise.resolve(),
@@ -131,6 +152,21 @@ export class PageStages {
   async close(): Promise<void> {
     await Promise.all([...this.walks.keys()].map((walk) => this.endWalk(walk)));
     await this.sink.close();
+  }
+
+  /**
+   * The walk's host, but the sink forgets its statements once the run changed the tables' shapes
+   * (they were prepared for the old ones). Made from the host, not spread: the page thread's host
+   * answers any question and has no own keys (messages.ts, askRun).
+   */
+  private forgettingShapes(host: PageHost): PageHost {
+    const own = Object.create(host) as PageHost;
+    own.applySchemaChanges = async (changes, columns) => {
+      const applied = await host.applySchemaChanges(changes, columns);
+      this.sink.forget();
+      return applied;
+    };
+    return own;
   }
 
   private work(walk: string): WalkWork {

@@ -8,7 +8,7 @@
 import { UnsafeNameError } from '../../errors.js';
 import type { ColumnSpec, Row, SchemaChange, StoredRow } from '../../interfaces.js';
 import { isSafeFieldName } from '../../names.js';
-import type { SealedValueOpener } from '../../sealing/open-pool.js';
+import type { OpenedValues, OpeningPolicy } from '../../sealing/open-values.js';
 import { applySealingPolicy, type SealingKeys, type SecretPolicy } from '../../sealing/policy.js';
 import { rowContentHasher } from '../../warehouse/canonical.js';
 import { planColumnsForRows, withoutFields } from '../plan.js';
@@ -20,14 +20,19 @@ export interface SealedSets {
   all: ReadonlySet<string>;
 }
 
-/** What preparing a page asks of the run, which owns the warehouse's schema and the keys. */
+/**
+ * What preparing a page asks of the run, which owns the warehouse's schema and the keys. Asked
+ * from the page thread, each question crosses to the sync's thread as it is (messages.ts): a new
+ * one is a method here, its use below, and its answer in walk.ts's pageHost. Methods only, of
+ * data that crosses threads (structured clone) both ways.
+ */
 export interface PageHost {
   /** Fields found holding sealed values the run did not know; returns the resource's new sets. */
   learnSealedFields(fields: string[]): Promise<SealedSets>;
   /** Applies schema changes to the warehouse; returns the table's columns after them. */
   applySchemaChanges(changes: SchemaChange[], columns: ColumnSpec[]): Promise<ColumnSpec[]>;
   /** Opens sealed values (the run's pool of threads). */
-  opener: Pick<SealedValueOpener, 'open'>;
+  openSealedValues(policy: OpeningPolicy, tokens: readonly string[]): Promise<OpenedValues>;
   /** The stored rows of these ids (for stable sealed values). */
   readRowsById(columns: readonly ColumnSpec[], ids: string[]): Promise<StoredRow[]>;
 }
@@ -80,7 +85,7 @@ export async function preparePage(
   if (state.sealed.all.size > 0) {
     // Opened on the pool's threads: other walks go on meanwhile.
     rows = await applySealingPolicy(resource, rows, state.sealed, policy, rules.keys, {
-      opener: host.opener as SealedValueOpener,
+      opener: { open: (opening, tokens) => host.openSealedValues(opening, tokens) },
       signal,
     });
     const sealedPlan = planSealedColumns(

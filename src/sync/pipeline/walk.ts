@@ -6,23 +6,11 @@
  * and goes on while the page ahead commits (write-behind). After a complete walk, the rows it did
  * not see are marked.
  */
-import type {
-  ManifestEntry,
-  PageHead,
-  ResourceState,
-  Warehouse,
-  ExportSource,
-} from '../../interfaces.js';
+import type { ManifestEntry, PageHead, Warehouse, ExportSource } from '../../interfaces.js';
 import type { Logger } from '../../log.js';
 import type { SecretPolicy } from '../../sealing/policy.js';
-import {
-  WHOLE_TEAM_KEY,
-  selectionParameter,
-  servesPartOfTeam,
-  walkKey,
-  type ResourceWalkPlan,
-  type ServerScope,
-} from '../chatbot-choice.js';
+import { selectionParameter, walkKey, type ServerScope } from '../chatbot-choice.js';
+import type { ResourceWalkPlan } from '../walk-plan.js';
 import { CursorTrail, checkPageHead } from '../cursor-trail.js';
 import { hasNextPage } from '../plan.js';
 import { readAhead } from '../read-ahead.js';
@@ -61,11 +49,8 @@ export interface WalkContext {
 export interface WalkStart {
   entry: ManifestEntry;
   report: ResourceReport;
-  fullRefresh: boolean;
-  state: ResourceState | undefined;
+  /** The whole plan of the walk (walk-plan.ts), followed as it is. */
   plan: ResourceWalkPlan;
-  /** Told when the walk starts from the first page. */
-  fromStart(): void;
 }
 
 /** The cursor to store with a page: the server's when it gave one, else built from its last row. */
@@ -78,7 +63,8 @@ function cursorAfter(summary: PageSummary, previous: string | null): string | nu
 }
 
 export async function walkResource(context: WalkContext, start: WalkStart): Promise<void> {
-  const { entry, report, fullRefresh, state, plan } = start;
+  const { entry, report, plan } = start;
+  const { fullRefresh, missing } = plan;
   const { options, scope, schema, runId } = context;
   const { source, warehouse, logger, pageSize } = options;
   const { resource } = entry;
@@ -91,22 +77,14 @@ export async function walkResource(context: WalkContext, start: WalkStart): Prom
 
   const columns = (await schema.ensureTable(resource, schema.desiredColumns(entry, policy))) ?? [];
   let cursor = plan.cursor;
-  if (plan.restartReason !== undefined) {
-    logger.debug({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
-  }
-  if (!fullRefresh && state?.cursorKind && state.cursorKind !== entry.cursor) {
+  if (plan.cursorKindChanged) {
     logger.warn(
       { resource },
       'The cursor kind changed on the server; walking this resource from the start',
     );
-    cursor = null;
+  } else if (plan.restartReason !== undefined) {
+    logger.debug({ resource, reason: plan.restartReason }, `${resource}: walking from the start`);
   }
-  if (cursor === null) start.fromStart();
-  // A walk from the start under a choice tells which rows the choice no longer serves.
-  const missing =
-    plan.missing === 'none' && cursor === null && servesPartOfTeam(scope)
-      ? 'out_of_scope'
-      : plan.missing;
   const history = context.historyFor(resource);
 
   const walk = context.pipeline.startWalk(
@@ -220,19 +198,15 @@ export async function walkResource(context: WalkContext, start: WalkStart): Prom
     );
   }
   if (missing !== 'none') context.throwIfAborted();
-  await markMissing(context, { resource, report, missing, key, plan, history });
-  if (fullRefresh) {
-    // The cursor moves to where the walk ended (a stored one stays only under its own choice).
-    const stored =
-      (state?.cursorSelection ?? WHOLE_TEAM_KEY) === key ? (state?.cursor ?? null) : null;
-    await warehouse.writePage({
+  await markMissing(context, { resource, report, key, plan, history });
+  // The cursor moves to where the walk ended (a stored one stays only under its own choice).
+  const ended = cursor ?? plan.keptCursor;
+  if (fullRefresh && ended !== null) {
+    await warehouse.saveCursor({
       runId,
       resource,
-      columns,
-      rows: [],
-      cursor: cursor ?? stored,
+      cursor: ended,
       cursorKind: entry.cursor,
-      history: false,
       selection: servedUnder,
     });
   }
@@ -247,13 +221,13 @@ async function markMissing(
   walk: {
     resource: string;
     report: ResourceReport;
-    missing: ResourceWalkPlan['missing'] | 'out_of_scope';
     key: string;
     plan: ResourceWalkPlan;
     history: boolean;
   },
 ): Promise<void> {
-  const { resource, report, missing, key, plan, history } = walk;
+  const { resource, report, key, plan, history } = walk;
+  const { missing } = plan;
   if (missing === 'none') return;
   const { warehouse, deletes, events } = context.options;
   if (missing === 'out_of_scope' && plan.provesDeletions) {
@@ -298,9 +272,7 @@ function pageHost(context: WalkContext, entry: ManifestEntry, policy: SecretPoli
       return context.sealed.of(resource);
     },
     applySchemaChanges: (changes, planned) => context.schema.apply(changes, planned),
-    opener: {
-      open: (opening, tokens) => context.opener.open(opening, tokens, context.signal),
-    },
+    openSealedValues: (opening, tokens) => context.opener.open(opening, tokens, context.signal),
     readRowsById: (stored, ids) => context.options.warehouse.readRowsById(resource, stored, ids),
   };
 }

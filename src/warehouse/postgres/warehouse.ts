@@ -19,6 +19,7 @@ import type {
   Lock,
   PageWrite,
   PageWriteResult,
+  SavedCursor,
   ReferenceCheck,
   ResourceOutcome,
   ResourceState,
@@ -376,6 +377,13 @@ export class PostgresWarehouse implements Warehouse {
    */
   writePage(page: PageWrite): Promise<PageWriteResult> {
     return this.pages.writePage(page);
+  }
+
+  saveCursor(saved: SavedCursor): Promise<void> {
+    return this.guard(`Saving the cursor of ${saved.resource}`, () => {
+      this.lock.assertNotLost();
+      return this.bookkeeping.saveCursor(saved);
+    });
   }
 
   /** Another thread's sink opens connections of its own (the same settings, the same schema). */

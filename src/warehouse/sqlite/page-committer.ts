@@ -10,6 +10,7 @@
 import { MessageChannel, Worker, type MessagePort } from 'node:worker_threads';
 import { OcsSyncError, WarehouseError } from '../../errors.js';
 import { threadModule } from '../../package-info.js';
+import { ThreadBridge } from '../../thread-bridge.js';
 import { FailedWalks } from '../commit-order.js';
 import type { StoredColumnsQuery } from './handle.js';
 import { sqliteHint } from './hints.js';
@@ -27,28 +28,16 @@ export interface PageCommitter {
   close(): Promise<void>;
 }
 
-/** A commit's failure as it crosses from the writer thread. */
-export interface CommitFailure {
-  message: string;
-  hint?: string;
-  /** better-sqlite3's error code (SQLITE_BUSY, ...), when SQLite raised it. */
-  code?: string;
-  /** The message is already ours (a WarehouseError) and names the table. */
-  ours: boolean;
-}
-
-export type WriterRequest =
-  | { type: 'page'; id: number; page: EncodedPage }
-  | { type: 'forget' }
+/** What the writer thread serves, on its own port and on each port attached to it. */
+export interface WriterApi {
+  /** Commits a page in the order it came on its port; the history versions written. */
+  commit(page: EncodedPage): number;
+  forget(): void;
   /** Serve pages coming through this port too (the sync's page thread). */
-  | { type: 'attach'; port: MessagePort }
-  | { type: 'close' };
-
-export type WriterReply =
-  | { type: 'committed'; id: number; versionsWritten: number }
-  | { type: 'failed'; id: number; failure: CommitFailure }
-  /** The thread could not open its connection; nothing will commit. */
-  | { type: 'broken'; failure: CommitFailure };
+  attach(port: MessagePort): void;
+  /** Closes the connection and every port; the thread then ends. */
+  close(): void;
+}
 
 export interface WriterSetup {
   path: string;
@@ -72,16 +61,36 @@ export function commitInOrder(
   }
 }
 
-export function describeFailure(error: unknown): CommitFailure {
-  if (error instanceof OcsSyncError) {
-    return { message: error.message, hint: error.hint, ours: true };
-  }
-  const code = (error as { code?: unknown } | undefined)?.code;
-  return {
-    message: messageOf(error),
-    code: typeof code === 'string' ? code : undefined,
-    ours: false,
-  };
+/**
+ * A failure of the writer thread as the warehouse reports it: ours (a WarehouseError naming the
+ * table) as it is, SQLite's own worded with what failed, where, and the fix for its code.
+ */
+export function writerFailure(error: unknown, what: string, description: string): unknown {
+  if (error instanceof OcsSyncError) return error;
+  return new WarehouseError(`${what} failed in ${description}: ${messageOf(error)}`, {
+    hint: sqliteHint(error),
+  });
+}
+
+/** The writer thread stopped on its own: the pages in flight and every later one fail. */
+function writerStopped(description: string): (cause: string) => WarehouseError {
+  return (cause) =>
+    new WarehouseError(`The SQLite writer thread of ${description} stopped: ${cause}`, {
+      hint: 'Run the sync again: every committed page is kept, and it resumes after them.',
+    });
+}
+
+/** Commits each page through a bridge to the writer thread, worded as the warehouse says it. */
+function commitThrough(
+  writer: ThreadBridge<WriterApi>,
+  page: EncodedPage,
+  description: string,
+): Promise<number> {
+  return writer
+    .call('commit', [page])
+    .catch((error: unknown) =>
+      Promise.reject(writerFailure(error, `Writing a page of ${page.resource}`, description)),
+    );
 }
 
 /** `:memory:`: commits right away on this thread (the caller serialises access). */
@@ -103,113 +112,26 @@ export class InThreadCommitter implements PageCommitter {
   async close(): Promise<void> {}
 }
 
-/** Something pages are posted to and replies come from: the writer thread, or a port to it. */
-interface Channel {
-  postMessage(message: WriterRequest, transfer?: readonly MessagePort[]): void;
-  ref(): void;
-  unref(): void;
-}
-
-/** Pages in flight on a channel to the writer thread, and their answers. */
-class CommitChannel {
-  private nextId = 1;
-  private readonly pending = new Map<
-    number,
-    { resource: string; resolve: (versions: number) => void; reject: (error: Error) => void }
-  >();
-  private idleWaiters: Array<() => void> = [];
-  broken?: WarehouseError;
-
-  constructor(
-    private readonly channel: Channel,
-    private readonly description: string,
-  ) {}
-
-  commit(page: EncodedPage): Promise<number> {
-    if (this.broken) return Promise.reject(this.broken);
-    const id = this.nextId++;
-    return new Promise<number>((resolve, reject) => {
-      // Only pages in flight keep the process alive.
-      if (this.pending.size === 0) this.channel.ref();
-      this.pending.set(id, { resource: page.resource, resolve, reject });
-      this.channel.postMessage({ type: 'page', id, page });
-    });
-  }
-
-  get busy(): boolean {
-    return this.pending.size > 0;
-  }
-
-  idle(): Promise<void> {
-    if (this.pending.size === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
-  }
-
-  onReply(reply: WriterReply): void {
-    if (reply.type === 'broken') {
-      this.breakDown(this.errorOf(reply.failure, 'Opening the writer thread'));
-      return;
-    }
-    const waiting = this.pending.get(reply.id);
-    if (!waiting) return;
-    this.pending.delete(reply.id);
-    if (reply.type === 'committed') waiting.resolve(reply.versionsWritten);
-    else waiting.reject(this.errorOf(reply.failure, `Writing a page of ${waiting.resource}`));
-    this.afterSettle();
-  }
-
-  /** The thread died: every page in flight fails, and so does every later one. */
-  breakDown(cause: unknown): void {
-    this.broken ??=
-      cause instanceof WarehouseError
-        ? cause
-        : new WarehouseError(
-            `The SQLite writer thread of ${this.description} stopped: ${messageOf(cause)}`,
-            {
-              hint: 'Run the sync again: every committed page is kept, and it resumes after them.',
-            },
-          );
-    for (const waiting of this.pending.values()) waiting.reject(this.broken);
-    this.pending.clear();
-    this.afterSettle();
-  }
-
-  private afterSettle(): void {
-    if (this.pending.size > 0) return;
-    this.channel.unref();
-    const waiters = this.idleWaiters;
-    this.idleWaiters = [];
-    for (const wake of waiters) wake();
-  }
-
-  private errorOf(failure: CommitFailure, what: string): WarehouseError {
-    if (failure.ours) return new WarehouseError(failure.message, { hint: failure.hint });
-    return new WarehouseError(`${what} failed in ${this.description}: ${failure.message}`, {
-      hint: sqliteHint({ code: failure.code }),
-    });
-  }
-}
-
 /** A warehouse file: commits on a writer thread, started with the first page. */
 export class WriterThreadCommitter implements PageCommitter {
   private worker?: Worker;
   private exited?: Promise<void>;
-  private channel?: CommitChannel;
+  private writer?: ThreadBridge<WriterApi>;
   private closed?: WarehouseError;
 
   constructor(private readonly setup: WriterSetup) {}
 
   commit(page: EncodedPage): Promise<number> {
     if (this.closed) return Promise.reject(this.closed);
-    return this.started(page.audit === true).commit(page);
+    return commitThrough(this.started(page.audit === true), page, this.setup.description);
   }
 
   idle(): Promise<void> {
-    return this.channel?.idle() ?? Promise.resolve();
+    return this.writer?.idle() ?? Promise.resolve();
   }
 
   forget(): void {
-    this.worker?.postMessage({ type: 'forget' } satisfies WriterRequest);
+    this.writer?.notify('forget', []);
   }
 
   /**
@@ -218,25 +140,25 @@ export class WriterThreadCommitter implements PageCommitter {
    */
   attach(audit: boolean): MessagePort {
     if (this.closed) throw this.closed;
-    this.started(audit);
     const { port1, port2 } = new MessageChannel();
-    this.worker!.postMessage({ type: 'attach', port: port2 } satisfies WriterRequest, [port2]);
+    this.started(audit).notify('attach', [port2], { transfer: [port2] });
     return port1;
   }
 
   async close(): Promise<void> {
     if (!this.worker) return;
     await this.idle();
-    const { worker, exited } = this;
+    const { worker, exited, writer } = this;
     this.worker = undefined;
     this.closed = new WarehouseError(`The warehouse ${this.setup.description} is closed.`);
+    writer!.notify('close', []);
+    writer!.close(this.closed);
     worker.ref();
-    worker.postMessage({ type: 'close' } satisfies WriterRequest);
     await exited;
   }
 
-  private started(chained: boolean): CommitChannel {
-    if (this.worker && this.channel) return this.channel;
+  private started(chained: boolean): ThreadBridge<WriterApi> {
+    if (this.worker && this.writer) return this.writer;
     const { url, execArgv } = threadModule(import.meta.url, 'writer-thread');
     const worker = new Worker(url, {
       workerData: this.setup,
@@ -246,58 +168,45 @@ export class WriterThreadCommitter implements PageCommitter {
       resourceLimits: { maxYoungGenerationSizeMb: chained ? 16 : 8 },
       execArgv,
     });
-    const channel = new CommitChannel(worker, this.setup.description);
-    // Only pages in flight keep the process alive (CommitChannel).
-    worker.unref();
-    worker.on('message', (reply: WriterReply) => channel.onReply(reply));
-    worker.on('error', (error) => channel.breakDown(error));
-    this.exited = new Promise((resolve) =>
-      worker.once('exit', (code) => {
-        if (channel.busy) channel.breakDown(new Error(`it exited with code ${code}`));
-        resolve();
-      }),
-    );
+    this.exited = new Promise((resolve) => worker.once('exit', () => resolve()));
+    // Only pages in flight keep the process alive (the bridge refs the thread while they wait).
+    this.writer = new ThreadBridge(worker, { stopped: writerStopped(this.setup.description) });
     this.worker = worker;
-    this.channel = channel;
-    return channel;
+    return this.writer;
   }
 }
 
 /**
  * Commits through a port to the writer thread (WriterThreadCommitter.attach), from another
  * thread: the sync's page thread hands its pages straight to the writer, never through the
- * sync's thread.
+ * sync's thread. The writer thread closing its end (the warehouse closed, or the thread stopped)
+ * fails the pages in flight.
  */
 export class PortCommitter implements PageCommitter {
-  private readonly channel: CommitChannel;
+  private readonly writer: ThreadBridge<WriterApi>;
 
   constructor(
     private readonly port: MessagePort,
-    description: string,
+    private readonly description: string,
   ) {
-    this.channel = new CommitChannel(port, description);
-    port.on('message', (reply: WriterReply) => this.channel.onReply(reply));
-    // The writer thread closed its end (the warehouse closed, or the thread stopped).
-    port.on('close', () =>
-      this.channel.breakDown(new Error('its port closed before every page committed')),
-    );
-    port.unref();
+    this.writer = new ThreadBridge(port, { stopped: writerStopped(description) });
   }
 
   commit(page: EncodedPage): Promise<number> {
-    return this.channel.commit(page);
+    return commitThrough(this.writer, page, this.description);
   }
 
   idle(): Promise<void> {
-    return this.channel.idle();
+    return this.writer.idle();
   }
 
   forget(): void {
-    this.port.postMessage({ type: 'forget' } satisfies WriterRequest);
+    this.writer.notify('forget', []);
   }
 
   async close(): Promise<void> {
     await this.idle();
+    this.writer.close(new WarehouseError(`The page sink of ${this.description} is closed.`));
     this.port.close();
   }
 }

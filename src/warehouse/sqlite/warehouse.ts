@@ -20,6 +20,7 @@ import type {
   Lock,
   PageWrite,
   PageWriteResult,
+  SavedCursor,
   ReferenceCheck,
   ResourceOutcome,
   ResourceState,
@@ -88,8 +89,11 @@ export interface SqliteWarehouseOptions {
   busyTimeoutMs?: number;
   /** Modes the writer lock's side file is created with (default 0600). */
   fileModes?: PrivateModes;
-  /** False commits a file's pages on this connection, as `:memory:` does. Default true. */
-  writerThread?: boolean;
+  /**
+   * Commit pages on a writer thread of their own connection (planPageThreads's answer,
+   * src/page-threads.ts); false commits them on this connection. `:memory:` cannot have one.
+   */
+  writerThread: boolean;
   logger?: WarehouseLogger;
 }
 
@@ -109,21 +113,25 @@ export class SqliteWarehouse implements Warehouse {
   private readonly history: SqliteHistoryWriter;
 
   constructor(options: SqliteWarehouseOptions) {
+    if (options.writerThread && options.path === ':memory:') {
+      throw new WarehouseError(
+        'An in-memory SQLite warehouse has one connection: it cannot commit on a writer thread.',
+      );
+    }
     this.description = options.path === ':memory:' ? 'sqlite::memory:' : `sqlite:${options.path}`;
     this.connection = new SqliteConnection(
       options.path,
       this.description,
       options.busyTimeoutMs ?? 10_000,
     );
-    this.committer =
-      options.path === ':memory:' || options.writerThread === false
-        ? new InThreadCommitter(new SqlitePageWriter(this.connection.handle))
-        : new WriterThreadCommitter({
-            path: options.path,
-            description: this.description,
-            busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
-            storedColumnsQuery: this.connection.storedColumnsQuery(),
-          });
+    this.committer = !options.writerThread
+      ? new InThreadCommitter(new SqlitePageWriter(this.connection.handle))
+      : new WriterThreadCommitter({
+          path: options.path,
+          description: this.description,
+          busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+          storedColumnsQuery: this.connection.storedColumnsQuery(),
+        });
     this.sink = new SqlitePageSink(this.committer, () => this.auditStore.enabled);
     this.logger = options.logger;
     this.lock = new SqliteWriterLock(
@@ -333,9 +341,16 @@ export class SqliteWarehouse implements Warehouse {
     return handedOver.then(({ committed }) => committed);
   }
 
+  saveCursor(saved: SavedCursor): Promise<void> {
+    return this.exclusive(() => {
+      this.lock.assertNotLost();
+      return this.bookkeeping.saveCursor(saved);
+    }, `Saving the cursor of ${saved.resource}`);
+  }
+
   /**
-   * A file's pages can be committed from another thread through a port to the writer thread;
-   * `:memory:` only on this one.
+   * With a writer thread, another thread can commit pages through a port to it; without one
+   * (`:memory:`, or opened without), only this one can.
    */
   pageSinkSetup(): { setup: PageSinkSetup; transfer: TransferListItem[] } | undefined {
     if (!(this.committer instanceof WriterThreadCommitter)) return undefined;
