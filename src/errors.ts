@@ -197,6 +197,22 @@ export class JsonTooDeepError extends Error {
 }
 
 /**
+ * Object storage (an `s3://` location) refused or failed a request after its retries. `kind` says
+ * what to do: `setup` (no credentials, access denied, no such bucket: nothing works until the
+ * operator fixes it), `full` (a quota or a full store), `unavailable` (the store kept failing),
+ * `other`. The message names the location and never a credential.
+ */
+export class ObjectStoreError extends OcsSyncError {
+  constructor(
+    readonly kind: 'setup' | 'full' | 'unavailable' | 'other',
+    message: string,
+    options?: { hint?: string; cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/**
  * Every class above, by name: an error crossing between threads (src/thread-bridge.ts) comes back
  * of its class. A new error class is added here, or it crosses as a plain Error.
  */
@@ -211,6 +227,7 @@ export const ERROR_CLASSES: Readonly<Record<string, { prototype: Error }>> = {
   JsonTooDeepError,
   KeyError,
   LockHeldError,
+  ObjectStoreError,
   OcsSyncError,
   ProtocolError,
   ResponseTooLargeError,
@@ -234,22 +251,6 @@ export function describeError(error: unknown): string {
 
 export function exitCodeOf(error: unknown): ExitCode {
   return error instanceof OcsSyncError ? error.exitCode : ExitCode.failed;
-}
-
-/**
- * Object storage (an `s3://` location) refused or failed a request after its retries. `kind` says
- * what to do: `setup` (no credentials, access denied, no such bucket: nothing works until the
- * operator fixes it), `full` (a quota or a full store), `unavailable` (the store kept failing),
- * `other`. The message names the location and never a credential.
- */
-export class ObjectStoreError extends OcsSyncError {
-  constructor(
-    readonly kind: 'setup' | 'full' | 'unavailable' | 'other',
-    message: string,
-    options?: { hint?: string; cause?: unknown },
-  ) {
-    super(message, options);
-  }
 }
 
 /**
