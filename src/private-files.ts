@@ -153,6 +153,16 @@ export async function writePrivateFile(
   await rename(temporary, path);
 }
 
+/** Makes the entries of a folder durable (a rename or a new file in it, not only the file's bytes). */
+export async function syncFolder(folder: string): Promise<void> {
+  const handle = await open(folder, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
 /** Whether a file or folder is readable, writable or enterable by more than `allowed` lets. */
 export function modeWiderThan(mode: number, allowed: number): boolean {
   return (mode & 0o777 & ~allowed) !== 0;

@@ -8,10 +8,15 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
 import type { ObjectRead } from '../storage/store.js';
-import { open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { BlobStoreError } from '../errors.js';
-import { DEFAULT_PRIVATE_MODES, makePrivateFolder, openPrivateFile } from '../private-files.js';
+import {
+  DEFAULT_PRIVATE_MODES,
+  makePrivateFolder,
+  openPrivateFile,
+  syncFolder,
+} from '../private-files.js';
 import { blobKey, type BlobCheck, type ContentStore, type StoredBlob } from './content-store.js';
 
 export type { BlobCheck, StoredBlob } from './content-store.js';
@@ -105,7 +110,7 @@ export class BlobStore implements ContentStore {
         }
         await makePrivateFolder(dirname(final), this.modes);
         await rename(temporary, final);
-        await syncDirectory(dirname(final));
+        await syncFolder(dirname(final));
         return { sha256, size, created: true };
       });
     } catch (error) {
@@ -179,15 +184,5 @@ async function sizeOf(path: string): Promise<number | undefined> {
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw error;
-  }
-}
-
-/** Makes a rename in `directory` durable (the entry itself, not only the file's bytes). */
-async function syncDirectory(directory: string): Promise<void> {
-  const handle = await open(directory, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { createReadStream } from 'node:fs';
-import { link, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { link, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { dirname, join, relative, sep } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Writable } from 'node:stream';
@@ -15,6 +15,7 @@ import {
   DEFAULT_PRIVATE_MODES,
   makePrivateFolder,
   openPrivateFile,
+  syncFolder,
   type PrivateModes,
 } from '../private-files.js';
 import type {
@@ -187,14 +188,5 @@ export class FolderStore implements ObjectStore {
         cause: error,
       },
     );
-  }
-}
-
-async function syncFolder(folder: string): Promise<void> {
-  const handle = await open(folder, 'r');
-  try {
-    await handle.sync();
-  } finally {
-    await handle.close();
   }
 }
