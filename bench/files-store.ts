@@ -2,21 +2,22 @@
  * File contents into a bucket (`npm run bench -- files --store s3 [--mib 1024] [--small-kib 256]`):
  * MIB of contents, half in one large file and half in many small ones, synced by `ocs-sync sync`
  * from the fake server (in this process) into s3rver (a real S3 server, on 127.0.0.1, in a
- * temporary folder), against the AWS SDK's lib-storage uploading the same bytes to the same
- * server. Each in a fresh child process (files-store-child.ts). Prints both throughputs, their
- * ratio (goal ≥ 0.9) and the sync's peak RSS (goal < 256 MB).
+ * temporary folder, in a process of its own: s3rver-process.ts), against the AWS SDK's
+ * lib-storage uploading the same bytes to the same server. Each in a fresh child process
+ * (files-store-child.ts). Prints both throughputs, their ratio (goal ≥ 0.9) and the sync's peak
+ * RSS (goal < 256 MB).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import S3rver from 's3rver';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import type { FakeFileContent } from '../src/fake-server/file-contents.js';
 import { startFakeServer } from '../src/fake-server/server.js';
 import type { BenchOutput } from './bench.js';
 import { ask, exited, startBenchChild } from './child-process.js';
 import type { StoreStageRequest, StoreStageResult } from './files-store-child.js';
+import type { S3rverRequest } from './s3rver-process.js';
 
 export const STORE_GOALS = { overSdk: 0.9, peakRssMb: 256 } as const;
 const MIB = 1024 * 1024;
@@ -47,15 +48,12 @@ export async function filesStoreMain(argv: string[], output: BenchOutput): Promi
     })),
   ];
   const directory = mkdtempSync(join(tmpdir(), 'ocs-sync-store-bench-'));
-  const s3 = new S3rver({
-    address: '127.0.0.1',
-    port: 0,
-    silent: true,
+  const s3 = startBenchChild('s3rver-process');
+  const endpoint = await ask<string>(s3, {
+    type: 'start',
     directory: join(directory, 's3'),
-    configureBuckets: [{ name: BUCKET, configs: [] }],
-  });
-  const address = await s3.run();
-  const endpoint = `http://127.0.0.1:${address.port}`;
+    bucket: BUCKET,
+  } satisfies S3rverRequest);
   const dataset = createSampleDataset({ rowsPerResource: contents.length, seed: 3 });
   const ids = dataset.ids('files').map(String);
   const byId = new Map(ids.map((id, index) => [id, contents[index]!]));
@@ -121,7 +119,9 @@ export async function filesStoreMain(argv: string[], output: BenchOutput): Promi
     return ok ? 0 : 3;
   } finally {
     await server.close();
-    await s3.close();
+    await ask(s3, { type: 'close' } satisfies S3rverRequest).catch(() => undefined);
+    s3.disconnect();
+    await exited(s3);
     rmSync(directory, { recursive: true, force: true });
   }
 }
