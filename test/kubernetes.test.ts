@@ -11,6 +11,7 @@ import { execFileSync, spawn } from 'node:child_process';
 import {
   chmodSync,
   chownSync,
+  existsSync,
   mkdirSync,
   readFileSync,
   readdirSync,
@@ -27,6 +28,7 @@ import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import { projectRoot } from '../src/package-info.js';
 import { openWarehouseReader } from '../src/warehouse/open.js';
 import { freePort, missingPrograms, startPushgateway } from './prometheus-support.js';
+import { S3_ACCESS_KEY, S3_SECRET_KEY, startS3Server } from './s3-server.js';
 import {
   ADMIN_KEY,
   CLI_FROM_SOURCE,
@@ -63,7 +65,9 @@ if (!kubectl)
     'deploy/kubernetes tests skipped: no kubectl on PATH (the client renders kustomize without a cluster)',
   );
 
-function render(layout: 'cronjobs' | 'shards'): K8sObject[] {
+type Layout = 'cronjobs' | 'shards' | 'cronjobs-bucket';
+
+function render(layout: Layout): K8sObject[] {
   const text = execFileSync('kubectl', ['kustomize', join(ROOT, 'deploy/kubernetes', layout)], {
     encoding: 'utf8',
   });
@@ -118,14 +122,14 @@ function teamsRunBy(workload: K8sObject, teams: string[]): string[] {
 }
 
 describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
-  const layouts = { cronjobs: [] as K8sObject[], shards: [] as K8sObject[] };
+  const layouts: Record<Layout, K8sObject[]> = { cronjobs: [], shards: [], 'cronjobs-bucket': [] };
   beforeAll(() => {
-    layouts.cronjobs = render('cronjobs');
-    layouts.shards = render('shards');
+    for (const layout of Object.keys(layouts) as Layout[]) layouts[layout] = render(layout);
   });
 
   it('holds a valid fleet configuration, each team with a Secret of its own: its keys and its own database role', () => {
-    for (const objects of Object.values(layouts)) {
+    for (const [layout, objects] of Object.entries(layouts)) {
+      const bucket = layout === 'cronjobs-bucket';
       const teams = teamsOf(objects);
       // As the team's pod is given it: from its own Secret.
       const env = Object.fromEntries(
@@ -148,10 +152,15 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
         expect(team.config.warehouse.schema).toBe(team.name);
         expect(team.apiKey).toEqual({ file: `/run/secrets/ocs-sync/${team.name}/api-key` });
         expect(team.config.privateKeyFile).toBe(`/run/secrets/ocs-sync/${team.name}/private.pem`);
-        expect(team.config.files.dir).toBe(`/data/files/${team.name}`);
+        // Its own folder of the files volume, or its own prefix of the bucket, and the
+        // credentials that reach it.
+        expect(team.config.files.dir).toBe(
+          bucket ? `s3://ocs-archive/${team.name}/files` : `/data/files/${team.name}`,
+        );
         const secret = named(objects, 'Secret', `ocs-sync-team-${team.name}`);
         expect(Object.keys(secret!.stringData).sort()).toEqual([
           'api-key',
+          ...(bucket ? ['aws-access-key-id', 'aws-secret-access-key'] : []),
           'private.pem',
           'warehouse-url',
         ]);
@@ -173,6 +182,18 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
         teams: Array<{ name: string; warehouse: { url_env: string }; files: { dir: string } }>;
       };
       const runners = new Map<string, string[]>(teams.map((team) => [team, []]));
+      const dirOf = (team: string) => config.teams.find((entry) => entry.name === team)!.files.dir;
+      // A folder or a prefix per team, none inside another's.
+      const dirs = teams.map((team) => `${dirOf(team)}/`);
+      for (const dir of dirs) {
+        expect(
+          dirs.filter((other) => other.startsWith(dir)),
+          dir,
+        ).toEqual([dir]);
+      }
+      if (dirs.every((dir) => dir.startsWith('s3://'))) {
+        expect(ofKind(objects, 'PersistentVolumeClaim')).toEqual([]);
+      }
       for (const workload of [...ofKind(objects, 'CronJob'), ...ofKind(objects, 'Deployment')]) {
         const where = workload.metadata.name;
         const own = teamsRunBy(workload, teams);
@@ -225,9 +246,15 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
             (mount: K8sObject) =>
               volumes.get(mount.name)?.persistentVolumeClaim?.claimName === 'ocs-sync-files',
           );
+          const inFolders = own.filter((team) => !dirOf(team).startsWith('s3://'));
           expect(files.map((mount: K8sObject) => mount.subPath).sort(), where).toEqual(
-            [...own].sort(),
+            inFolders.sort(),
           );
+          // Bucket credentials only from the team's own Secret (the Secrets' check above).
+          const credentials = (container.env ?? []).filter((entry: K8sObject) =>
+            entry.name.startsWith('AWS_'),
+          );
+          expect(credentials.length, where).toBe(own.length - inFolders.length === 0 ? 0 : 2);
           for (const mount of files) {
             const entry = config.teams.find((team) => team.name === mount.subPath)!;
             expect(mount.mountPath, where).toBe(entry.files.dir);
@@ -244,7 +271,8 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
   });
 
   it('runs every workload as a non-root user on a read-only root, writing only to its volumes', () => {
-    for (const objects of Object.values(layouts)) {
+    for (const [layout, objects] of Object.entries(layouts)) {
+      const volumeLayout = layout !== 'cronjobs-bucket';
       const workloads = [...ofKind(objects, 'CronJob'), ...ofKind(objects, 'Deployment')];
       expect(workloads.length).toBeGreaterThan(0);
       for (const workload of workloads) {
@@ -278,6 +306,8 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
         );
         expect(volumes.get(mounts.get('/tmp')!.name), where).toMatchObject({ emptyDir: {} });
         for (const team of teamsRunBy(workload, teamsOf(objects))) {
+          // With a bucket, no volume: what it writes goes to the bucket (and /tmp).
+          if (!volumeLayout) continue;
           const files = mounts.get(`/data/files/${team}`)!;
           expect(files, where).toMatchObject({ subPath: team });
           expect(volumes.get(files.name), where).toMatchObject({
@@ -285,13 +315,19 @@ describe.skipIf(!kubectl)('deploy/kubernetes, rendered', () => {
           });
           expect(files.readOnly, where).toBeUndefined();
         }
+        const writable = [...mounts.values()].filter((mount) => !mount.readOnly);
+        expect(writable.length, where).toBe(
+          1 + (volumeLayout ? teamsRunBy(workload, teamsOf(objects)).length : 0),
+        );
         expect(mounts.get('/etc/ocs-sync'), where).toMatchObject({ readOnly: true });
         expect(mounts.get('/run/secrets/ocs-sync'), where).toMatchObject({ readOnly: true });
         expect(container.args.slice(0, 2), where).toEqual(['--config', '/etc/ocs-sync/teams.yaml']);
       }
-      expect(named(objects, 'PersistentVolumeClaim', 'ocs-sync-files')!.spec.accessModes).toEqual([
-        'ReadWriteMany',
-      ]);
+      if (volumeLayout) {
+        expect(named(objects, 'PersistentVolumeClaim', 'ocs-sync-files')!.spec.accessModes).toEqual(
+          ['ReadWriteMany'],
+        );
+      }
     }
   });
 
@@ -453,11 +489,9 @@ class PodStandIn {
     const payload = join(volume, '..2026_01_05_10_00_00.000000001');
     for (const team of teams) {
       const secret = named(objects, 'Secret', `ocs-sync-team-${team}`)!;
-      expect(Object.keys(secret.stringData).sort()).toEqual([
-        'api-key',
-        'private.pem',
-        'warehouse-url',
-      ]);
+      expect(Object.keys(secret.stringData)).toEqual(
+        expect.arrayContaining(['api-key', 'private.pem', 'warehouse-url']),
+      );
       mkdirSync(join(payload, team), { recursive: true });
       writeFileSync(join(payload, team, 'api-key'), `${ADMIN_KEY}\n`, { mode: 0o440 });
       writeFileSync(join(payload, team, 'private.pem'), teamKeys().privateKey, { mode: 0o440 });
@@ -468,7 +502,8 @@ class PodStandIn {
 
   /**
    * The container's command line and environment, moved here: each variable from a team's Secret
-   * (its `warehouse-url`) is that team's warehouse, and nothing else is given.
+   * is that team's warehouse (its `warehouse-url`) or the test store's credentials (its
+   * `aws-*`), and nothing else is given.
    */
   commandOf(workload: K8sObject): { argv: string[]; env: Record<string, string> } {
     const [container] = podOf(workload).containers;
@@ -488,8 +523,14 @@ class PodStandIn {
         env[entry.name] = entry.value.startsWith('/') ? this.path(entry.value) : entry.value;
       } else {
         const { name, key } = entry.valueFrom!.secretKeyRef;
-        expect(key).toBe('warehouse-url');
-        env[entry.name] = this.warehouseUrl(name.replace(/^ocs-sync-team-/, ''));
+        const team = name.replace(/^ocs-sync-team-/, '');
+        // The team's bucket credentials: here, the test store's.
+        const credentials: Record<string, string> = {
+          'aws-access-key-id': S3_ACCESS_KEY,
+          'aws-secret-access-key': S3_SECRET_KEY,
+        };
+        expect(['warehouse-url', ...Object.keys(credentials)]).toContain(key);
+        env[entry.name] = credentials[key] ?? this.warehouseUrl(team);
       }
     }
     return { argv, env };
@@ -560,6 +601,30 @@ describe.skipIf(!kubectl).each(splitDialects)(
         }
       } finally {
         await gateway?.stop();
+      }
+    }, 180_000);
+
+    it("a team's CronJob with a bucket: its rendered command keeps its files under its own prefix", async () => {
+      const objects = render('cronjobs-bucket');
+      const teams = teamsOf(objects);
+      const store = await startS3Server({ buckets: ['ocs-archive'] });
+      const bucketPod = new PodStandIn(dialect);
+      try {
+        await bucketPod.prepare(objects, teams);
+        const { argv, env } = bucketPod.commandOf(named(objects, 'CronJob', 'ocs-sync-malawi')!);
+        // Where the bucket is here (the manifests leave it to AWS).
+        const { OCS_S3_ENDPOINT, OCS_S3_FORCE_PATH_STYLE } = store.env();
+        const result = await runCli(argv, { ...env, OCS_S3_ENDPOINT, OCS_S3_FORCE_PATH_STYLE });
+        expect(result.code, `${result.stdout}${result.stderr}`).toBe(0);
+        expect(await bucketPod.rowsOf('malawi')).toBeGreaterThan(50);
+        const keys = store.keys('ocs-archive');
+        expect(keys.length).toBeGreaterThan(0);
+        for (const key of keys)
+          expect(key).toMatch(/^malawi\/files\/sha256\/[0-9a-f]{2}\/[0-9a-f]{64}$/);
+        expect(existsSync(bucketPod.path('/data/files/malawi/sha256'))).toBe(false);
+      } finally {
+        await bucketPod.close();
+        await store.close();
       }
     }, 180_000);
 
