@@ -9,7 +9,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { openAuditBed, verifyJson, type AuditBed } from './audit-support.js';
-import { startS3Server, type S3TestServer } from './s3-server.js';
+import { faultOnce, startS3Server, type S3TestServer } from './s3-server.js';
 import { runCli, testDialects } from './support.js';
 
 const BUCKET = 'ocs-audit';
@@ -100,6 +100,21 @@ describe.each(testDialects)('signed checkpoints in a bucket (%s)', (dialect) => 
     );
     expect(named.code).toBe(0);
     expect(JSON.parse(named.stdout).checkpoints.in_file).toBe(3);
+  });
+
+  it('a read of a checkpoint cut short is resumed, never taken for tampering', async () => {
+    expect((await sync()).code).toBe(0);
+    expect((await sync()).code).toBe(0);
+    s3.requests.length = 0;
+    s3.fault = faultOnce(
+      (request) => request.method === 'GET' && request.url.startsWith(`/${BUCKET}/${PREFIX}/`),
+      () => ({ cutResponseAfterBytes: 40 }),
+    );
+    const verified = await runCli(['audit', 'verify', '--json'], env());
+    expect(verified.stderr).toBe('');
+    expect(verified.code).toBe(0);
+    expect(JSON.parse(verified.stdout)).toMatchObject({ intact: true });
+    expect(s3.requests.some((request) => request.headers.range === 'bytes=40-')).toBe(true);
   });
 
   it('a checkpoint edited in the bucket is caught', async () => {

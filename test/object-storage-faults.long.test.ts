@@ -27,7 +27,7 @@ import {
 } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { readLedger } from './files-support.js';
-import { startS3Server, type RecordedRequest, type S3TestServer } from './s3-server.js';
+import { faultOnce, startS3Server, type S3TestServer } from './s3-server.js';
 import {
   CLI_FROM_SOURCE,
   createTestWarehouse,
@@ -104,17 +104,6 @@ describe.each(testDialects)('object storage faults (%s)', (dialect) => {
     expect(s3.unfinishedUploads(BUCKET)).toEqual([]);
   };
 
-  /** Injects `fault` into the first request that `matches` (once per distinct key). */
-  const once = (matches: (item: RecordedRequest) => boolean, fault: () => unknown) => {
-    const seen = new Set<string>();
-    return (item: RecordedRequest) => {
-      const key = `${item.method} ${item.url.split('?')[0]}`;
-      if (!matches(item) || seen.has(key)) return undefined;
-      seen.add(key);
-      return fault() as ReturnType<NonNullable<S3TestServer['fault']>>;
-    };
-  };
-
   beforeEach(async () => {
     dataset = createSampleDataset({ rowsPerResource: 30, seed: 7 });
     server = await startFakeServer({
@@ -139,7 +128,7 @@ describe.each(testDialects)('object storage faults (%s)', (dialect) => {
 
   it('multipart uploads carry each part’s SHA-256; a reset mid-part, 503 SlowDown and 500 are retried, and the run is exact', async () => {
     let puts = 0;
-    const resetPart = once(
+    const resetPart = faultOnce(
       (item) => item.method === 'PUT' && item.url.includes('partNumber=2'),
       () => ({ resetAfterBytes: MIB }),
     );
@@ -179,7 +168,7 @@ describe.each(testDialects)('object storage faults (%s)', (dialect) => {
     expect((await sync()).code).toBe(0);
     const ledger = (await readLedger(warehouse)).filter((row) => row.size === BIG);
     expect(ledger.length).toBeGreaterThan(0);
-    s3.fault = once(
+    s3.fault = faultOnce(
       (item) => item.method === 'GET' && item.url.includes('/sha256/') && !item.headers.range,
       () => ({ cutResponseAfterBytes: 100_000 }),
     );
@@ -189,7 +178,7 @@ describe.each(testDialects)('object storage faults (%s)', (dialect) => {
     expect(s3.requests.some((item) => item.headers.range?.startsWith('bytes=100000-'))).toBe(true);
 
     // serve hands the importer whole files, however the store cuts its reads.
-    s3.fault = once(
+    s3.fault = faultOnce(
       (item) => item.method === 'GET' && item.url.includes('/sha256/') && !item.headers.range,
       () => ({ cutResponseAfterBytes: 3 * MIB }),
     );

@@ -71,6 +71,20 @@ export interface S3TestServer {
   close(): Promise<void>;
 }
 
+/** A fault rule that injects `fault` into the first request `matches` (once per method and key). */
+export function faultOnce(
+  matches: (item: RecordedRequest) => boolean,
+  fault: () => Fault,
+): (item: RecordedRequest) => Fault | undefined {
+  const seen = new Set<string>();
+  return (item) => {
+    const key = `${item.method} ${item.url.split('?')[0]}`;
+    if (!matches(item) || seen.has(key)) return undefined;
+    seen.add(key);
+    return fault();
+  };
+}
+
 const OBJECT_SUFFIX = '._S3rver_object';
 const UPLOADS = '._S3rver_uploads';
 

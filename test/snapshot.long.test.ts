@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
-import { startS3Server, type S3TestServer } from './s3-server.js';
+import { faultOnce, startS3Server, type S3TestServer } from './s3-server.js';
 import {
   createTestWarehouse,
   runCli,
@@ -98,6 +98,27 @@ describe('warehouse snapshots', () => {
     // The restored file is a warehouse ocs-sync opens and syncs into.
     const resumed = await runCli(['sync'], { ...env, OCS_WAREHOUSE_URL: restoredPath });
     expect(resumed.code).toBe(0);
+  });
+
+  it('a restore whose read the store cuts short resumes it, and restores the same warehouse', async () => {
+    expect((await runCli(['sync'], env)).code).toBe(0);
+    const made = JSON.parse((await runCli(['snapshot', 'create', '--json'], env)).stdout);
+    s3.requests.length = 0;
+    s3.fault = faultOnce(
+      (request) => request.method === 'GET' && request.url.includes(`${made.id}.db.gz`),
+      () => ({ cutResponseAfterBytes: 1000 }),
+    );
+    const restoredPath = join(directory.path, 'restored.db');
+    const restored = await runCli(['snapshot', 'restore', made.id, '--to', restoredPath], env);
+    expect(restored.stderr).toBe('');
+    expect(restored.code).toBe(0);
+    expect(s3.requests.some((request) => request.headers.range === 'bytes=1000-')).toBe(true);
+    const db = new Database(restoredPath, { readonly: true });
+    try {
+      expect(db.pragma('integrity_check', { simple: true })).toBe('ok');
+    } finally {
+      db.close();
+    }
   });
 
   it('refuses a warehouse a process holds, and a snapshot whose bytes changed', async () => {
