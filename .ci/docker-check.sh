@@ -211,7 +211,7 @@ for _ in $(seq 1 600); do
   grep -q '^ocs_sync_runs_total{' <<<"$METRICS" && break
   sleep 0.1
 done
-grep -q '^ocs_sync_runs_total{kind="incremental",status="ok"} 1$' <<<"$METRICS" || {
+grep -q '^ocs_sync_runs_total{kind="initial",status="ok"} 1$' <<<"$METRICS" || {
   grep '^ocs_sync_runs_total' <<<"$METRICS" >&2 || true
   cat "$WORK/daemon.log" >&2
   fail "/metrics does not count the first run as ok"
