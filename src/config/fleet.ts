@@ -19,10 +19,15 @@ import { layerSources, originFinder, type ConfigSources } from './layers.js';
 import {
   crossKeyProblems,
   issueProblems,
-  placeLabel,
+  placeOf,
   teamLabel,
-  type Label,
+  type Locate,
   type Origin,
+  type Place,
+  type Problem,
+  type Segments,
+  type SpotOf,
+  type TeamRef,
 } from './problems.js';
 import { SETTINGS, configSchema, toConfig, type Config } from './schema.js';
 import { isPlainObject, type Tree } from './setting.js';
@@ -66,12 +71,10 @@ export interface FleetContext {
   /** `teams`: the teams the command runs, when not every one. */
   needs: { server: boolean; teams?: TeamChoice };
   env: Readonly<Record<string, string | undefined>>;
-  /** `FILE:LINE` of a path of the file. */
-  placeInFile(segments: readonly (string | number)[]): string;
-  /** Whether a problem already names where it is (a line of the file, a variable, a flag). */
-  isLocated(problem: string): boolean;
+  /** The file and line of a path of the file. */
+  spotOf: SpotOf;
   /** Collects every problem. */
-  problems: string[];
+  problems: Problem[];
 }
 
 const ENTRY_SHAPE =
@@ -83,20 +86,21 @@ export function resolveFleet(context: FleetContext): {
   views: Map<string, TeamView>;
   trees: Tree[];
 } {
-  const { problems, placeInFile, sources } = context;
+  const { problems, spotOf, sources } = context;
   const views = new Map<string, TeamView>();
   const trees: Tree[] = [];
   problems.push(...sharedKeyProblems(context));
   if (!Array.isArray(context.teams) || context.teams.length === 0) {
-    problems.push(
-      Array.isArray(context.teams)
-        ? `${placeInFile(['teams'])}: teams is an empty list; name at least one team, or remove teams: for a configuration of one team`
-        : `${placeInFile(['teams'])}: teams must be a list of teams, each ${ENTRY_SHAPE}`,
-    );
+    problems.push({
+      place: inFile(['teams'], spotOf),
+      message: Array.isArray(context.teams)
+        ? 'is an empty list; name at least one team, or remove teams: for a configuration of one team'
+        : `must be a list of teams, each ${ENTRY_SHAPE}`,
+    });
     return { fleet: undefined, views, trees };
   }
   const teams: TeamSetup[] = [];
-  const labels = new Map<TeamSetup, Label>();
+  const locators = new Map<TeamSetup, Locate>();
   const firstIndexOf = new Map<string, number>();
   context.teams.forEach((value: unknown, index) => {
     const entry = readEntry(value, index, context, firstIndexOf);
@@ -109,25 +113,21 @@ export function resolveFleet(context: FleetContext): {
       origins.set(path, { ...origin, via: variable });
     }
     const originOf = originFinder(origins);
-    const label: Label = (segments) => {
-      const found = originOf(segments);
-      return placeLabel(
-        segments,
-        found,
-        placeInFile(found.kind === 'team' ? ['teams', index, ...segments] : segments),
-      );
-    };
+    const locate: Locate = (segments) => placeOf(segments, originOf(segments), spotOf);
     trees.push(merged);
     if (entry.name !== undefined) views.set(entry.name, { merged, originOf });
-    // A problem that names no place (a key the command needs) is named with the team.
-    const who = teamLabel(index, entry.name);
-    const named = (problem: string) =>
-      context.isLocated(problem) || problem.includes(who) ? problem : `${who}: ${problem}`;
+    // A problem of no place where a value is given (a key the command needs) is named with the
+    // team; one of a shared value (a line of the file, a variable) is the same for every team.
+    const team: TeamRef = { index, name: entry.name };
+    const named = (problem: Problem): Problem =>
+      problem.place === undefined || problem.place.in === 'setting'
+        ? { ...problem, team }
+        : problem;
     const parsed = configSchema.safeParse(merged);
-    const own = teamProblems(merged, entry, context.needs, label).map(named);
+    const own = teamProblems(merged, entry, context.needs, locate).map(named);
     if (!parsed.success) {
       for (const issue of parsed.error.issues) {
-        own.push(...issueProblems(issue, merged, label).map(named));
+        own.push(...issueProblems(issue, merged, locate).map(named));
       }
     }
     problems.push(...own);
@@ -139,11 +139,11 @@ export function resolveFleet(context: FleetContext): {
     ) {
       return;
     }
-    const team = { name: entry.name, index, apiKey: entry.apiKey, config: toConfig(parsed.data) };
-    teams.push(team);
-    labels.set(team, label);
+    const setup = { name: entry.name, index, apiKey: entry.apiKey, config: toConfig(parsed.data) };
+    teams.push(setup);
+    locators.set(setup, locate);
   });
-  problems.push(...sharedPlaceProblems(teams, (team) => labels.get(team)!));
+  problems.push(...sharedPlaceProblems(teams, (setup) => locators.get(setup)!));
   const teamsAtOnce = teams[0]?.config.teamsAtOnce ?? 1;
   return { fleet: { teams, teamsAtOnce }, views, trees };
 }
@@ -151,29 +151,43 @@ export function resolveFleet(context: FleetContext): {
 const TEAM_LABEL_IS_NAME =
   'with teams:, each team\'s metrics are labelled with its name (team="NAME"); remove it';
 
+/** A key of the file's shared settings (outside `teams:`). */
+function inFile(path: Segments, spotOf: SpotOf): Place {
+  return { in: 'file', ...spotOf(path), path };
+}
+
 /** Keys that never come from the shared settings of a `teams:` configuration. */
-function sharedKeyProblems(context: FleetContext): string[] {
-  const problems: string[] = [];
+function sharedKeyProblems(context: FleetContext): Problem[] {
+  const problems: Problem[] = [];
   if (context.sources.file?.api_key !== undefined && context.sources.file.api_key !== null) {
-    problems.push(
-      `${context.placeInFile(['api_key'])}: api_key: with teams:, each team's API key comes from its own entry (api_key_env or api_key_file), never from the file; remove it`,
-    );
+    problems.push({
+      place: inFile(['api_key'], context.spotOf),
+      standalone: true,
+      message:
+        "with teams:, each team's API key comes from its own entry (api_key_env or api_key_file), never from the file; remove it",
+    });
   }
   const fileMetrics = context.sources.file?.metrics;
   if (isPlainObject(fileMetrics) && fileMetrics.team !== undefined && fileMetrics.team !== null) {
-    problems.push(
-      `${context.placeInFile(['metrics', 'team'])}: metrics.team: ${TEAM_LABEL_IS_NAME}`,
-    );
+    problems.push({
+      place: inFile(['metrics', 'team'], context.spotOf),
+      standalone: true,
+      message: TEAM_LABEL_IS_NAME,
+    });
   }
   const teamFromEnv = context.sources.envOrigins.get('metrics.team');
   if (teamFromEnv?.kind === 'env') {
-    problems.push(`${teamFromEnv.variable} is set, but ${TEAM_LABEL_IS_NAME}`);
+    problems.push({
+      place: { in: 'env', variable: teamFromEnv.variable, path: [] },
+      message: `is set, but ${TEAM_LABEL_IS_NAME}`,
+    });
   }
   const fromEnv = context.sources.envOrigins.get('api_key');
   if (fromEnv?.kind === 'env') {
-    problems.push(
-      `${fromEnv.variable} is set, but with teams: each team's API key comes from its own entry (api_key_env or api_key_file); unset ${fromEnv.variable} (the value is not shown)`,
-    );
+    problems.push({
+      place: { in: 'env', variable: fromEnv.variable, path: [] },
+      message: `is set, but with teams: each team's API key comes from its own entry (api_key_env or api_key_file); unset ${fromEnv.variable} (the value is not shown)`,
+    });
   }
   return problems;
 }
@@ -188,7 +202,7 @@ interface Entry {
   /** Its `warehouse.url_env` is not set in this process, which does not run the team. */
   notHere: boolean;
   /** Problems of the entry's own keys. */
-  problems: string[];
+  problems: Problem[];
 }
 
 /** One entry's own keys checked and taken out; undefined when it is not a mapping. */
@@ -198,41 +212,51 @@ function readEntry(
   context: FleetContext,
   firstIndexOf: Map<string, number>,
 ): Entry | undefined {
-  const { placeInFile, problems } = context;
-  const at = (path: (string | number)[]) => placeInFile(['teams', index, ...path]);
+  const { spotOf, problems } = context;
+  /** A key of the entry (`name`: the team's, once known to be usable). */
+  const at = (path: Segments, name?: string): Place => ({
+    in: 'team',
+    ...spotOf(['teams', index, ...path]),
+    team: { index, name },
+    path,
+  });
   if (!isPlainObject(value)) {
-    problems.push(`${at([])}: teams[${index}] must be ${ENTRY_SHAPE}; got ${describe(value)}`);
+    problems.push({ place: at([]), message: `must be ${ENTRY_SHAPE}; got ${describe(value)}` });
     return undefined;
   }
   const settings = recordByName(Object.entries(value));
-  const own: string[] = [];
+  const own: Problem[] = [];
   let name: string | undefined;
   const rawName = settings.name;
   if (rawName === undefined || rawName === null) {
-    own.push(`${at([])}: teams[${index}] has no name; every team needs one: ${TEAM_NAME_RULE}`);
+    own.push({ place: at([]), message: `has no name; every team needs one: ${TEAM_NAME_RULE}` });
   } else if (typeof rawName !== 'string' || !isTeamName(rawName)) {
-    own.push(
-      `${at(['name'])}: teams[${index}].name must be ${TEAM_NAME_RULE}; got ${describe(rawName)}`,
-    );
+    own.push({
+      place: at(['name']),
+      message: `must be ${TEAM_NAME_RULE}; got ${describe(rawName)}`,
+    });
   } else {
     name = rawName;
     const first = firstIndexOf.get(rawName);
     if (first !== undefined) {
-      own.push(
-        `${at(['name'])}: ${teamLabel(index, name)}.name is also the name of teams[${first}]; each team needs a name of its own`,
-      );
+      own.push({
+        place: at(['name'], name),
+        message: `is also the name of teams[${first}]; each team needs a name of its own`,
+      });
     } else {
       firstIndexOf.set(rawName, index);
     }
   }
-  const label = (path: string) => `${at(path.split('.'))}: ${teamLabel(index, name)}.${path}`;
+  const entryKey: KeyOf = (path) => at(path.split('.'), name);
 
   if (settings.api_key !== undefined && settings.api_key !== null) {
-    own.push(
-      `${label('api_key')}: an API key is never written in the configuration file; name the environment variable that holds it (api_key_env: OCS_${(name ?? 'TEAM').toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY) or a file that does (api_key_file: /run/secrets/${name ?? 'team'}-api-key); the value is not shown`,
-    );
+    own.push({
+      place: entryKey('api_key'),
+      standalone: true,
+      message: `an API key is never written in the configuration file; name the environment variable that holds it (api_key_env: OCS_${(name ?? 'TEAM').toUpperCase().replace(/[^A-Z0-9]/g, '_')}_API_KEY) or a file that does (api_key_file: /run/secrets/${name ?? 'team'}-api-key); the value is not shown`,
+    });
   }
-  const apiKey = readKeySource(settings, label, own);
+  const apiKey = readKeySource(settings, entryKey, own);
   for (const path of PROCESS_SETTINGS) {
     const [section, key] = path.split('.') as [string, string | undefined];
     const given = key === undefined ? settings[section] : (settings[section] as Tree)?.[key];
@@ -241,64 +265,76 @@ function readEntry(
       given !== null &&
       (key === undefined || isPlainObject(settings[section]))
     ) {
-      own.push(
-        `${label(path)} is a setting of the whole process, the same for every team; set it at the top level of the file, not in a team's entry`,
-      );
+      own.push({
+        place: entryKey(path),
+        message:
+          "is a setting of the whole process, the same for every team; set it at the top level of the file, not in a team's entry",
+      });
     }
   }
   // As at the top level of the file: a ConfigMap is no place for a passphrase either.
   for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
     if (!Object.hasOwn(settings, setting.path)) continue;
-    own.push(
-      `${label(setting.path)} may only come from the environment (${setting.env}, which every team shares), so that it never sits in a file; remove it from the team's entry (the value is not shown)`,
-    );
+    own.push({
+      place: entryKey(setting.path),
+      message: `may only come from the environment (${setting.env}, which every team shares), so that it never sits in a file; remove it from the team's entry (the value is not shown)`,
+    });
     delete settings[setting.path];
   }
   if (settings.teams !== undefined) {
-    own.push(`${label('teams')}: a team's entry cannot hold teams of its own`);
+    own.push({
+      place: entryKey('teams'),
+      standalone: true,
+      message: "a team's entry cannot hold teams of its own",
+    });
   }
   if (
     isPlainObject(settings.metrics) &&
     settings.metrics.team !== undefined &&
     settings.metrics.team !== null
   ) {
-    own.push(`${label('metrics.team')}: ${TEAM_LABEL_IS_NAME}`);
+    own.push({ place: entryKey('metrics.team'), standalone: true, message: TEAM_LABEL_IS_NAME });
   }
   const runsHere = name === undefined || choosesTeam(context.needs.teams, name);
-  const { readFrom, notHere } = readWarehouseUrlEnv(settings, context.env, label, own, runsHere);
+  const { readFrom, notHere } = readWarehouseUrlEnv(settings, context.env, entryKey, own, runsHere);
   for (const key of ['name', 'api_key', 'api_key_env', 'api_key_file', 'teams'])
     delete settings[key];
   problems.push(...own);
   return { name, apiKey, settings, readFrom, notHere, problems: own };
 }
 
+/** The place of a key of a team's entry, by its dotted path. */
+type KeyOf = (path: string) => Place;
+
 /** `api_key_env` or `api_key_file` (one of them), checked. */
-function readKeySource(
-  settings: Tree,
-  label: (path: string) => string,
-  problems: string[],
-): ApiKeySource | undefined {
+function readKeySource(settings: Tree, key: KeyOf, problems: Problem[]): ApiKeySource | undefined {
   const env = settings.api_key_env;
   const file = settings.api_key_file;
   const given = (value: unknown) => value !== undefined && value !== null;
   if (given(env) && given(file)) {
-    problems.push(
-      `${label('api_key_env')} and api_key_file are both set; give the team's API key one way`,
-    );
+    problems.push({
+      place: key('api_key_env'),
+      message: "and api_key_file are both set; give the team's API key one way",
+    });
     return undefined;
   }
   if (given(env)) {
     if (typeof env !== 'string' || !ENV_NAME.test(env)) {
-      problems.push(
-        `${label('api_key_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself (if it is, put the key in that variable and change it on the server: it sat in the file)`,
-      );
+      problems.push({
+        place: key('api_key_env'),
+        message:
+          'must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_API_KEY; the value is not shown, as it may be the key itself (if it is, put the key in that variable and change it on the server: it sat in the file)',
+      });
       return undefined;
     }
     return { env };
   }
   if (given(file)) {
     if (typeof file !== 'string' || file.trim() === '') {
-      problems.push(`${label('api_key_file')} must be the path of a file holding the API key`);
+      problems.push({
+        place: key('api_key_file'),
+        message: 'must be the path of a file holding the API key',
+      });
       return undefined;
     }
     return { file: file.trim() };
@@ -313,8 +349,8 @@ function readKeySource(
 function readWarehouseUrlEnv(
   settings: Tree,
   env: Readonly<Record<string, string | undefined>>,
-  label: (path: string) => string,
-  problems: string[],
+  key: KeyOf,
+  problems: Problem[],
   runsHere: boolean,
 ): { readFrom: Map<string, string>; notHere: boolean } {
   const readFrom = new Map<string, string>();
@@ -327,16 +363,23 @@ function readWarehouseUrlEnv(
   delete copy.url_env;
   settings.warehouse = copy;
   if (typeof variable !== 'string' || !ENV_NAME.test(variable)) {
-    problems.push(
-      `${label('warehouse.url_env')} must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself (if it is, put the URL in that variable and change its password: it sat in the file)`,
-    );
+    problems.push({
+      place: key('warehouse.url_env'),
+      message:
+        'must be the name of an environment variable (letters, digits and _), such as OCS_KENYA_WAREHOUSE_URL; the value is not shown, as it may be the URL itself (if it is, put the URL in that variable and change its password: it sat in the file)',
+    });
   } else if (warehouse.url !== undefined && warehouse.url !== null) {
-    problems.push(`${label('warehouse.url_env')} and warehouse.url are both set; give one of them`);
+    problems.push({
+      place: key('warehouse.url_env'),
+      message: 'and warehouse.url are both set; give one of them',
+    });
   } else if ((env[variable] ?? '').trim() === '') {
     if (!runsHere) return { readFrom, notHere: true };
-    problems.push(
-      `${label('warehouse.url_env')}: ${variableShown(variable)} is not set; set it to the team's warehouse URL`,
-    );
+    problems.push({
+      place: key('warehouse.url_env'),
+      standalone: true,
+      message: `${variableShown(variable)} is not set; set it to the team's warehouse URL`,
+    });
   } else {
     copy.url = env[variable]!.trim();
     readFrom.set('warehouse.url', variable);
@@ -345,12 +388,13 @@ function readWarehouseUrlEnv(
 }
 
 /** Problems of the keys a command needs and of the rules that span keys, for one team. */
-function teamProblems(merged: Tree, entry: Entry, needs: { server: boolean }, label: Label) {
-  const problems = crossKeyProblems(merged, needs, label, entry.apiKey !== undefined);
+function teamProblems(merged: Tree, entry: Entry, needs: { server: boolean }, locate: Locate) {
+  const problems = crossKeyProblems(merged, needs, locate, entry.apiKey !== undefined);
   if (needs.server && entry.apiKey === undefined && entry.problems.length === 0) {
-    problems.push(
-      'it has no API key: name the environment variable that holds it (api_key_env) or a file that does (api_key_file)',
-    );
+    problems.push({
+      message:
+        'it has no API key: name the environment variable that holds it (api_key_env) or a file that does (api_key_file)',
+    });
   }
   return problems;
 }
@@ -358,9 +402,9 @@ function teamProblems(merged: Tree, entry: Entry, needs: { server: boolean }, la
 /** Two teams never share a warehouse, a blob store or a checkpoint file. */
 function sharedPlaceProblems(
   teams: readonly TeamSetup[],
-  labelOf: (team: TeamSetup) => Label,
-): string[] {
-  const problems: string[] = [];
+  locateOf: (team: TeamSetup) => Locate,
+): Problem[] {
+  const problems: Problem[] = [];
   const seen = new Map<string, TeamSetup>();
   const claim = (team: TeamSetup, key: string, path: string[], what: string, advice: string) => {
     const first = seen.get(key);
@@ -368,11 +412,12 @@ function sharedPlaceProblems(
       seen.set(key, team);
       return;
     }
-    const label = labelOf(team)(path);
-    const who = teamLabel(team.index, team.name);
-    problems.push(
-      `${label.includes(who) ? label : `${who}: ${label}`}: ${what} is ${teamLabel(first.index, first.name)}'s too; ${advice}`,
-    );
+    problems.push({
+      place: locateOf(team)(path),
+      standalone: true,
+      message: `${what} is ${teamLabel(first)}'s too; ${advice}`,
+      team: { index: team.index, name: team.name },
+    });
   };
   for (const team of teams) {
     const { warehouse, files, audit } = team.config;
@@ -422,7 +467,7 @@ function sharedPlaceProblems(
       );
     }
   }
-  problems.push(...nestedPrefixProblems(teams, labelOf));
+  problems.push(...nestedPrefixProblems(teams, locateOf));
   return problems;
 }
 
@@ -434,9 +479,9 @@ function placeKey(text: string): string {
 /** Two teams' bucket prefixes where one holds the other: a run of one would clear the other's. */
 function nestedPrefixProblems(
   teams: readonly TeamSetup[],
-  labelOf: (team: TeamSetup) => Label,
-): string[] {
-  const problems: string[] = [];
+  locateOf: (team: TeamSetup) => Locate,
+): Problem[] {
+  const problems: Problem[] = [];
   const places: Array<{ team: TeamSetup; path: string[]; location: Location }> = [];
   for (const team of teams) {
     const { files, audit } = team.config;
@@ -454,11 +499,12 @@ function nestedPrefixProblems(
     for (const other of places.slice(0, index)) {
       if (other.team === place.team || other.location.text === place.location.text) continue;
       if (!locationsOverlap(place.location, other.location)) continue;
-      const who = teamLabel(place.team.index, place.team.name);
-      const label = labelOf(place.team)(place.path);
-      problems.push(
-        `${label.includes(who) ? label : `${who}: ${label}`}: ${place.location.text} and ${teamLabel(other.team.index, other.team.name)}'s ${other.location.text} are one inside the other; give each team a prefix of its own beside the others (s3://BUCKET/TEAM/…)`,
-      );
+      problems.push({
+        place: locateOf(place.team)(place.path),
+        standalone: true,
+        message: `${place.location.text} and ${teamLabel(other.team)}'s ${other.location.text} are one inside the other; give each team a prefix of its own beside the others (s3://BUCKET/TEAM/…)`,
+        team: { index: place.team.index, name: place.team.name },
+      });
     }
   });
   return problems;
@@ -488,7 +534,7 @@ export function readApiKey(
   /** Told when others than the owner may read the key's file. */
   warn?: (message: string) => void,
 ): string {
-  const who = teamLabel(team.index, team.name);
+  const who = teamLabel(team);
   const source = team.apiKey;
   if (source === undefined) {
     throw new ConfigError([

@@ -5,7 +5,7 @@
  */
 import { recordByName } from '../names.js';
 import { parseExcludeFieldsText } from './exclude-fields.js';
-import type { Origin } from './problems.js';
+import type { Origin, Problem } from './problems.js';
 import { SETTINGS_BY_PATH } from './schema.js';
 import { camelToSnake, isPlainObject, type TextKind, type Tree } from './setting.js';
 
@@ -78,7 +78,7 @@ function splitList(text: string): string[] {
     .filter((item) => item !== '');
 }
 
-export function flagsToSnake(flags: Tree, prefix: string[], problems: string[]): Tree {
+export function flagsToSnake(flags: Tree, prefix: string[], problems: Problem[]): Tree {
   const out: Tree = recordByName();
   // Keys of secrets.resources and exclude_fields are resource names, not setting names.
   const isResourceMap = ['secrets.resources', 'exclude_fields'].includes(prefix.join('.'));
@@ -88,9 +88,10 @@ export function flagsToSnake(flags: Tree, prefix: string[], problems: string[]):
     const path = [...prefix, name];
     const setting = SETTINGS_BY_PATH.get(path.join('.'));
     if (setting?.envOnly) {
-      problems.push(
-        `${setting.path} may only come from the environment (${setting.env}); it is not accepted as a command-line flag`,
-      );
+      problems.push({
+        place: { in: 'setting', path },
+        message: `may only come from the environment (${setting.env}); it is not accepted as a command-line flag`,
+      });
       continue;
     }
     if (isPlainObject(value) && !isResourceMap) {

@@ -11,7 +11,7 @@ import { createRequire } from 'node:module';
 import type * as Yaml from 'yaml';
 import type { LineCounter } from 'yaml';
 import { unknownNameAdvice } from '../did-you-mean.js';
-import { ConfigError, UsageError } from '../errors.js';
+import { UsageError } from '../errors.js';
 import { recordByName, valueByName } from '../names.js';
 import { packageVersion } from '../package-info.js';
 import { redactUrl } from '../warehouse/url.js';
@@ -25,12 +25,16 @@ import {
   type ConfigSources,
 } from './layers.js';
 import {
+  ConfigProblemsError,
   crossKeyProblems,
   envTypoProblems,
   issueProblems,
-  placeLabel,
-  reportedProblems,
+  placeOf,
+  spotText,
+  type FileSpot,
   type Origin,
+  type Problem,
+  type Segments,
 } from './problems.js';
 import {
   configDefaults,
@@ -225,25 +229,23 @@ interface Resolved {
   setup: Setup;
   /** The merged values and their origins: the single team's, or one team's by name. */
   view(team?: string): TeamView | undefined;
-  placeInFile(segments: readonly (string | number)[]): string;
+  /** `FILE:LINE` of a key of the file, or `FILE` when its line is not known. */
+  placeInFile(segments: Segments): string;
 }
 
 function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds): Resolved {
-  const problems: string[] = [];
-  const fileName = inputs.filePath ?? 'config file';
+  const problems: Problem[] = [];
+  const file = inputs.filePath ?? 'config file';
 
-  const lineOf = (segments: readonly (string | number)[]): number | undefined => {
+  /** The file and the line of a key of it (of its nearest ancestor with a known line). */
+  const spotOf = (segments: Segments): FileSpot => {
     for (let length = segments.length; length > 0; length--) {
       const line = valueByName(inputs.fileLines, segments.slice(0, length).join('.'));
-      if (line !== undefined) return line;
+      if (line !== undefined) return { file, line };
     }
-    return undefined;
+    return { file };
   };
-  /** `FILE:LINE` of a key of the file, or `FILE` when its line is not known. */
-  const placeInFile = (segments: readonly (string | number)[]): string => {
-    const line = lineOf(segments);
-    return `${fileName}${line === undefined ? '' : `:${line}`}`;
-  };
+  const placeInFile = (segments: Segments): string => spotText(spotOf(segments));
 
   const sources: ConfigSources = {
     defaults: configDefaults(inputs.version ?? packageVersion()),
@@ -257,24 +259,26 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds): Resolved 
   // The file.
   if (inputs.file !== undefined && inputs.file !== null) {
     if (!isPlainObject(inputs.file)) {
-      problems.push(
-        `${fileName}: must be a mapping of keys (such as base_url: …, warehouse: …), not ${Array.isArray(inputs.file) ? 'a list' : 'a single value'}`,
-      );
+      problems.push({
+        place: { in: 'file', file, path: [] },
+        message: `must be a mapping of keys (such as base_url: …, warehouse: …), not ${Array.isArray(inputs.file) ? 'a list' : 'a single value'}`,
+      });
     } else {
-      const file = recordByName(Object.entries(inputs.file));
+      const keys = recordByName(Object.entries(inputs.file));
       for (const setting of SETTINGS.filter((candidate) => candidate.envOnly)) {
-        if (Object.hasOwn(file, setting.path)) {
-          problems.push(
-            `${placeInFile([setting.path])}: ${setting.path} may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
-          );
-          delete file[setting.path];
+        if (Object.hasOwn(keys, setting.path)) {
+          problems.push({
+            place: { in: 'file', ...spotOf([setting.path]), path: [setting.path] },
+            message: `may only come from the environment (${setting.env}), so that it never sits in a file; remove it from the file`,
+          });
+          delete keys[setting.path];
         }
       }
-      if (Object.hasOwn(file, 'teams')) {
-        teams = { value: file.teams };
-        delete file.teams;
+      if (Object.hasOwn(keys, 'teams')) {
+        teams = { value: keys.teams };
+        delete keys.teams;
       }
-      sources.file = file;
+      sources.file = keys;
     }
   }
 
@@ -302,15 +306,11 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds): Resolved 
       teams: teams.value,
       needs,
       env: inputs.env,
-      placeInFile,
-      isLocated: (problem) =>
-        problem.startsWith(`${fileName}:`) ||
-        /^OCS_[A-Z0-9_]+ /.test(problem) ||
-        problem.includes('(command-line flag)'),
+      spotOf,
       problems,
     });
     if (problems.length > 0 || fleet === undefined) {
-      throw new ConfigError(reportedProblems(problems, fileName, trees));
+      throw new ConfigProblemsError(problems, trees);
     }
     return {
       setup: { kind: 'fleet', fleet },
@@ -322,18 +322,17 @@ function resolveWithOrigins(inputs: ConfigInputs, needs: ConfigNeeds): Resolved 
   // One validation of the merged values.
   const { merged, origins } = layerSources(sources);
   const originOf = originFinder(origins);
-  const label = (segments: readonly (string | number)[]): string =>
-    placeLabel(segments, originOf(segments), placeInFile(segments));
+  const locate = (segments: Segments) => placeOf(segments, originOf(segments), spotOf);
   const parsed = configSchema.safeParse(merged);
   if (!parsed.success) {
     for (const issue of parsed.error.issues) {
-      problems.push(...issueProblems(issue, merged, label));
+      problems.push(...issueProblems(issue, merged, locate));
     }
   }
-  problems.push(...crossKeyProblems(merged, needs, label));
+  problems.push(...crossKeyProblems(merged, needs, locate));
 
   if (problems.length > 0 || !parsed.success) {
-    throw new ConfigError(reportedProblems(problems, fileName, merged));
+    throw new ConfigProblemsError(problems, merged);
   }
   const config = toConfig(parsed.data);
   return {
@@ -365,22 +364,25 @@ export function readConfigFile(path: string, givenBy = '--config'): ConfigFileCo
           : code === 'EACCES' || code === 'EPERM'
             ? 'cannot be read (permission denied)'
             : `cannot be read (${code ?? (error as Error).message})`;
-    throw new ConfigError([`Config file ${path} (from ${givenBy}) ${reason}`]);
+    throw new ConfigProblemsError([{ message: `Config file ${path} (from ${givenBy}) ${reason}` }]);
   }
   return parseConfigText(text, path);
 }
 
-/** Parses YAML text of a config file. Exported for tests and for `config check`-style tools. */
 /** The YAML parser, loaded only when there is a file to read (commands start faster without). */
 function yaml(): typeof Yaml {
   return createRequire(import.meta.url)('yaml') as typeof Yaml;
 }
 
+const QUOTE_A_STAR =
+  'a value that starts with * (such as a cron expression) must be quoted, e.g. schedule: "*/15 * * * *"';
+
+/** Parses YAML text of a config file. Exported for tests and for `config check`-style tools. */
 export function parseConfigText(text: string, path: string): ConfigFileContents {
   const { isAlias, LineCounter, parseDocument, visit } = yaml();
   const lineCounter = new LineCounter();
   const document = parseDocument(text, { lineCounter, uniqueKeys: true });
-  const problems: string[] = [];
+  const problems: Problem[] = [];
   const seenLines = new Set<number>();
   for (const error of document.errors) {
     const line = error.linePos?.[0].line;
@@ -391,14 +393,18 @@ export function parseConfigText(text: string, path: string): ConfigFileContents 
     if (error.code === 'UNEXPECTED_TOKEN' && /alias/i.test(message)) {
       if (line !== undefined && seenLines.has(line)) continue;
       if (line !== undefined) seenLines.add(line);
-      problems.push(
-        `${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}; a value that starts with * (such as a cron expression) must be quoted, e.g. schedule: "*/15 * * * *"`,
-      );
+      problems.push({
+        place: { in: 'file', file: path, line, path: [] },
+        message: `YAML syntax error: ${message}; ${QUOTE_A_STAR}`,
+      });
       continue;
     }
-    problems.push(`${path}${line === undefined ? '' : `:${line}`}: YAML syntax error: ${message}`);
+    problems.push({
+      place: { in: 'file', file: path, line, path: [] },
+      message: `YAML syntax error: ${message}`,
+    });
   }
-  if (problems.length > 0) throw new ConfigError(problems);
+  if (problems.length > 0) throw new ConfigProblemsError(problems);
 
   let file: unknown;
   try {
@@ -420,13 +426,18 @@ export function parseConfigText(text: string, path: string): ConfigFileContents 
       },
     });
     const dangling = aliases.filter((alias) => !anchors.has(alias.name));
-    throw new ConfigError(
+    throw new ConfigProblemsError(
       dangling.length > 0
-        ? dangling.map(
-            (alias) =>
-              `${path}${alias.line === undefined ? '' : `:${alias.line}`}: YAML alias *${alias.name} refers to no &${alias.name} anchor; a value that starts with * (such as a cron expression) must be quoted, e.g. schedule: "*/15 * * * *"`,
-          )
-        : [`${path}: YAML cannot be read: ${(error as Error).message.split('\n')[0]}`],
+        ? dangling.map((alias) => ({
+            place: { in: 'file', file: path, line: alias.line, path: [] },
+            message: `YAML alias *${alias.name} refers to no &${alias.name} anchor; ${QUOTE_A_STAR}`,
+          }))
+        : [
+            {
+              place: { in: 'file', file: path, path: [] },
+              message: `YAML cannot be read: ${(error as Error).message.split('\n')[0]}`,
+            },
+          ],
     );
   }
   const fileLines: Record<string, number> = recordByName();
