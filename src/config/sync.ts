@@ -4,6 +4,7 @@
  * `log_level`.
  */
 import type { DeleteMode } from '../interfaces.js';
+import type { PageThreadsSetting } from '../page-threads.js';
 import {
   EXCLUDE_FIELDS_ALLOWED,
   checkExcludeFields,
@@ -21,8 +22,6 @@ export const SCHEMA_CHANGE_POLICIES = [
 ] as const satisfies readonly SchemaChangePolicy[];
 export const DELETE_MODES = ['mark', 'remove'] as const satisfies readonly DeleteMode[];
 
-export type PageThreads = 'auto' | boolean;
-
 export interface SyncConfig {
   pageSize: number;
   /** Only these resources; undefined = every resource in the manifest. */
@@ -36,10 +35,12 @@ export interface SyncConfig {
   pagesInFlight: number;
   /**
    * Whether a sync hands its pages to threads of its own (the page thread; SQLite's writer
-   * thread): `auto` is yes for a sync of one team at a time, no in a fleet syncing several at
-   * once (inFleet in cli/wiring.ts), whose teams then share the sync's thread.
+   * thread): `auto` is yes unless other teams of a fleet sync at the same time (`teams_at_once`
+   * above 1), each then keeping its pages on the sync's thread. planPageThreads
+   * (src/page-threads.ts) decides, and says no for a warehouse no other thread can write
+   * (SQLite's `:memory:`).
    */
-  pageThreads: PageThreads;
+  pageThreads: PageThreadsSetting;
   /** true = every resource, false = none, or a list of resources. */
   history: boolean | string[];
   deletes: DeleteMode;
@@ -54,7 +55,7 @@ export interface SyncFileValues {
   exclude_fields?: Record<string, string[]>;
   concurrency?: number;
   pages_in_flight?: number;
-  page_threads?: PageThreads;
+  page_threads?: PageThreadsSetting;
   history?: boolean | string[];
   deletes?: DeleteMode;
   on_schema_change?: SchemaChangePolicy;
@@ -67,7 +68,7 @@ export const syncDefaults = {
   exclude_fields: {} as Record<string, string[]>,
   concurrency: 1,
   pages_in_flight: 2,
-  page_threads: 'auto' as PageThreads,
+  page_threads: 'auto' as PageThreadsSetting,
   history: false as boolean | string[],
   deletes: 'mark' as DeleteMode,
   on_schema_change: 'evolve' as SchemaChangePolicy,
