@@ -217,7 +217,7 @@ export async function runSnapshotRestoreCommand(
         `${JSON.stringify(id)} is not a snapshot id (ocs-sync-YYYYMMDDTHHMMSSmmmZ): \`ocs-sync snapshot list\` shows them.`,
       );
     }
-    const held = sqliteHeldBy(target);
+    const held = await sqliteHeldBy(target);
     if (held !== undefined) {
       throw new OcsSyncError(`Refusing to restore over ${target}: ${held}.`, {
         hint: 'Stop what uses it (the daemon, serve), or restore to another file with --to and swap it in while nothing runs.',

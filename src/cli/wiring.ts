@@ -194,7 +194,9 @@ export async function warnIfSecretsReadableByOthers(
 ): Promise<void> {
   const target = parseWarehouseUrl(config.warehouse.url);
   if (target.dialect !== 'sqlite' || target.path === ':memory:') return;
-  const sealed = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
+  const sealed = parseSealedFieldsState(
+    await warehouse.bookkeeping.getState(SEALED_FIELDS_STATE_KEY),
+  );
   const opened = [...sealed.keys()].filter(
     (resource) => secretPolicyFor(config, resource) === 'plaintext',
   );
