@@ -269,7 +269,9 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         cursorKind: null,
         history: false,
       });
-      expect((await db.tools.readColumn('events', 'updated_at', null, 10)).map((r) => r.value)).toEqual([
+      expect(
+        (await db.tools.readColumn('events', 'updated_at', null, 10)).map((r) => r.value),
+      ).toEqual([
         '2026-11-20T09:15:00.250000Z',
         '2026-11-20T09:15:00Z',
         '2026-11-20T09:15:00.100000Z',
