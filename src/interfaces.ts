@@ -9,7 +9,8 @@
  * - Page: one response of a resource: up to `limit` rows plus the cursor to ask for the next page.
  * - Cursor: where a resource walk resumes. `pk` resources: the last id as a decimal string.
  *   `updated_at_id` resources: base64 of `{"updated_at", "id"}` of the last row.
- * - Warehouse: where rows land (SQLite file or PostgreSQL schema). A Dialect implements it.
+ * - Warehouse: where rows land (SQLite file or PostgreSQL schema): small parts (warehouse-parts.ts),
+ *   each dialect's in its folder (src/warehouse/<dialect>/).
  * - Sealed field: a field the server encrypts under the team's public key; a secrets policy says
  *   what we store for it. The manifest only says a resource has some (`secret`); which fields is
  *   read from the OpenAPI field descriptions and from the shape of the values (sealed-fields.ts).
