@@ -14,6 +14,10 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
 import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '../src/errors.js';
 import { COPY_MIN_ROWS } from '../src/warehouse/postgres/copy-upsert.js';
+import { markMissingAsDeleted } from '../src/warehouse/missing-rows.js';
+import { SqliteConnection } from '../src/warehouse/sqlite/connection.js';
+import { SqliteHistoryWriter } from '../src/warehouse/sqlite/history.js';
+import { sqliteMissingRows } from '../src/warehouse/sqlite/missing-rows.js';
 import { dialectRules, openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
 import {
@@ -1582,6 +1586,50 @@ describe('openWarehouse (SQLite specifics)', () => {
   });
   afterEach(() => {
     rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('rolls the marking of missing rows back whole when a step of it fails', async () => {
+    const connection = new SqliteConnection(':memory:', 'sqlite::memory:', 1000);
+    try {
+      const { db } = connection;
+      db.exec(
+        'CREATE TABLE t ("id" INTEGER PRIMARY KEY, "_run_id" INTEGER, "_deleted_at" TEXT);' +
+          'CREATE TABLE t__history ("id" INTEGER, "_valid_to" TEXT);' +
+          'INSERT INTO t ("id", "_run_id") VALUES (1, 1), (2, 1);',
+      );
+      // Closing the versions writes, then fails: nothing of the marking may stay.
+      const history = {
+        close: () => {
+          db.exec(`UPDATE t__history SET "_valid_to" = 'now'`);
+          db.exec(`UPDATE t SET "_deleted_at" = 'half-done'`);
+          throw new Error('the disk is full');
+        },
+      } as unknown as SqliteHistoryWriter;
+      await expect(
+        markMissingAsDeleted(sqliteMissingRows(connection, history), 't', {
+          runId: 2,
+          mode: 'mark',
+          history: true,
+          audit: false,
+        }),
+      ).rejects.toThrow('the disk is full');
+      expect(db.inTransaction).toBe(false);
+      expect(db.prepare('SELECT count(*) FROM t WHERE "_deleted_at" IS NULL').pluck().get()).toBe(
+        2,
+      );
+      // And the connection marks them once the step works.
+      const working = new SqliteHistoryWriter(db);
+      await expect(
+        markMissingAsDeleted(sqliteMissingRows(connection, working), 't', {
+          runId: 2,
+          mode: 'mark',
+          history: false,
+          audit: false,
+        }),
+      ).resolves.toBe(2);
+    } finally {
+      await connection.close();
+    }
   });
 
   it('locks a private side file, and names it with the fix when it cannot be used', async () => {
