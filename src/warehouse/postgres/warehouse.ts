@@ -1,10 +1,11 @@
 /**
  * The PostgreSQL warehouse: every table in one schema (`ocs` by default). This class wires the
- * roles together: the connection and its settings (connection.ts), value encoding
- * (values.ts), schema changes (schema.ts), the page-write hot path and history
- * (page-writes.ts) and the writer lock (lock.ts); kysely runs the shared
- * bookkeeping (../bookkeeping.ts). Each page is one transaction holding its rows, its history
- * versions and its cursor.
+ * roles together: the connection and its settings (connection.ts), schema changes (schema.ts),
+ * the page-write hot path and history (page-writes.ts), the writer lock (lock.ts), the
+ * operator's tools (tools.ts) and the reads (reads.ts); the bookkeeping (../bookkeeping.ts) and
+ * the marking of missing rows (../missing-rows.ts, with missing-rows.ts's SQL and transaction)
+ * are shared. Each page is one transaction holding its rows, its history versions and its
+ * cursor.
  */
 import type { Kysely } from 'kysely';
 import type pg from 'pg';

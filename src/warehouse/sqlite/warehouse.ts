@@ -1,8 +1,9 @@
 /**
  * The SQLite warehouse: one file (or `:memory:`), WAL, one writer. This class wires the roles
- * together: the connection (connection.ts), value encoding (values.ts), schema
- * changes (schema.ts), the page-write hot path and history (page-writes.ts) and the
- * writer lock (lock.ts); kysely runs the shared bookkeeping (../bookkeeping.ts). Every page
+ * together: the connection (connection.ts), schema changes (schema.ts), the page-write hot path
+ * and history (page-writes.ts), the writer lock (lock.ts), the operator's tools (tools.ts) and
+ * the reads (reads.ts); the bookkeeping (../bookkeeping.ts) and the marking of missing rows
+ * (../missing-rows.ts, with missing-rows.ts's SQL and transaction) are shared. Every page
  * is one transaction holding its rows, its history versions and its cursor, so a crash at any
  * instant loses or doubles nothing.
  */
