@@ -1,6 +1,26 @@
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
+/** A dialect's name, as a test of which dialect a warehouse is would write it. */
+const DIALECT_NAME = '/^(sqlite|postgres)$/';
+const DIALECT_TEST =
+  'What differs between the dialects lives in src/warehouse/<dialect>/: ask the dialect (its DialectRules, src/warehouse/open.ts) instead of testing its name here.';
+
+/**
+ * Dialect tests (`=== 'postgres'`, `case 'sqlite':`) are written inside the dialect folders only
+ * (docs/layout.md), and in these few files, which read which dialect a URL names.
+ */
+export const DIALECT_TESTS_ALLOWED = [
+  'src/warehouse/sqlite/**',
+  'src/warehouse/postgres/**',
+  // The URL's parser: it decides the dialect, and what each kind of target is (a file or not).
+  'src/warehouse/url.ts',
+  // Settings checked against the dialect their URL names (SQLite file places, PostgreSQL options).
+  'src/config/fleet.ts',
+  'src/config/files.ts',
+  'src/config/load.ts',
+];
+
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', 'coverage/**'] },
   js.configs.recommended,
@@ -11,6 +31,20 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': [
         'error',
         { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    ignores: DIALECT_TESTS_ALLOWED,
+    rules: {
+      'no-restricted-syntax': [
+        'error',
+        {
+          selector: `BinaryExpression[operator=/^[!=]==?$/]:matches([left.value=${DIALECT_NAME}], [right.value=${DIALECT_NAME}])`,
+          message: DIALECT_TEST,
+        },
+        { selector: `SwitchCase[test.value=${DIALECT_NAME}]`, message: DIALECT_TEST },
       ],
     },
   },

@@ -208,12 +208,12 @@ async function startBenchRun(warehouse: Warehouse, source: HttpExportSource) {
   const lock = await warehouse.acquireLock(10_000);
   const manifest = await source.manifest();
   const columns = await prepareTable(warehouse, benchColumns(await source.openApi()));
-  const runId = await warehouse.startRun('incremental', manifest.schemaChecksum);
+  const runId = await warehouse.bookkeeping.startRun('incremental', manifest.schemaChecksum);
   return {
     columns,
     runId,
     async finish(summary: { rows: number; pages: number; requests: number }): Promise<void> {
-      await warehouse.finishRun(runId, { status: 'ok', ...summary });
+      await warehouse.bookkeeping.finishRun(runId, { status: 'ok', ...summary });
       await lock.release();
     },
   };
@@ -341,7 +341,7 @@ async function writeOnlyStage(
   try {
     const lock = await warehouse.acquireLock(10_000);
     const columns = await prepareTable(warehouse, benchColumns(openApiFromFixture(benchFixture())));
-    const runId = await warehouse.startRun('incremental', null);
+    const runId = await warehouse.bookkeeping.startRun('incremental', null);
     let cursor: string | null = null;
     let rows = 0;
     let pages = 0;
@@ -382,7 +382,7 @@ async function writeOnlyStage(
     const cpu = process.cpuUsage(cpuBefore);
     const seconds = (performance.now() - started - generatingMs) / 1000;
     sampler.end();
-    await warehouse.finishRun(runId, { status: 'ok', rows, pages, requests: 0 });
+    await warehouse.bookkeeping.finishRun(runId, { status: 'ok', rows, pages, requests: 0 });
     await lock.release();
     return {
       rows,

@@ -380,9 +380,9 @@ async function differencesOf(
       let after: string | null = null;
       for (;;) {
         const batch: Array<{ id: string; value: unknown }> = timed
-          ? await warehouse.readColumn(resource, 'updated_at', after, 5000)
+          ? await warehouse.tools.readColumn(resource, 'updated_at', after, 5000)
           : (
-              await warehouse.readRows({
+              await warehouse.reads.readRows({
                 table: resource,
                 columns: [],
                 afterId: after,

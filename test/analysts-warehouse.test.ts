@@ -141,7 +141,7 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
   it('rejects a name match the data contradicts', async () => {
     const db = await open();
     try {
-      const runId = await db.startRun('incremental', null);
+      const runId = await db.bookkeeping.startRun('incremental', null);
       await db.applySchemaChanges(
         [
           { kind: 'create_table', table: 'chats', columns: [], reason: 'rows' },
@@ -177,7 +177,7 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         ],
         [{ name: 'chat', type: 'integer' }],
       );
-      expect(await db.checkReference('notes', 'chat', 'chats')).toEqual({
+      expect(await db.reads.checkReference('notes', 'chat', 'chats')).toEqual({
         values: 2,
         unmatched: 1,
       });
@@ -203,8 +203,8 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         { table: 'notes', column: 'updated_at' },
         { table: 'notes', column: 'not_there' },
       ];
-      expect(await db.ensureIndexes(wanted)).toBe(2);
-      expect(await db.ensureIndexes(wanted)).toBe(0);
+      expect(await db.reads.ensureIndexes(wanted)).toBe(2);
+      expect(await db.reads.ensureIndexes(wanted)).toBe(0);
       await db.applySchemaChanges(
         [
           {
@@ -230,7 +230,7 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         { name: 'note', type: 'text' },
       ]);
       expect(await indexNames()).not.toContain('notes__updated_at_idx');
-      expect(await db.ensureIndexes(wanted)).toBe(dialect === 'sqlite' ? 1 : 0);
+      expect(await db.reads.ensureIndexes(wanted)).toBe(dialect === 'sqlite' ? 1 : 0);
       expect(await indexNames()).toContain('notes__chat_idx');
       expect(await columnsOf('notes__live')).toEqual([
         'id',
@@ -259,7 +259,7 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         [{ kind: 'create_table', table: 'events', columns, reason: 'rows' }],
         { from: null, to: null },
       );
-      const runId = await db.startRun('incremental', null);
+      const runId = await db.bookkeeping.startRun('incremental', null);
       await db.writePage({
         runId,
         resource: 'events',
@@ -269,7 +269,9 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
         cursorKind: null,
         history: false,
       });
-      expect((await db.readColumn('events', 'updated_at', null, 10)).map((r) => r.value)).toEqual([
+      expect(
+        (await db.tools.readColumn('events', 'updated_at', null, 10)).map((r) => r.value),
+      ).toEqual([
         '2026-11-20T09:15:00.250000Z',
         '2026-11-20T09:15:00Z',
         '2026-11-20T09:15:00.100000Z',
@@ -420,7 +422,7 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
     try {
       for (const table of ['chat_messages', 'sessions', 'chats', 'team']) {
         const columns = (await db.describeTable(table))!;
-        const stored = await db.readRows({
+        const stored = await db.reads.readRows({
           table,
           columns,
           afterId: null,

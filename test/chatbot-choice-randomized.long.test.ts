@@ -62,7 +62,7 @@ describe.each(testDialects)('following a chatbot choice, randomized (%s)', (dial
             expect(stored.has(id), `seed ${seed}: ${resource} ${id} of the new choice`).toBe(true);
           }
           // A cursor says the choice it was committed under (an empty walk commits none).
-          const state = await current.warehouse.getResourceState(resource);
+          const state = await current.warehouse.bookkeeping.getResourceState(resource);
           if (state?.cursor) expect(keys.has(state.cursorSelection ?? ''), resource).toBe(true);
         }
         await closeBed();

@@ -228,7 +228,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
       (request) => `${request.path.replace('/api/export/', '')} ${JSON.stringify(request.query)}`,
     );
     expect(sent).toEqual(expected);
-    expect(await current.warehouse.chatbotChoices()).toEqual(new Map());
+    expect(await current.warehouse.bookkeeping.chatbotChoices()).toEqual(new Map());
   });
 
   it('never takes absence for deletion when the server classes resources but hides its choice', async () => {
@@ -278,7 +278,7 @@ describe.each(splitDialects)('following a chatbot choice (%s)', (dialect) => {
       status: 'excluded',
       error: "excluded by the team's chatbot choice",
     });
-    const state = await current.warehouse.getResourceState('evaluators');
+    const state = await current.warehouse.bookkeeping.getResourceState('evaluators');
     expect(state?.excludedAt).not.toBeNull();
     expect(state?.lastError).toBeNull();
   });

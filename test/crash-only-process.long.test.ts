@@ -291,9 +291,11 @@ describe('crash-only: export parquet leaves nothing behind', () => {
     let batches = 0;
     const failing: Parameters<typeof exportParquet>[0] = {
       describeTable: (table) => warehouse.describeTable(table),
-      readRows: async (query) => {
-        if (++batches === 3) throw new Error('the disk went away');
-        return warehouse.readRows(query);
+      reads: {
+        readRows: async (query) => {
+          if (++batches === 3) throw new Error('the disk went away');
+          return warehouse.reads.readRows(query);
+        },
       },
     };
     const tmp = process.env.TMPDIR;

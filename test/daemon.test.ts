@@ -892,7 +892,7 @@ describe('ocs-sync daemon against the fake export server', () => {
     try {
       let partlyStored = 0;
       for (const resource of dataset.resources()) {
-        const state = await opened.getResourceState(resource);
+        const state = await opened.bookkeeping.getResourceState(resource);
         const cursor = state?.cursor ?? null;
         const expected = sourceIdsUpToCursor(dataset, resource, cursor);
         const stored = (await opened.describeTable(resource))
@@ -905,7 +905,7 @@ describe('ocs-sync daemon against the fake export server', () => {
       }
       // The walk really stopped inside chat_messages.
       expect(partlyStored).toBeGreaterThanOrEqual(1);
-      const stored = await opened.getResourceState('chat_messages');
+      const stored = await opened.bookkeeping.getResourceState('chat_messages');
       expect(stored?.cursor).not.toBeNull();
     } finally {
       await opened.close();

@@ -3,10 +3,11 @@
  * each rule fails a small graph that breaks it, so a rule that stopped matching would be seen.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { cruise, type ICruiseResult } from 'dependency-cruiser';
+import { ESLint } from 'eslint';
 import extractDepcruiseOptions from 'dependency-cruiser/config-utl/extract-depcruise-options';
 import extractTSConfig from 'dependency-cruiser/config-utl/extract-ts-config';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -170,5 +171,68 @@ describe('layer rules (npm run lint:layers)', () => {
     const { status, rules } = brokenRules(tree(broken[0]![1]));
     expect(rules).toEqual(broken[0]![2]);
     expect(status).not.toBe(0);
+  });
+});
+
+/**
+ * Dialect tests live in the dialect folders (eslint.config.js, run by `npm run lint`): a name test
+ * anywhere else in src/ fails, in a few allowed files (which read which dialect a URL names) it
+ * does not.
+ */
+describe('dialect tests only in src/warehouse/<dialect>/ (npm run lint)', () => {
+  const eslint = new ESLint({ cwd: root });
+  const DIALECT_RULE = 'no-restricted-syntax';
+
+  /** The dialect-test errors ESLint finds in `code` as the file at `path` of src/. */
+  async function dialectTests(path: string, code: string): Promise<number[]> {
+    const [result] = await eslint.lintText(code, { filePath: join(root, path) });
+    return result!.messages
+      .filter((message) => message.ruleId === DIALECT_RULE)
+      .map((message) => message.line);
+  }
+
+  const tests = [
+    "export const a = (d: string) => d === 'postgres';",
+    "export const b = (d: string) => 'sqlite' !== d;",
+    "export const c = (d: string) => d == 'sqlite';",
+    "export function e(d: string) {\n  switch (d) {\n    case 'postgres':\n      return 1;\n  }\n  return 0;\n}",
+  ];
+
+  it('hold for the real src/', async () => {
+    const files = (readdirSync(join(root, 'src'), { recursive: true }) as string[])
+      .filter((path) => path.endsWith('.ts'))
+      .map((path) => join(root, 'src', path))
+      .filter((path) => /'(sqlite|postgres)'/.test(readFileSync(path, 'utf8')));
+    expect(files.length).toBeGreaterThan(10);
+    const results = await eslint.lintFiles(files);
+    const found = results.flatMap((result) =>
+      result.messages
+        .filter((message) => message.ruleId === DIALECT_RULE)
+        .map((message) => `${result.filePath}:${message.line}`),
+    );
+    expect(found).toEqual([]);
+  });
+
+  it.each(['src/warehouse/reader.ts', 'src/sync/engine.ts', 'src/cli/new-command.ts'])(
+    'fail on a dialect test in %s',
+    async (path) => {
+      for (const code of tests) expect(await dialectTests(path, code)).toHaveLength(1);
+    },
+  );
+
+  it.each([
+    'src/warehouse/sqlite/reader.ts',
+    'src/warehouse/postgres/new.ts',
+    'src/warehouse/url.ts',
+  ])('pass a dialect test in %s', async (path) => {
+    for (const code of tests) expect(await dialectTests(path, code)).toEqual([]);
+  });
+
+  it('pass comparisons with other names, and the name used as a key', async () => {
+    const code = [
+      "export const a = (d: string) => d === 'mysql' || d === 'sqlite3';",
+      "export const b = { sqlite: 1, postgres: 2 }['sqlite'];",
+    ].join('\n');
+    expect(await dialectTests('src/sync/engine.ts', code)).toEqual([]);
   });
 });

@@ -96,7 +96,7 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
       [{ kind: 'create_table', table: 'notes', columns, reason: 'schema' }],
       { from: null, to: null },
     );
-    const runId = await warehouse.startRun('incremental', null);
+    const runId = await warehouse.bookkeeping.startRun('incremental', null);
     const pipeline = new PagePipeline({ warehouse, keys: {}, pageThread: true });
     cleanups.push(() => pipeline.close());
     // A page of plain rows asks the run nothing, whatever PageHost's questions are.
@@ -130,8 +130,8 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     expect(result).toMatchObject({ rowsWritten: 2, refusedFields: [] });
     await walk.end();
     await pipeline.close();
-    expect((await warehouse.getResourceState('notes'))?.cursor).toBe('2');
-    const [row] = await warehouse.readRows({
+    expect((await warehouse.bookkeeping.getResourceState('notes'))?.cursor).toBe('2');
+    const [row] = await warehouse.reads.readRows({
       table: 'notes',
       columns,
       afterId: null,

@@ -777,6 +777,11 @@ class FakeWarehouse {
     >,
   ) {}
 
+  /** The fake reads and rewrites columns itself. */
+  get tools(): this {
+    return this;
+  }
+
   async describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.tables.get(table)?.columns;
   }

@@ -134,9 +134,9 @@ describe.each(splitDialects)('the order walks start in (%s)', (dialect) => {
       return started;
     };
     const durations = async () =>
-      parseWalkDurations(await bed.warehouse.getState(WALK_DURATIONS_STATE_KEY));
+      parseWalkDurations(await bed.warehouse.bookkeeping.getState(WALK_DURATIONS_STATE_KEY));
     const setDurations = (value: object) =>
-      bed.warehouse.setState(WALK_DURATIONS_STATE_KEY, JSON.stringify(value));
+      bed.warehouse.bookkeeping.setState(WALK_DURATIONS_STATE_KEY, JSON.stringify(value));
 
     // Nothing known yet: manifest order; then every walk's time is kept, as a walk from the start.
     expect(await startOrder({ concurrency: 3 })).toEqual(resources);

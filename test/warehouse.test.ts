@@ -14,7 +14,11 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ColumnSpec, PageWrite, Row, Warehouse } from '../src/interfaces.js';
 import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '../src/errors.js';
 import { COPY_MIN_ROWS } from '../src/warehouse/postgres/copy-upsert.js';
-import { openWarehouse } from '../src/warehouse/open.js';
+import { markMissingAsDeleted } from '../src/warehouse/missing-rows.js';
+import { SqliteConnection } from '../src/warehouse/sqlite/connection.js';
+import { SqliteHistoryWriter } from '../src/warehouse/sqlite/history.js';
+import { sqliteMissingRows } from '../src/warehouse/sqlite/missing-rows.js';
+import { dialectRules, openWarehouse } from '../src/warehouse/open.js';
 import { planHistoryVersions } from '../src/warehouse/history.js';
 import {
   advisoryLockKey,
@@ -215,7 +219,7 @@ async function readAll(
   const values = new Map<string, unknown>();
   let after: string | null = null;
   for (;;) {
-    const batch = await warehouse.readColumn(table, column, after, 3);
+    const batch = await warehouse.tools.readColumn(table, column, after, 3);
     for (const entry of batch) values.set(entry.id, entry.value);
     if (batch.length < 3) return values;
     after = batch[batch.length - 1]!.id;
@@ -302,7 +306,7 @@ for (const harness of dialects) {
         // The state version 1 left: an exact numeric column labelled `number`.
         const columns: ColumnSpec[] = [{ name: 'amount', type: 'decimal' }];
         await createTable(warehouse, 'legacy', columns);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const rows: Row[] = [
           { id: 1, amount: 2n ** 62n + 1n },
           { id: 2, amount: 0.1 + 0.2 },
@@ -377,7 +381,7 @@ for (const harness of dialects) {
           { name: 'seen_at', type: 'datetime' },
         ];
         await createTable(warehouse, 'things', columns);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage({
           runId,
           resource: 'things',
@@ -586,7 +590,7 @@ for (const harness of dialects) {
           { name: 'total', type: 'integer' },
         ];
         await createTable(warehouse, 'measures', columns);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const rows: Row[] = [
           { id: 1, ratio: 0.1 + 0.2, total: 2n ** 62n + 1n },
           { id: 2, ratio: 1e300, total: -(2n ** 63n) },
@@ -703,7 +707,7 @@ for (const harness of dialects) {
       });
 
       it('writes pages of any length in order: a later duplicate id wins, within or across batches', async () => {
-        const runId = await warehouse.startRun('incremental', 'checksum-1');
+        const runId = await warehouse.bookkeeping.startRun('incremental', 'checksum-1');
         // 41 rows: SQLite writes them 16 at a time, then the rest one by one; ids 7 and 8 come
         // again inside the same batch of 16, id 3 again in the next one, id 20 again in the rest.
         const rows: Row[] = Array.from({ length: 37 }, (_, index) => ({
@@ -725,7 +729,7 @@ for (const harness of dialects) {
       });
 
       it('keeps history of long pages in order: a repeated id closes its version within or across batches', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         // The same 41 rows as above, with history: SQLite inserts versions 16 at a time, and a
         // repeated id must close the version still waiting in its batch, as row by row would.
         const rows: Row[] = Array.from({ length: 37 }, (_, index) => ({
@@ -751,7 +755,7 @@ for (const harness of dialects) {
       });
 
       it('upserts idempotently and keeps every value exact', async () => {
-        const runId = await warehouse.startRun('incremental', 'checksum-1');
+        const runId = await warehouse.bookkeeping.startRun('incremental', 'checksum-1');
         const rows: Row[] = [
           {
             id: 9007199254740993n,
@@ -849,7 +853,7 @@ for (const harness of dialects) {
 
       it('writes a page of many rows (by COPY on PostgreSQL) exactly as pages of a few', async () => {
         await createTable(warehouse, 'few', MESSAGE_COLUMNS);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const texts = ['a\tb', 'line\nbreak\r\n', 'back\\slash \\N', '\\N', '', 'é😀', 'x\u0000y'];
         const rows: Row[] = Array.from({ length: 90 }, (_, index) => ({
           id: index % 7 === 3 ? 9007199254740993n + BigInt(index) : index + 1,
@@ -895,7 +899,7 @@ for (const harness of dialects) {
       });
 
       it('overwrites a row completely: a field the row lacks becomes null', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(
           page({ runId, rows: [{ id: 1, content: 'old', score: 1.5, metadata: { a: 1 } }] }),
         );
@@ -906,7 +910,7 @@ for (const harness of dialects) {
       });
 
       it('keeps NUL characters on SQLite and reports removing them on PostgreSQL', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const result = await warehouse.writePage(
           page({ runId, rows: [{ id: 1, content: 'a\u0000b', metadata: { t: 'x\u0000' } }] }),
         );
@@ -925,33 +929,33 @@ for (const harness of dialects) {
       });
 
       it('saves the cursor with the page and leaves it alone when the cursor is null', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(
           page({ runId, rows: rowsWithIds([1, 2]), cursor: '2', cursorKind: 'pk' }),
         );
-        expect(await warehouse.getResourceState('messages')).toMatchObject({
+        expect(await warehouse.bookkeeping.getResourceState('messages')).toMatchObject({
           resource: 'messages',
           cursor: '2',
           cursorKind: 'pk',
           lastRunId: runId,
         });
         await warehouse.writePage(page({ runId, rows: rowsWithIds([3]), cursor: null }));
-        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('2');
+        expect((await warehouse.bookkeeping.getResourceState('messages'))?.cursor).toBe('2');
         // An empty page still moves the cursor.
         await warehouse.writePage(page({ runId, rows: [], cursor: '3' }));
-        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('3');
-        await warehouse.resetCursor('messages');
-        expect(await warehouse.getResourceState('messages')).toMatchObject({
+        expect((await warehouse.bookkeeping.getResourceState('messages'))?.cursor).toBe('3');
+        await warehouse.bookkeeping.resetCursor('messages');
+        expect(await warehouse.bookkeeping.getResourceState('messages')).toMatchObject({
           cursor: null,
           cursorKind: null,
         });
-        expect(await warehouse.getResourceState('unknown')).toBeUndefined();
+        expect(await warehouse.bookkeeping.getResourceState('unknown')).toBeUndefined();
       });
 
       it('saves a cursor alone (the end of a full refresh): its kind, choice and run, no row touched', async () => {
-        const first = await warehouse.startRun('incremental', null);
+        const first = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(page({ runId: first, rows: rowsWithIds([1, 2]), cursor: '2' }));
-        const runId = await warehouse.startRun('full_refresh', null);
+        const runId = await warehouse.bookkeeping.startRun('full_refresh', null);
         await warehouse.saveCursor({
           runId,
           resource: 'messages',
@@ -959,7 +963,7 @@ for (const harness of dialects) {
           cursorKind: 'updated_at_id',
           selection: 'all',
         });
-        expect(await warehouse.getResourceState('messages')).toMatchObject({
+        expect(await warehouse.bookkeeping.getResourceState('messages')).toMatchObject({
           cursor: 'eyJpZCI6IDJ9',
           cursorKind: 'updated_at_id',
           cursorSelection: 'all',
@@ -973,7 +977,7 @@ for (const harness of dialects) {
         );
         // A resource never written before gets its row of bookkeeping.
         await warehouse.saveCursor({ runId, resource: 'fresh', cursor: '9', cursorKind: 'pk' });
-        expect(await warehouse.getResourceState('fresh')).toMatchObject({
+        expect(await warehouse.bookkeeping.getResourceState('fresh')).toMatchObject({
           cursor: '9',
           cursorKind: 'pk',
           cursorSelection: null,
@@ -981,7 +985,7 @@ for (const harness of dialects) {
       });
 
       it('leaves neither rows nor cursor when the database rejects a row mid-page', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(page({ runId, rows: rowsWithIds([1, 2, 3]), cursor: '3' }));
         await db.injectFailure('messages', 60);
         const ids = Array.from({ length: 100 }, (_, index) => index + 10);
@@ -991,14 +995,14 @@ for (const harness of dialects) {
           ),
         ).rejects.toThrow(/injected failure/);
         expect(await count(db, 'SELECT count(*) AS n FROM messages')).toBe(3);
-        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('3');
+        expect((await warehouse.bookkeeping.getResourceState('messages'))?.cursor).toBe('3');
         // The warehouse stays usable.
         await warehouse.writePage(page({ runId, rows: rowsWithIds([4]), cursor: '4' }));
-        expect((await warehouse.getResourceState('messages'))?.cursor).toBe('4');
+        expect((await warehouse.bookkeeping.getResourceState('messages'))?.cursor).toBe('4');
       });
 
       it('refuses a value that does not fit its column, and a bad id, storing nothing of the page', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const rows = rowsWithIds([1, 2, 3]);
         rows[2] = { id: 3, participant_id: { not: 'an integer' } };
         const attempt = warehouse.writePage(page({ runId, rows, cursor: '3' }));
@@ -1008,7 +1012,7 @@ for (const harness of dialects) {
           warehouse.writePage(page({ runId, rows: [{ id: 1 }, { id: 2n ** 64n }], cursor: '3' })),
         ).rejects.toThrow(/64-bit/);
         expect(await count(db, 'SELECT count(*) AS n FROM messages')).toBe(0);
-        expect(await warehouse.getResourceState('messages')).toBeUndefined();
+        expect(await warehouse.bookkeeping.getResourceState('messages')).toBeUndefined();
         // The engine's column list must match the stored one.
         await expect(
           warehouse.writePage(
@@ -1021,7 +1025,7 @@ for (const harness of dialects) {
       });
 
       it('keeps history: edits add a version, the same content does not, delete closes, return reopens', async () => {
-        const run1 = await warehouse.startRun('full_refresh', null);
+        const run1 = await warehouse.bookkeeping.startRun('full_refresh', null);
         const first = await warehouse.writePage(
           page({ runId: run1, rows: rowsWithIds([1, 2, 3]), history: true }),
         );
@@ -1040,7 +1044,7 @@ for (const harness of dialects) {
         );
         expect(reordered.versionsWritten).toBe(0);
 
-        const run2 = await warehouse.startRun('full_refresh', null);
+        const run2 = await warehouse.bookkeeping.startRun('full_refresh', null);
         const edited = rowsWithIds([1, 2]);
         edited[0] = { ...edited[0]!, content: 'edited' };
         edited[1] = { ...edited[1]!, content: 'edited 2' };
@@ -1074,7 +1078,7 @@ for (const harness of dialects) {
           await db.query('SELECT id FROM messages__history WHERE _valid_to IS NULL ORDER BY id'),
         ).toEqual([{ id: 1 }, { id: 2 }]);
 
-        const run3 = await warehouse.startRun('incremental', null);
+        const run3 = await warehouse.bookkeeping.startRun('incremental', null);
         const back = await warehouse.writePage(
           page({ runId: run3, rows: rowsWithIds([3]), history: true }),
         );
@@ -1092,7 +1096,7 @@ for (const harness of dialects) {
       });
 
       it('adds columns to an existing history table', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(page({ runId, rows: rowsWithIds([1]), history: true }));
         await warehouse.applySchemaChanges(
           [
@@ -1128,9 +1132,9 @@ for (const harness of dialects) {
       });
 
       it('marks rows a complete full refresh did not see, once', async () => {
-        const run1 = await warehouse.startRun('full_refresh', null);
+        const run1 = await warehouse.bookkeeping.startRun('full_refresh', null);
         await warehouse.writePage(page({ runId: run1, rows: rowsWithIds([1, 2, 3, 4, 5]) }));
-        const run2 = await warehouse.startRun('full_refresh', null);
+        const run2 = await warehouse.bookkeeping.startRun('full_refresh', null);
         await warehouse.writePage(page({ runId: run2, rows: rowsWithIds([1, 3, 5]) }));
         expect(await warehouse.markMissingAsDeleted('messages', run2, 'mark', false)).toBe(2);
         expect(await warehouse.markMissingAsDeleted('messages', run2, 'mark', false)).toBe(0);
@@ -1143,11 +1147,11 @@ for (const harness of dialects) {
       });
 
       it('removes them in remove mode', async () => {
-        const run1 = await warehouse.startRun('full_refresh', null);
+        const run1 = await warehouse.bookkeeping.startRun('full_refresh', null);
         await warehouse.writePage(
           page({ runId: run1, rows: rowsWithIds([1, 2, 3]), history: true }),
         );
-        const run2 = await warehouse.startRun('full_refresh', null);
+        const run2 = await warehouse.bookkeeping.startRun('full_refresh', null);
         await warehouse.writePage(page({ runId: run2, rows: rowsWithIds([2]), history: true }));
         expect(await warehouse.markMissingAsDeleted('messages', run2, 'remove', true)).toBe(2);
         expect(await db.query('SELECT id FROM messages ORDER BY id')).toEqual([{ id: 2 }]);
@@ -1160,8 +1164,8 @@ for (const harness of dialects) {
 
     describe('bookkeeping', () => {
       it('records runs, state and resource outcomes', async () => {
-        const runId = await warehouse.startRun('full_refresh', 'abc');
-        await warehouse.finishRun(runId, {
+        const runId = await warehouse.bookkeeping.startRun('full_refresh', 'abc');
+        await warehouse.bookkeeping.finishRun(runId, {
           status: 'partial',
           rows: 10,
           pages: 2,
@@ -1184,15 +1188,20 @@ for (const harness of dialects) {
           },
         ]);
         await expect(
-          warehouse.finishRun(runId + 100, { status: 'ok', rows: 0, pages: 0, requests: 0 }),
+          warehouse.bookkeeping.finishRun(runId + 100, {
+            status: 'ok',
+            rows: 0,
+            pages: 0,
+            requests: 0,
+          }),
         ).rejects.toThrow(WarehouseError);
 
-        expect(await warehouse.getState('last_schema_checksum')).toBeUndefined();
-        await warehouse.setState('last_schema_checksum', 'one');
-        await warehouse.setState('last_schema_checksum', 'two');
-        expect(await warehouse.getState('last_schema_checksum')).toBe('two');
+        expect(await warehouse.bookkeeping.getState('last_schema_checksum')).toBeUndefined();
+        await warehouse.bookkeeping.setState('last_schema_checksum', 'one');
+        await warehouse.bookkeeping.setState('last_schema_checksum', 'two');
+        expect(await warehouse.bookkeeping.getState('last_schema_checksum')).toBe('two');
 
-        await warehouse.recordResourceOutcome({
+        await warehouse.bookkeeping.recordResourceOutcome({
           runId,
           resource: 'messages',
           status: 'failed',
@@ -1201,7 +1210,7 @@ for (const harness of dialects) {
           durationMs: 12,
           error: 'HTTP 500',
         });
-        let state = await warehouse.getResourceState('messages');
+        let state = await warehouse.bookkeeping.getResourceState('messages');
         expect(state).toMatchObject({
           lastError: 'HTTP 500',
           lastSuccessAt: null,
@@ -1209,7 +1218,7 @@ for (const harness of dialects) {
         });
         expect(state?.lastErrorAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
 
-        await warehouse.recordResourceOutcome({
+        await warehouse.bookkeeping.recordResourceOutcome({
           runId,
           resource: 'messages',
           status: 'ok',
@@ -1217,13 +1226,13 @@ for (const harness of dialects) {
           pages: 1,
           durationMs: 7.6,
         });
-        state = await warehouse.getResourceState('messages');
+        state = await warehouse.bookkeeping.getResourceState('messages');
         expect(state).toMatchObject({ lastError: null });
         expect(state?.lastSuccessAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
         expect(state?.lastFullRefreshAt).toBe(state?.lastSuccessAt);
 
-        const incremental = await warehouse.startRun('incremental', null);
-        await warehouse.recordResourceOutcome({
+        const incremental = await warehouse.bookkeeping.startRun('incremental', null);
+        await warehouse.bookkeeping.recordResourceOutcome({
           runId: incremental,
           resource: 'other',
           status: 'ok',
@@ -1231,8 +1240,10 @@ for (const harness of dialects) {
           pages: 1,
           durationMs: 1,
         });
-        expect((await warehouse.getResourceState('other'))?.lastFullRefreshAt).toBeNull();
-        await warehouse.recordResourceOutcome({
+        expect(
+          (await warehouse.bookkeeping.getResourceState('other'))?.lastFullRefreshAt,
+        ).toBeNull();
+        await warehouse.bookkeeping.recordResourceOutcome({
           runId: incremental,
           resource: 'other',
           status: 'skipped',
@@ -1240,7 +1251,7 @@ for (const harness of dialects) {
           pages: 0,
           durationMs: 0,
         });
-        expect((await warehouse.getResourceState('other'))?.lastError).toBe('skipped');
+        expect((await warehouse.bookkeeping.getResourceState('other'))?.lastError).toBe('skipped');
 
         expect(
           await db.query(
@@ -1290,7 +1301,7 @@ for (const harness of dialects) {
         const columns: ColumnSpec[] = [{ name: 'updated_at', type: 'datetime' }];
         await createTable(warehouse, 'sessions', columns);
         await createTable(warehouse, 'team', [{ name: 'name', type: 'text' }]);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage({
           runId,
           resource: 'sessions',
@@ -1313,7 +1324,7 @@ for (const harness of dialects) {
           cursorKind: null,
           history: false,
         });
-        await warehouse.recordResourceOutcome({
+        await warehouse.bookkeeping.recordResourceOutcome({
           runId,
           resource: 'not_created',
           status: 'failed',
@@ -1348,7 +1359,7 @@ for (const harness of dialects) {
     describe('readColumn and updateColumn', () => {
       beforeEach(async () => {
         await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         await warehouse.writePage(
           page({
             runId,
@@ -1362,29 +1373,29 @@ for (const harness of dialects) {
       });
 
       it('pages by id and decodes values', async () => {
-        expect(await warehouse.readColumn('messages', 'metadata', null, 2)).toEqual([
+        expect(await warehouse.tools.readColumn('messages', 'metadata', null, 2)).toEqual([
           { id: '1', value: 'sealed-1' },
           { id: '5', value: 'sealed-5' },
         ]);
-        expect(await warehouse.readColumn('messages', 'metadata', '5', 2)).toEqual([
+        expect(await warehouse.tools.readColumn('messages', 'metadata', '5', 2)).toEqual([
           { id: '9007199254740993', value: 'sealed-big' },
         ]);
-        expect(await warehouse.readColumn('messages', 'metadata', '9007199254740993', 2)).toEqual(
-          [],
-        );
-        await expect(warehouse.readColumn('messages', 'nope', null, 2)).rejects.toThrow(
+        expect(
+          await warehouse.tools.readColumn('messages', 'metadata', '9007199254740993', 2),
+        ).toEqual([]);
+        await expect(warehouse.tools.readColumn('messages', 'nope', null, 2)).rejects.toThrow(
           /no column nope/,
         );
-        await expect(warehouse.readColumn('messages', 'metadata', 'abc', 2)).rejects.toThrow(
+        await expect(warehouse.tools.readColumn('messages', 'metadata', 'abc', 2)).rejects.toThrow(
           /not a decimal integer/,
         );
-        await expect(warehouse.readColumn('messages', 'metadata', null, 0)).rejects.toThrow(
+        await expect(warehouse.tools.readColumn('messages', 'metadata', null, 0)).rejects.toThrow(
           /positive integer/,
         );
       });
 
       it('updates values in one transaction, encoded per type', async () => {
-        await warehouse.updateColumn('messages', 'metadata', [
+        await warehouse.tools.updateColumn('messages', 'metadata', [
           { id: '1', value: { opened: true, n: 9007199254740993n } },
           { id: '9007199254740993', value: null },
         ]);
@@ -1396,7 +1407,7 @@ for (const harness of dialects) {
           ]),
         );
         await expect(
-          warehouse.updateColumn('messages', 'is_active', [
+          warehouse.tools.updateColumn('messages', 'is_active', [
             { id: '5', value: true },
             { id: '1', value: 'not a boolean' },
           ]),
@@ -1472,7 +1483,7 @@ for (const harness of dialects) {
       });
 
       it('closes the runs a dead holder left running as interrupted, ending at its last heartbeat', async () => {
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         const beat = new Date(Date.now() + 1000).toISOString();
         await db.query(
           'INSERT INTO _ocs_lock (name, pid, host, since, heartbeat_at, owner_token) VALUES (?, ?, ?, ?, ?, ?)',
@@ -1490,7 +1501,7 @@ for (const harness of dialects) {
         expect(Date.parse(String(run?.finished_at))).toBe(Date.parse(beat));
         expect(String(run?.error)).toMatch(/^Closed by the next start \(pid \d+ on /);
         // Any run still running when the lock is taken is closed: its process let go without finishing it.
-        const own = await other.startRun('incremental', null);
+        const own = await other.bookkeeping.startRun('incremental', null);
         await lock.release();
         const again = await other.acquireLock(0);
         await again.release();
@@ -1544,7 +1555,7 @@ for (const harness of dialects) {
             interval: 100,
           },
         );
-        const runId = await holder.startRun('incremental', null);
+        const runId = await holder.bookkeeping.startRun('incremental', null);
         await expect(holder.writePage(page({ runId, rows: rowsWithIds([1]) }))).rejects.toThrow(
           /lost the warehouse lock/,
         );
@@ -1575,6 +1586,50 @@ describe('openWarehouse (SQLite specifics)', () => {
   });
   afterEach(() => {
     rmSync(directory, { recursive: true, force: true });
+  });
+
+  it('rolls the marking of missing rows back whole when a step of it fails', async () => {
+    const connection = new SqliteConnection(':memory:', 'sqlite::memory:', 1000);
+    try {
+      const { db } = connection;
+      db.exec(
+        'CREATE TABLE t ("id" INTEGER PRIMARY KEY, "_run_id" INTEGER, "_deleted_at" TEXT);' +
+          'CREATE TABLE t__history ("id" INTEGER, "_valid_to" TEXT);' +
+          'INSERT INTO t ("id", "_run_id") VALUES (1, 1), (2, 1);',
+      );
+      // Closing the versions writes, then fails: nothing of the marking may stay.
+      const history = {
+        close: () => {
+          db.exec(`UPDATE t__history SET "_valid_to" = 'now'`);
+          db.exec(`UPDATE t SET "_deleted_at" = 'half-done'`);
+          throw new Error('the disk is full');
+        },
+      } as unknown as SqliteHistoryWriter;
+      await expect(
+        markMissingAsDeleted(sqliteMissingRows(connection, history), 't', {
+          runId: 2,
+          mode: 'mark',
+          history: true,
+          audit: false,
+        }),
+      ).rejects.toThrow('the disk is full');
+      expect(db.inTransaction).toBe(false);
+      expect(db.prepare('SELECT count(*) FROM t WHERE "_deleted_at" IS NULL').pluck().get()).toBe(
+        2,
+      );
+      // And the connection marks them once the step works.
+      const working = new SqliteHistoryWriter(db);
+      await expect(
+        markMissingAsDeleted(sqliteMissingRows(connection, working), 't', {
+          runId: 2,
+          mode: 'mark',
+          history: false,
+          audit: false,
+        }),
+      ).resolves.toBe(2);
+    } finally {
+      await connection.close();
+    }
   });
 
   it('locks a private side file, and names it with the fix when it cannot be used', async () => {
@@ -1622,7 +1677,7 @@ describe('openWarehouse (SQLite specifics)', () => {
       try {
         if (audited) await warehouse.audit.enable();
         await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
-        const runId = await warehouse.startRun('incremental', null);
+        const runId = await warehouse.bookkeeping.startRun('incremental', null);
         // About 12 MB of rows in 24 commits: past 1000 pages (4 MB), short of 40 MB.
         const content = 'x'.repeat(5000);
         for (let index = 0; index < 24; index += 1) {
@@ -1729,18 +1784,24 @@ describe('value encoding', () => {
       // Every column of every row, whatever its type: the answer does not skip any that matter.
       const expected = rows.flatMap((row) =>
         columns
-          .filter((column) => valueChangesInColumn(dialect, column.type, row[column.name]))
+          .filter((column) =>
+            valueChangesInColumn(dialectRules(dialect).values, column.type, row[column.name]),
+          )
           .map((column) => ({
             id: String(row.id),
             column: column.name,
-            servedHash: servedValueHash(servedValue(dialect, column.type, row[column.name])),
+            servedHash: servedValueHash(
+              servedValue(dialectRules(dialect).values, column.type, row[column.name]),
+            ),
             original: toJsonText(row[column.name]),
           })),
       );
-      expect(originalValuesOf(dialect, columns, rows)).toEqual(expected);
+      expect(originalValuesOf(dialectRules(dialect).values, columns, rows)).toEqual(expected);
     }
-    expect(originalValuesOf('sqlite', columns, rows).map((kept) => kept.id)).toEqual(['2', '3']);
-    expect(originalValuesOf('sqlite', columns.slice(1), rows)).toEqual([]);
+    expect(
+      originalValuesOf(dialectRules('sqlite').values, columns, rows).map((kept) => kept.id),
+    ).toEqual(['2', '3']);
+    expect(originalValuesOf(dialectRules('sqlite').values, columns.slice(1), rows)).toEqual([]);
   });
 
   it('orders jsonb keys by UTF-8 length, then bytes, ASCII or not', () => {
@@ -1751,17 +1812,31 @@ describe('value encoding', () => {
       return a.length - b.length || Buffer.compare(a, b);
     });
     const value = Object.fromEntries(keys.map((key, index) => [key, index]));
-    expect(Object.keys(servedValue('postgres', 'json', value) as object)).toEqual(byBytes);
-    expect(valueChangesInColumn('postgres', 'json', value)).toBe(true);
+    expect(
+      Object.keys(servedValue(dialectRules('postgres').values, 'json', value) as object),
+    ).toEqual(byBytes);
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', value)).toBe(true);
     const ordered = Object.fromEntries(byBytes.map((key, index) => [key, index]));
-    expect(valueChangesInColumn('postgres', 'json', ordered)).toBe(false);
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', ordered)).toBe(false);
     // 'é' is one character but two bytes (C3 A9): after 'z', and after 'zz' (7A 7A) too.
-    expect(valueChangesInColumn('postgres', 'json', { z: 1, é: 2 })).toBe(false);
-    expect(valueChangesInColumn('postgres', 'json', { é: 1, z: 2 })).toBe(true);
-    expect(valueChangesInColumn('postgres', 'json', { zz: 1, é: 2 })).toBe(false);
-    expect(valueChangesInColumn('postgres', 'json', { é: 1, zz: 2 })).toBe(true);
-    expect(valueChangesInColumn('postgres', 'json', { b: 1, a: 2 })).toBe(true);
-    expect(valueChangesInColumn('postgres', 'json', { a: 1, b: 2, aa: 3 })).toBe(false);
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', { z: 1, é: 2 })).toBe(
+      false,
+    );
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', { é: 1, z: 2 })).toBe(
+      true,
+    );
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', { zz: 1, é: 2 })).toBe(
+      false,
+    );
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', { é: 1, zz: 2 })).toBe(
+      true,
+    );
+    expect(valueChangesInColumn(dialectRules('postgres').values, 'json', { b: 1, a: 2 })).toBe(
+      true,
+    );
+    expect(
+      valueChangesInColumn(dialectRules('postgres').values, 'json', { a: 1, b: 2, aa: 3 }),
+    ).toBe(false);
   });
 
   it('plans history versions without writing one twice', () => {
@@ -1902,7 +1977,7 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
       const warehouse = await open();
       const columns: ColumnSpec[] = [{ name: 'created_at', type: 'datetime' }];
       await createTable(warehouse, 'events', columns);
-      const runId = await warehouse.startRun('incremental', null);
+      const runId = await warehouse.bookkeeping.startRun('incremental', null);
       await warehouse.writePage({
         runId,
         resource: 'events',
@@ -1931,7 +2006,7 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
         ['9223372036854775807', '2026-11-20T10:00:00.123456Z'],
       ]);
       expect(await readAll(warehouse, 'events', 'created_at')).toEqual(expected);
-      expect(await warehouse.readColumn('events', 'created_at', '1', 5)).toEqual([
+      expect(await warehouse.tools.readColumn('events', 'created_at', '1', 5)).toEqual([
         { id: '9223372036854775807', value: '2026-11-20T10:00:00.123456Z' },
       ]);
       // Widened to text, a date-time reads as the same UTC ISO text.
@@ -1958,7 +2033,7 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
     it('removes NUL (and lone surrogates) from text and JSON, counting each altered value once', async () => {
       const warehouse = await open();
       await createTable(warehouse, 'messages', MESSAGE_COLUMNS);
-      const runId = await warehouse.startRun('incremental', null);
+      const runId = await warehouse.bookkeeping.startRun('incremental', null);
       const result = await warehouse.writePage(
         page({
           runId,
@@ -2001,14 +2076,14 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
       await admin.query('BEGIN');
       await admin.query(`LOCK TABLE "${schema}"._ocs_state IN ACCESS EXCLUSIVE MODE`);
       try {
-        await expect(warehouse.setState('k', 'v')).rejects.toThrow(
+        await expect(warehouse.bookkeeping.setState('k', 'v')).rejects.toThrow(
           /statement timeout.*SQLSTATE 57014/,
         );
       } finally {
         await admin.query('ROLLBACK');
       }
-      await warehouse.setState('k', 'v');
-      expect(await warehouse.getState('k')).toBe('v');
+      await warehouse.bookkeeping.setState('k', 'v');
+      expect(await warehouse.bookkeeping.getState('k')).toBe('v');
     });
 
     it("frees the lock when the holder's session ends, and the holder stops writing", async () => {
@@ -2039,7 +2114,7 @@ describe.skipIf(!process.env.OCS_TEST_POSTGRES_URL)(
           ),
         { timeout: 20_000, interval: 50 },
       );
-      const runId = await holder.startRun('incremental', null);
+      const runId = await holder.bookkeeping.startRun('incremental', null);
       await expect(holder.writePage(page({ runId, rows: rowsWithIds([1]) }))).rejects.toThrow(
         /lost the warehouse lock/,
       );

@@ -6,6 +6,7 @@
 import type { KeyObject } from 'node:crypto';
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { sqliteFileOf } from '../warehouse/url.js';
 import { readApiKey } from '../config/fleet.js';
 import type { Setup } from '../config/load.js';
 import type { Config } from '../config/schema.js';
@@ -276,11 +277,9 @@ async function metricsResult(config: Config): Promise<CheckResult> {
  */
 async function privateFilesResult(config: Config): Promise<CheckResult> {
   const modes = privateModes(config.dataFileMode);
-  const { target } = config.warehouse;
+  const file = sqliteFileOf(config.warehouse.target);
   const paths = [
-    ...(target.dialect === 'sqlite' && target.path !== ':memory:'
-      ? sqliteFiles(resolve(target.path))
-      : []),
+    ...(file !== undefined ? sqliteFiles(resolve(file)) : []),
     // Before the blob store, whose files would otherwise fill the five named.
     ...(config.audit.checkpointFile !== undefined ? [config.audit.checkpointFile] : []),
     ...(config.files.enabled && config.files.dir !== undefined ? [config.files.dir] : []),

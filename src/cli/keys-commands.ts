@@ -75,7 +75,7 @@ export async function runUnsealCommand(
   const secretKey = loadArchiveSecretKey(options.archiveKey, (message) => logger.warn(message));
   const warehouse = await createWarehouse(config, logger, { mustExist: true });
   try {
-    const recorded = await warehouse.getState(SEALED_FIELDS_STATE_KEY);
+    const recorded = await warehouse.bookkeeping.getState(SEALED_FIELDS_STATE_KEY);
     const sealedFields = recorded ? (JSON.parse(recorded) as Record<string, string[]>) : {};
     const wanted = options.resource;
     for (const name of wanted ?? []) {

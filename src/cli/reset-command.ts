@@ -50,10 +50,10 @@ export async function runResetCommand(
     let runId: number;
     try {
       for (const name of names) {
-        await warehouse.resetCursor(name);
-        if (options.dropTable) await warehouse.dropTable(name);
+        await warehouse.bookkeeping.resetCursor(name);
+        if (options.dropTable) await warehouse.tools.dropTable(name);
       }
-      runId = await warehouse.recordReset(
+      runId = await warehouse.bookkeeping.recordReset(
         names,
         options.dropTable ? 'cursor forgotten, table dropped' : 'cursor forgotten',
       );

@@ -31,19 +31,28 @@ export interface SchemaReport {
 
 /** The tables of the last manifest (and `team`) that exist, in manifest order, with columns. */
 export async function warehouseTables(warehouse: Warehouse): Promise<Map<string, ColumnSpec[]>> {
-  return storedTables(warehouse, parseList(await warehouse.getState(MANIFEST_ORDER_STATE_KEY)));
+  return storedTables(
+    warehouse,
+    parseList(await warehouse.bookkeeping.getState(MANIFEST_ORDER_STATE_KEY)),
+  );
 }
 
 /** The tables with the relationships found. */
 export async function readSchemaReport(warehouse: Warehouse): Promise<SchemaReport> {
   const tables = await warehouseTables(warehouse);
-  let relationships = parseRelationships(await warehouse.getState(RELATIONSHIPS_STATE_KEY));
-  if ((await warehouse.getState(RELATIONSHIPS_STATE_KEY)) === undefined) {
+  let relationships = parseRelationships(
+    await warehouse.bookkeeping.getState(RELATIONSHIPS_STATE_KEY),
+  );
+  if ((await warehouse.bookkeeping.getState(RELATIONSHIPS_STATE_KEY)) === undefined) {
     // A warehouse synced before relationships were kept: work them out now, without saving.
     const models = new Map(
-      Object.entries(parseObject(await warehouse.getState(RESOURCE_MODELS_STATE_KEY))),
+      Object.entries(parseObject(await warehouse.bookkeeping.getState(RESOURCE_MODELS_STATE_KEY))),
     );
-    relationships = await findRelationships(warehouse, referenceCandidates(tables, models), []);
+    relationships = await findRelationships(
+      warehouse.reads,
+      referenceCandidates(tables, models),
+      [],
+    );
   }
   const sqlTypes = await sqlColumnTypes(warehouse.dialect);
   return {

@@ -10,6 +10,7 @@ import { createReadStream, createWriteStream } from 'node:fs';
 import { open, rename, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
+import { isSqliteTarget } from '../warehouse/url.js';
 import { Transform, type TransformCallback } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { createGunzip, createGzip } from 'node:zlib';
@@ -37,8 +38,7 @@ export interface SnapshotInfo {
 
 /** The snapshot's store; UsageError (exit 2) for PostgreSQL or no snapshot.dir. */
 function snapshotStore(config: Config, env: Env): ObjectStore {
-  const { target } = config.warehouse;
-  if (target.dialect === 'postgres') {
+  if (!isSqliteTarget(config.warehouse.target)) {
     throw new UsageError(
       'ocs-sync snapshot copies a SQLite warehouse; this one is PostgreSQL: back it up with pg_dump or the managed service\'s backups (docs/off-the-box.md gives the command: pg_dump --format=custom --schema SCHEMA --file ocs.dump "$OCS_WAREHOUSE_URL").',
     );
@@ -217,7 +217,7 @@ export async function runSnapshotRestoreCommand(
         `${JSON.stringify(id)} is not a snapshot id (ocs-sync-YYYYMMDDTHHMMSSmmmZ): \`ocs-sync snapshot list\` shows them.`,
       );
     }
-    const held = sqliteHeldBy(target);
+    const held = await sqliteHeldBy(target);
     if (held !== undefined) {
       throw new OcsSyncError(`Refusing to restore over ${target}: ${held}.`, {
         hint: 'Stop what uses it (the daemon, serve), or restore to another file with --to and swap it in while nothing runs.',

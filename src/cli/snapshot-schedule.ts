@@ -10,6 +10,7 @@ import type { Config } from '../config/schema.js';
 import type { CleanupStack } from '../daemon/cleanup-stack.js';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
+import { isSqliteTarget } from '../warehouse/url.js';
 import { createSnapshot } from './snapshot-command.js';
 import type { Env } from './wiring.js';
 
@@ -21,7 +22,7 @@ export function scheduleSnapshots(
 ): void {
   const expression = config.snapshot.schedule;
   if (expression === undefined) return;
-  if (config.warehouse.target.dialect !== 'sqlite' || config.snapshot.dir === undefined) {
+  if (!isSqliteTarget(config.warehouse.target) || config.snapshot.dir === undefined) {
     logger.warn(
       config.snapshot.dir === undefined
         ? 'snapshot.schedule is set without snapshot.dir (OCS_SNAPSHOT_DIR): no snapshot is taken'

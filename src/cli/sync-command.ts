@@ -265,7 +265,7 @@ export async function syncOnce(
       // A key or setting that cannot be used: recorded as a failed run, so monitoring sees it.
       await recordFailedRun(
         warehouse,
-        await syncRunKind(warehouse, extra.fullRefresh),
+        await syncRunKind(warehouse.bookkeeping, extra.fullRefresh),
         error,
       ).catch((recordError: unknown) =>
         logger.warn({ error: describeError(recordError) }, 'Could not record the failed run'),

@@ -15,7 +15,7 @@ import { openWarehouse, sqliteFilesReadableByOthers } from '../warehouse/open.js
 import type { CheckpointSigner, Warehouse } from '../interfaces.js';
 import { loadSigner } from '../audit/signing.js';
 import { resolve } from 'node:path';
-import { parseWarehouseUrl, writableFromAnotherThread } from '../warehouse/url.js';
+import { parseWarehouseUrl, sqliteFileOf, writableFromAnotherThread } from '../warehouse/url.js';
 import { planPageThreads, type PageThreadPlan } from '../page-threads.js';
 import { SEALED_FIELDS_STATE_KEY } from '../warehouse/state-keys.js';
 import { parseSealedFieldsState } from '../sync/sealed-fields.js';
@@ -192,14 +192,16 @@ export async function warnIfSecretsReadableByOthers(
   warehouse: Warehouse,
   logger: Logger,
 ): Promise<void> {
-  const target = parseWarehouseUrl(config.warehouse.url);
-  if (target.dialect !== 'sqlite' || target.path === ':memory:') return;
-  const sealed = parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY));
+  const file = sqliteFileOf(parseWarehouseUrl(config.warehouse.url));
+  if (file === undefined) return;
+  const sealed = parseSealedFieldsState(
+    await warehouse.bookkeeping.getState(SEALED_FIELDS_STATE_KEY),
+  );
   const opened = [...sealed.keys()].filter(
     (resource) => secretPolicyFor(config, resource) === 'plaintext',
   );
   if (opened.length === 0) return;
-  const exposed = sqliteFilesReadableByOthers(resolve(target.path));
+  const exposed = sqliteFilesReadableByOthers(resolve(file));
   if (exposed.length === 0) return;
   logger.warn(
     { files: exposed, resources: opened },

@@ -14,7 +14,13 @@ import { DuckDBInstance, type DuckDBAppender, type DuckDBConnection } from '@duc
 import { chmodSync, renameSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import type { ColumnSpec, ColumnType, StoredRow, Warehouse } from '../interfaces.js';
+import type {
+  ColumnSpec,
+  ColumnType,
+  StoredRow,
+  Warehouse,
+  WarehouseReads,
+} from '../interfaces.js';
 import { InterruptedError, WarehouseError } from '../errors.js';
 import { ScratchFolder, removeAbandonedScratchFolders } from './scratch-folders.js';
 import { quoteIdentifier as q } from '../warehouse/identifiers.js';
@@ -84,6 +90,11 @@ function exportColumns(columns: readonly ColumnSpec[], live: boolean): ExportCol
   ];
 }
 
+/** What an export reads of the warehouse. */
+export type ParquetSource = Pick<Warehouse, 'describeTable'> & {
+  reads: Pick<WarehouseReads, 'readRows'>;
+};
+
 /** Date-times and dates are staged as text and cast once by the COPY. */
 function stagingType(type: ColumnType): string {
   return type === 'datetime' || type === 'date' ? 'VARCHAR' : PARQUET_TYPE[type];
@@ -118,7 +129,7 @@ function append(appender: DuckDBAppender, type: ColumnType, value: unknown): voi
 }
 
 export async function exportParquet(
-  warehouse: Pick<Warehouse, 'describeTable' | 'readRows'>,
+  warehouse: ParquetSource,
   options: ParquetExportOptions,
 ): Promise<ParquetFile[]> {
   const directory = resolve(options.directory);
@@ -184,7 +195,7 @@ function stopIfAsked(signal: AbortSignal | undefined): void {
 }
 
 async function exportTable(
-  warehouse: Pick<Warehouse, 'describeTable' | 'readRows'>,
+  warehouse: ParquetSource,
   connection: DuckDBConnection,
   table: string,
   folders: { directory: string; writing: string },
@@ -208,7 +219,7 @@ async function exportTable(
   try {
     for (;;) {
       stopIfAsked(options.signal);
-      const batch: StoredRow[] = await warehouse.readRows({
+      const batch: StoredRow[] = await warehouse.reads.readRows({
         table,
         columns: dataColumns,
         afterId,

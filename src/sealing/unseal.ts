@@ -5,7 +5,7 @@
  * and are skipped.
  */
 import { KeyError, UsageError } from '../errors.js';
-import type { Warehouse } from '../interfaces.js';
+import type { Warehouse, WarehouseTools } from '../interfaces.js';
 import { isArchived, openArchived } from './archive.js';
 import { encodeJson } from './json-text.js';
 import { SealedOpenError } from './sealed-open-error.js';
@@ -35,7 +35,9 @@ export interface UnsealResult {
 }
 
 export async function unsealArchived(
-  warehouse: Pick<Warehouse, 'readColumn' | 'updateColumn' | 'describeTable'>,
+  warehouse: Pick<Warehouse, 'describeTable'> & {
+    tools: Pick<WarehouseTools, 'readColumn' | 'updateColumn'>;
+  },
   options: UnsealOptions,
 ): Promise<UnsealResult> {
   const batchSize = options.batchSize ?? 500;
@@ -56,7 +58,7 @@ export async function unsealArchived(
     }
     let afterId: string | null = null;
     for (;;) {
-      const batch = await warehouse.readColumn(table, column, afterId, batchSize);
+      const batch = await warehouse.tools.readColumn(table, column, afterId, batchSize);
       if (batch.length === 0) break;
       const updates: Array<{ id: string; value: unknown }> = [];
       for (const { id, value } of batch) {
@@ -90,7 +92,7 @@ export async function unsealArchived(
           );
         }
       }
-      if (updates.length > 0) await warehouse.updateColumn(table, column, updates);
+      if (updates.length > 0) await warehouse.tools.updateColumn(table, column, updates);
       // Stop only on an empty page: a dialect may return fewer rows than asked before the end.
       afterId = (batch[batch.length - 1] as { id: string }).id;
     }

@@ -61,9 +61,9 @@ export async function prepareServe(
     tables,
     historyTables,
     sealedFields: Object.fromEntries(
-      [...parseSealedFieldsState(await warehouse.getState(SEALED_FIELDS_STATE_KEY))].map(
-        ([resource, fields]) => [resource, [...fields]],
-      ),
+      [
+        ...parseSealedFieldsState(await warehouse.bookkeeping.getState(SEALED_FIELDS_STATE_KEY)),
+      ].map(([resource, fields]) => [resource, [...fields]]),
     ),
     ...options,
   });

@@ -49,6 +49,7 @@ import {
 import { planResourceWalk } from './walk-plan.js';
 import { keepExportDocuments } from './restore-keeping.js';
 import { originalValuesOf } from '../warehouse/original-values.js';
+import { dialectRules } from '../warehouse/open.js';
 import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
   RELATIONSHIPS_STATE_KEY,
@@ -163,7 +164,7 @@ class SyncRun {
   async run(): Promise<SyncReport> {
     const { source, warehouse, logger } = this.options;
     const requestsBefore = source.requestCount ?? 0;
-    const kind = await syncRunKind(warehouse, this.options.fullRefresh);
+    const kind = await syncRunKind(warehouse.bookkeeping, this.options.fullRefresh);
     let manifest: Awaited<ReturnType<ExportSource['manifest']>>;
     try {
       manifest = await source.manifest(this.options.signal);
@@ -191,10 +192,10 @@ class SyncRun {
       await recordFailedRun(warehouse, kind, error, (source.requestCount ?? 0) - requestsBefore);
       throw error;
     }
-    const previous = (await warehouse.getState(SCHEMA_CHECKSUM_STATE_KEY)) ?? null;
-    this.runId = await warehouse.startRun(kind, manifest.schemaChecksum || null);
+    const previous = (await warehouse.bookkeeping.getState(SCHEMA_CHECKSUM_STATE_KEY)) ?? null;
+    this.runId = await warehouse.bookkeeping.startRun(kind, manifest.schemaChecksum || null);
     const forgetRun = onCrash(async (reason) => {
-      await warehouse.finishRun(this.runId, {
+      await warehouse.bookkeeping.finishRun(this.runId, {
         status: 'failed',
         ...this.totals,
         requests: (source.requestCount ?? 0) - requestsBefore,
@@ -237,7 +238,7 @@ class SyncRun {
       );
     }
     this.options.events?.onRunStart?.({ runId: this.runId, kind, resources: selected.length });
-    await warehouse.setState(
+    await warehouse.bookkeeping.setState(
       MANIFEST_ORDER_STATE_KEY,
       JSON.stringify(
         [TEAM_TABLE, ...manifest.entries.map((entry) => entry.resource)].filter(isSafeResourceName),
@@ -262,7 +263,9 @@ class SyncRun {
       const team = await this.syncTeam();
       await this.readScope(team, manifest.entries);
       this.sealed.planResources(selected, team);
-      this.walkDurations = parseWalkDurations(await warehouse.getState(WALK_DURATIONS_STATE_KEY));
+      this.walkDurations = parseWalkDurations(
+        await warehouse.bookkeeping.getState(WALK_DURATIONS_STATE_KEY),
+      );
       try {
         reports.push(...(await this.walkResources(selected, manifest.entries)));
       } finally {
@@ -290,7 +293,7 @@ class SyncRun {
       files = await this.syncFiles(reports);
       status = finishedRunStatus({ problems: this.problems, resources: reports, files });
       if (keepsSchemaChecksum({ resources: reports, gaveUp: this.gaveUp !== undefined })) {
-        await warehouse.setState(SCHEMA_CHECKSUM_STATE_KEY, manifest.schemaChecksum);
+        await warehouse.bookkeeping.setState(SCHEMA_CHECKSUM_STATE_KEY, manifest.schemaChecksum);
       }
     } catch (error) {
       runError = this.stoppedBy(error);
@@ -301,7 +304,7 @@ class SyncRun {
 
     const requests = (source.requestCount ?? 0) - requestsBefore;
     const { rows, pages } = this.totals;
-    await warehouse.finishRun(this.runId, {
+    await warehouse.bookkeeping.finishRun(this.runId, {
       status,
       rows,
       pages,
@@ -353,8 +356,8 @@ class SyncRun {
     if (this.scope.kind === 'unscoped') return;
     const choice =
       this.scope.kind === 'choice' ? this.scope.choice : { key: UNKNOWN_CHOICE_KEY, chatbots: [] };
-    await warehouse.recordRunChoice(this.runId, choice);
-    this.choices = await warehouse.chatbotChoices();
+    await warehouse.bookkeeping.recordRunChoice(this.runId, choice);
+    this.choices = await warehouse.bookkeeping.chatbotChoices();
     if (this.scope.kind === 'unknown') {
       logger.warn(
         { reason: this.scope.reason },
@@ -450,7 +453,7 @@ class SyncRun {
       }));
     if (walks.length === 0) return;
     this.walkDurations = recordWalkDurations(this.walkDurations, walks);
-    await this.options.warehouse.setState(
+    await this.options.warehouse.bookkeeping.setState(
       WALK_DURATIONS_STATE_KEY,
       JSON.stringify(this.walkDurations),
     );
@@ -470,18 +473,18 @@ class SyncRun {
           .filter((entry) => isSafeResourceName(entry.resource))
           .map((entry) => [entry.resource, entry.model]),
       );
-      await warehouse.setState(
+      await warehouse.bookkeeping.setState(
         RESOURCE_MODELS_STATE_KEY,
         JSON.stringify(Object.fromEntries(models)),
       );
       const tables = await storedTables(warehouse, [TEAM_TABLE, ...models.keys()]);
       const relationships = await findRelationships(
-        warehouse,
+        warehouse.reads,
         referenceCandidates(tables, models),
-        parseRelationships(await warehouse.getState(RELATIONSHIPS_STATE_KEY)),
+        parseRelationships(await warehouse.bookkeeping.getState(RELATIONSHIPS_STATE_KEY)),
       );
-      await warehouse.setState(RELATIONSHIPS_STATE_KEY, JSON.stringify(relationships));
-      const created = await warehouse.ensureIndexes([
+      await warehouse.bookkeeping.setState(RELATIONSHIPS_STATE_KEY, JSON.stringify(relationships));
+      const created = await warehouse.reads.ensureIndexes([
         ...relationships.map(({ table, column }) => ({ table, column })),
         ...[...tables]
           .filter(([, columns]) => columns.some((column) => column.name === 'updated_at'))
@@ -530,12 +533,12 @@ class SyncRun {
       resource: TEAM_TABLE,
       columns,
       rows,
-      originals: originalValuesOf(warehouse.dialect, columns, rows),
+      originals: originalValuesOf(dialectRules(warehouse.dialect).values, columns, rows),
       cursor: null,
       cursorKind: null,
       history: this.historyFor(TEAM_TABLE),
     });
-    await warehouse.recordResourceOutcome({
+    await warehouse.bookkeeping.recordResourceOutcome({
       runId: this.runId,
       resource: TEAM_TABLE,
       status: 'ok',
@@ -605,7 +608,7 @@ class SyncRun {
       const plan = planResourceWalk({
         entry,
         scope: this.scope,
-        stored: await this.options.warehouse.getResourceState(entry.resource),
+        stored: await this.options.warehouse.bookkeeping.getResourceState(entry.resource),
         fullRefresh,
         chatbotsOf: (key) => this.choices.get(key)?.chatbots.map((chatbot) => chatbot.publicId),
       });
@@ -724,7 +727,7 @@ class SyncRun {
       report.errorKind = status === 'skipped' ? 'skipped' : errorKindOf(error);
     }
     const warnings = report.warnings.length > 0 ? report.warnings.join(' ') : undefined;
-    await this.options.warehouse.recordResourceOutcome({
+    await this.options.warehouse.bookkeeping.recordResourceOutcome({
       runId: this.runId,
       resource: report.resource,
       status,

@@ -12,7 +12,7 @@ import {
   ServerUnavailableError,
   describeError,
 } from '../errors.js';
-import type { RunKind, Warehouse } from '../interfaces.js';
+import type { BookkeepingStore, RunKind, Warehouse } from '../interfaces.js';
 import type { FullRefresh } from './run-types.js';
 
 /**
@@ -20,11 +20,11 @@ import type { FullRefresh } from './run-types.js';
  * loaded the warehouse (ended ok or partial), then `incremental`.
  */
 export async function syncRunKind(
-  warehouse: Pick<Warehouse, 'hasLoaded'>,
+  bookkeeping: Pick<BookkeepingStore, 'hasLoaded'>,
   fullRefresh: FullRefresh | undefined,
 ): Promise<RunKind> {
   if (fullRefresh !== undefined) return 'full_refresh';
-  return (await warehouse.hasLoaded()) ? 'incremental' : 'initial';
+  return (await bookkeeping.hasLoaded()) ? 'incremental' : 'initial';
 }
 
 /** A resource that cannot be synced in this configuration; the rest of the run goes on. */
@@ -123,8 +123,8 @@ export async function recordFailedRun(
   error: unknown,
   requests = 0,
 ): Promise<void> {
-  const runId = await warehouse.startRun(kind, null);
-  await warehouse.finishRun(runId, {
+  const runId = await warehouse.bookkeeping.startRun(kind, null);
+  await warehouse.bookkeeping.finishRun(runId, {
     status: error instanceof InterruptedError ? 'interrupted' : 'failed',
     rows: 0,
     pages: 0,

@@ -80,7 +80,9 @@ export class SchemaKeeper {
       async (table) =>
         isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
     );
-    const marked = parseMarkedState(await warehouse.getState(MARKED_SEALED_FIELDS_STATE_KEY));
+    const marked = parseMarkedState(
+      await warehouse.bookkeeping.getState(MARKED_SEALED_FIELDS_STATE_KEY),
+    );
     // An unpublished schema is asked for again next run: it may have been a passing fault.
     const markedKnown = marked?.checksum === current && marked.published;
     if (previous === null || changed || missingTable || !markedKnown) {
@@ -90,7 +92,7 @@ export class SchemaKeeper {
       for (const refused of this.schema.refused) {
         this.options.problem(new UnsafeNameError('field', refused, 'the OpenAPI schema').message);
       }
-      await warehouse.setState(
+      await warehouse.bookkeeping.setState(
         MARKED_SEALED_FIELDS_STATE_KEY,
         JSON.stringify({
           checksum: current,

@@ -38,7 +38,9 @@ export class SealedFieldBook {
 
   /** Known sealed fields per resource: the schema's marks plus every field seen sealed before. */
   async load(marked: ReadonlyMap<string, readonly string[]>): Promise<void> {
-    const seen = parseSealedFieldsState(await this.warehouse.getState(SEALED_FIELDS_STATE_KEY));
+    const seen = parseSealedFieldsState(
+      await this.warehouse.bookkeeping.getState(SEALED_FIELDS_STATE_KEY),
+    );
     for (const resource of new Set([...seen.keys(), ...marked.keys()])) {
       const markedFields = new Set((marked.get(resource) ?? []).filter(isSafeFieldName));
       const all = new Set([...markedFields, ...(seen.get(resource) ?? [])]);
@@ -157,6 +159,9 @@ export class SealedFieldBook {
 
   private async save(): Promise<void> {
     const all = new Map([...this.fields].map(([resource, fields]) => [resource, fields.all]));
-    await this.warehouse.setState(SEALED_FIELDS_STATE_KEY, formatSealedFieldsState(all));
+    await this.warehouse.bookkeeping.setState(
+      SEALED_FIELDS_STATE_KEY,
+      formatSealedFieldsState(all),
+    );
   }
 }

@@ -23,9 +23,12 @@ import type {
   VersionKind,
 } from '../interfaces.js';
 import { WarehouseError } from '../errors.js';
+import type { DialectRules, SqlRun } from './dialect-rules.js';
 import { canonicalJson, rowCanonicalizer } from './canonical.js';
 import { toSortableUtc } from '../timestamps.js';
 import { narrowInteger, sha256Hex } from './values.js';
+
+export type { SqlRun };
 
 /** What an operation does; `audit verify` replays a row's entries by these rules. */
 export interface OperationRule {
@@ -195,10 +198,8 @@ export function linkEntries(
 export const ENTRY_COLUMNS =
   'seq, run_id, table_name, row_id, operation, at, digest, prev_hash, hash';
 
-/** The head row, locked for the rest of the transaction on PostgreSQL. */
-export function headSelectSql(dialect: 'sqlite' | 'postgres'): string {
-  return `SELECT seq, hash FROM _ocs_audit_head WHERE one = 1${dialect === 'postgres' ? ' FOR UPDATE' : ''}`;
-}
+/** The head row. */
+export const HEAD_SELECT_SQL = 'SELECT seq, hash FROM _ocs_audit_head WHERE one = 1';
 
 export const HEAD_UPDATE_SQL = 'UPDATE _ocs_audit_head SET seq = ?, hash = ? WHERE one = 1';
 
@@ -240,50 +241,16 @@ export function toEntry(row: Record<string, unknown>): AuditEntry {
   };
 }
 
-/** Runs SQL with `?` placeholders in the caller's transaction. */
-export type SqlRun = (
-  sql: string,
-  parameters: readonly unknown[],
-) => Promise<Array<Record<string, unknown>>>;
-
-/** Entries per multi-row INSERT on SQLite (9 parameters each, well under its limit). */
-const SQLITE_ENTRIES_PER_INSERT = 100;
-
-/**
- * Appends entries in the caller's transaction: locks and reads the head, links, inserts, moves
- * the head. PostgreSQL inserts them in one statement of arrays.
- */
+/** Appends entries in the caller's transaction: locks and reads the head, links, inserts, moves it. */
 export async function appendEntries(
   run: SqlRun,
-  dialect: 'sqlite' | 'postgres',
+  rules: DialectRules,
   pending: readonly PendingEntry[],
 ): Promise<ChainHead | undefined> {
   if (pending.length === 0) return undefined;
-  const [row] = await run(headSelectSql(dialect), []);
+  const [row] = await run(rules.headSelectSql, []);
   const { entries, head } = linkEntries(toHead(row as { seq: unknown; hash: unknown }), pending);
-  if (dialect === 'postgres') {
-    // One round trip: the entries as arrays, and the head moved in the same statement.
-    const columns = entries.map(entryValues);
-    await run(
-      `WITH appended AS (INSERT INTO _ocs_audit (${ENTRY_COLUMNS}) SELECT * FROM unnest(` +
-        '?::bigint[], ?::bigint[], ?::text[], ?::bigint[], ?::text[], ?::text[], ?::text[], ?::text[], ?::text[])) ' +
-        HEAD_UPDATE_SQL,
-      [
-        ...Array.from({ length: 9 }, (_, index) => columns.map((values) => values[index])),
-        head.seq,
-        head.hash,
-      ],
-    );
-    return head;
-  }
-  for (let start = 0; start < entries.length; start += SQLITE_ENTRIES_PER_INSERT) {
-    const batch = entries.slice(start, start + SQLITE_ENTRIES_PER_INSERT);
-    await run(
-      `INSERT INTO _ocs_audit (${ENTRY_COLUMNS}) VALUES ${batch.map(() => '(?, ?, ?, ?, ?, ?, ?, ?, ?)').join(', ')}`,
-      batch.flatMap(entryValues),
-    );
-  }
-  await run(HEAD_UPDATE_SQL, [head.seq, head.hash]);
+  await rules.insertEntries(run, entries, head);
   return head;
 }
 
@@ -350,18 +317,13 @@ export type AuditedRecordTable = keyof typeof AUDITED_RECORDS;
 
 export const AUDITED_RECORD_TABLES = Object.keys(AUDITED_RECORDS) as AuditedRecordTable[];
 
-/** A PostgreSQL timestamptz as the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`, exactly. */
-export function postgresFixedTimeSql(column: string): string {
-  return `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
-}
-
 /**
  * SELECT of a records table's columns in a form both dialects give back alike: integers as
  * decimal text (exact past 2^53), times in the fixed form (SQLite holds text, normalised on
  * reading), `key_text` the key. Ordered by key.
  */
 export function recordSelectSql(
-  dialect: 'sqlite' | 'postgres',
+  rules: DialectRules,
   table: AuditedRecordTable,
   where: string,
 ): string {
@@ -369,9 +331,7 @@ export function recordSelectSql(
   const select = Object.entries(columns).map(([name, type]) => {
     const column = `"${name}"`;
     if (type === 'integer') return `CAST(${column} AS TEXT) AS ${column}`;
-    if (type === 'time' && dialect === 'postgres') {
-      return `${postgresFixedTimeSql(column)} AS ${column}`;
-    }
+    if (type === 'time') return `${rules.fixedTime(column)} AS ${column}`;
     return column;
   });
   // Ordered by the table's column: the text of the same name would sort 10 before 2.
@@ -412,7 +372,7 @@ function fixedTime(text: string): string {
  */
 export async function appendRecordEntries(
   run: SqlRun,
-  dialect: 'sqlite' | 'postgres',
+  rules: DialectRules,
   records: ReadonlyArray<{
     table: AuditedRecordTable;
     key: string | number;
@@ -425,7 +385,7 @@ export async function appendRecordEntries(
   for (const record of records) {
     const { key } = AUDITED_RECORDS[record.table];
     const [row] = await run(
-      recordSelectSql(dialect, record.table, `WHERE "${key}" = CAST(? AS BIGINT)`),
+      recordSelectSql(rules, record.table, `WHERE "${key}" = CAST(? AS BIGINT)`),
       [String(record.key)],
     );
     if (!row) {
@@ -442,7 +402,7 @@ export async function appendRecordEntries(
       digest: recordDigest(record.table, row),
     });
   }
-  await appendEntries(run, dialect, pending);
+  await appendEntries(run, rules, pending);
 }
 
 // ---------------------------------------------------------------- checkpoints

@@ -28,6 +28,7 @@ import {
   toHead,
   type AuditedRecordTable,
 } from './audit-chain.js';
+import type { DialectRules } from './dialect-rules.js';
 import { historyTableName, quoteIdentifier as q } from './identifiers.js';
 import {
   OUT_OF_SCOPE_COLUMN,
@@ -40,14 +41,12 @@ import { narrowInteger } from './values.js';
 
 /** What a dialect gives the snapshot. */
 export interface SnapshotDialect {
-  readonly name: 'sqlite' | 'postgres';
+  readonly rules: DialectRules;
   /** Runs a query (`?` placeholders) inside the snapshot's read transaction. */
   all(sql: string, parameters?: readonly unknown[]): Promise<Array<Record<string, unknown>>>;
   /** How a stored column of `type` is selected so that `decode` reads it exactly. */
   readExpression(column: string, type: ColumnType): string;
   decode(type: ColumnType, stored: unknown): unknown;
-  /** One of our own time columns in the fixed form `YYYY-MM-DDTHH:MM:SS.ffffffZ`. */
-  fixedTime(column: string): string;
   /** The tables that exist, and a table's physical columns. */
   existingTables(): Promise<Set<string>>;
   physicalColumns(table: string): Promise<Set<string>>;
@@ -142,8 +141,8 @@ export class SqlAuditSnapshot implements AuditSnapshot {
     const rows = await this.dialect.all(
       `SELECT CAST("id" AS TEXT) AS id_text, CAST("_version_id" AS TEXT) AS version_text,
          ${this.selectList(columns)}
-         ${this.dialect.fixedTime('"_valid_from"')} AS valid_from,
-         ${this.dialect.fixedTime('"_valid_to"')} AS valid_to, "_content_hash" AS content_hash,
+         ${this.dialect.rules.fixedTime('"_valid_from"')} AS valid_from,
+         ${this.dialect.rules.fixedTime('"_valid_to"')} AS valid_to, "_content_hash" AS content_hash,
          ${own(VERSION_KIND_COLUMN)} AS version_kind, ${own(SERVED_UNDER_COLUMN)} AS served_under
        FROM ${q(history)} WHERE ("id", "_version_id") > (CAST(? AS BIGINT), CAST(? AS BIGINT))
        ORDER BY "id", "_version_id" LIMIT ?`,
@@ -166,8 +165,8 @@ export class SqlAuditSnapshot implements AuditSnapshot {
     const own = await this.ownColumns(table.table);
     const rows = await this.dialect.all(
       `SELECT CAST("id" AS TEXT) AS id_text, ${this.selectList(columns)}
-         ${this.dialect.fixedTime('"_deleted_at"')} AS deleted_at,
-         ${own(OUT_OF_SCOPE_COLUMN, this.dialect.fixedTime)} AS out_of_scope_since,
+         ${this.dialect.rules.fixedTime('"_deleted_at"')} AS deleted_at,
+         ${own(OUT_OF_SCOPE_COLUMN, this.dialect.rules.fixedTime)} AS out_of_scope_since,
          ${own(SERVED_UNDER_COLUMN)} AS served_under
        FROM ${q(table.table)} WHERE "id" > CAST(? AS BIGINT) ORDER BY "id" LIMIT ?`,
       [afterId ?? String(-(2n ** 63n)), limit],
@@ -185,7 +184,7 @@ export class SqlAuditSnapshot implements AuditSnapshot {
     const name = table as AuditedRecordTable;
     const { key } = AUDITED_RECORDS[name];
     const rows = await this.dialect.all(
-      `${recordSelectSql(this.dialect.name, name, `WHERE "${key}" > CAST(? AS BIGINT)`)} LIMIT ?`,
+      `${recordSelectSql(this.dialect.rules, name, `WHERE "${key}" > CAST(? AS BIGINT)`)} LIMIT ?`,
       [afterKey ?? String(-(2n ** 63n)), limit],
     );
     return rows.map((row) => ({ key: String(row.key_text), digest: recordDigest(name, row) }));

@@ -16,17 +16,17 @@ import type {
 import {
   CHECKPOINT_FORMAT,
   checkpointText,
-  headSelectSql,
   toCheckpoint,
   toHead,
   type SqlRun,
 } from './audit-chain.js';
 import { canonicalJson } from './canonical.js';
 import { kyselyRun, nowIso } from './bookkeeping.js';
+import type { DialectRules } from './dialect-rules.js';
 import { AUDIT_STATE_KEY, AUDIT_VERIFICATION_STATE_KEY } from './state-keys.js';
 
 export interface AuditStoreParts {
-  dialect: 'sqlite' | 'postgres';
+  rules: DialectRules;
   kysely: Kysely<never>;
   /** Runs work alone on the warehouse (SQLite: after every page handed over has committed). */
   exclusive: <T>(work: () => Promise<T>, what: string) => Promise<T>;
@@ -92,15 +92,13 @@ export class KyselyAuditStore implements AuditStore {
   }
 
   checkpoint(signer: CheckpointSigner): Promise<SignedCheckpoint | undefined> {
-    const { dialect } = this.parts;
+    const { rules } = this.parts;
     return this.parts.exclusive(
       () =>
         this.inTransaction(async (run) => {
           // Nothing appends between reading the head and storing its checkpoint.
-          if (dialect === 'sqlite') {
-            await run('UPDATE _ocs_audit_head SET seq = seq WHERE one = 1', []);
-          }
-          const [headRow] = await run(headSelectSql(dialect), []);
+          if (rules.holdHeadSql !== undefined) await run(rules.holdHeadSql, []);
+          const [headRow] = await run(rules.headSelectSql, []);
           const head = toHead(headRow as { seq: unknown; hash: unknown } | undefined);
           if (head.seq === 0) return undefined;
           const [previous] = await run(
@@ -198,6 +196,6 @@ export class KyselyAuditStore implements AuditStore {
   private inTransaction<T>(work: (run: SqlRun) => Promise<T>): Promise<T> {
     return this.parts.kysely
       .transaction()
-      .execute((trx) => work(kyselyRun(trx as unknown as Kysely<never>, this.parts.dialect)));
+      .execute((trx) => work(kyselyRun(trx as unknown as Kysely<never>, this.parts.rules)));
   }
 }

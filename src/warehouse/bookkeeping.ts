@@ -12,6 +12,7 @@ import {
   type Kysely,
 } from 'kysely';
 import type {
+  BookkeepingStore,
   ChatbotChoiceRecord,
   ColumnSpec,
   ColumnType,
@@ -28,7 +29,8 @@ import { WarehouseError } from '../errors.js';
 import { storedText } from '../printable.js';
 import { nowSortableUtc } from '../timestamps.js';
 import { SYNC_RUN_KINDS, toChoiceRecord, toIsoText, toResourceState } from './reader.js';
-import { appendRecordEntries, type AuditedRecordTable, type SqlRun } from './audit-chain.js';
+import { appendRecordEntries, type AuditedRecordTable } from './audit-chain.js';
+import type { DialectRules, SqlRun } from './dialect-rules.js';
 
 export { toIsoText };
 
@@ -116,11 +118,10 @@ export function nowIso(): string {
   return nowSortableUtc();
 }
 
-/** SqlRun (audit-chain.ts) on a kysely connection or transaction: `?` placeholders. */
-export function kyselyRun(db: Kysely<never>, dialect: 'sqlite' | 'postgres'): SqlRun {
+/** SqlRun (dialect-rules.ts) on a kysely connection or transaction: `?` placeholders. */
+export function kyselyRun(db: Kysely<never>, rules: DialectRules): SqlRun {
   return async (text, parameters) => {
-    let index = 0;
-    const query = dialect === 'postgres' ? text.replace(/\?/g, () => `$${++index}`) : text;
+    const query = rules.placeholders(text);
     const result = await db.executeQuery(CompiledQuery.raw(query, [...parameters]));
     return result.rows as Array<Record<string, unknown>>;
   };
@@ -136,13 +137,13 @@ interface ChainedRecord {
 
 export class Bookkeeping {
   /** Set once the warehouse keeps an audit chain: every record written is chained. */
-  private chainDialect?: 'sqlite' | 'postgres';
+  private chainRules?: DialectRules;
 
   constructor(private readonly db: Kysely<BookkeepingTables>) {}
 
   /** From now on every run record, outcome and reset is chained in its own transaction. */
-  chainRecords(dialect: 'sqlite' | 'postgres'): void {
-    this.chainDialect = dialect;
+  chainRecords(rules: DialectRules): void {
+    this.chainRules = rules;
   }
 
   /**
@@ -153,14 +154,14 @@ export class Bookkeeping {
     work: (db: Kysely<BookkeepingTables>) => Promise<{ result: T; records: ChainedRecord[] }>,
     atomic = false,
   ): Promise<T> {
-    const dialect = this.chainDialect;
-    if (dialect === undefined && !atomic) return (await work(this.db)).result;
+    const rules = this.chainRules;
+    if (rules === undefined && !atomic) return (await work(this.db)).result;
     return this.db.transaction().execute(async (trx) => {
       const { result, records } = await work(trx);
-      if (dialect === undefined) return result;
+      if (rules === undefined) return result;
       await appendRecordEntries(
-        kyselyRun(trx as unknown as Kysely<never>, dialect),
-        dialect,
+        kyselyRun(trx as unknown as Kysely<never>, rules),
+        rules,
         records,
         nowIso(),
       );
@@ -570,4 +571,39 @@ export class Bookkeeping {
       reason: change.reason,
     });
   }
+}
+
+/**
+ * Runs one call alone on the warehouse, naming it in any error: SQLite's waits for the pages
+ * handed over to commit, PostgreSQL's names the connection.
+ */
+export type Exclusive = <T>(work: () => Promise<T>, what: string) => Promise<T>;
+
+/** Warehouse.bookkeeping: the shared bookkeeping, each call run through the dialect's `exclusive`. */
+export function bookkeepingStore(bookkeeping: Bookkeeping, exclusive: Exclusive): BookkeepingStore {
+  return {
+    startRun: (kind, schemaChecksum) =>
+      exclusive(() => bookkeeping.startRun(kind, schemaChecksum), 'Recording the start of a run'),
+    finishRun: (runId, summary) =>
+      exclusive(() => bookkeeping.finishRun(runId, summary), `Recording the end of run ${runId}`),
+    hasLoaded: () => exclusive(() => bookkeeping.hasLoaded(), 'Reading the runs'),
+    getState: (key) => exclusive(() => bookkeeping.getState(key), 'Reading bookkeeping state'),
+    setState: (key, value) =>
+      exclusive(() => bookkeeping.setState(key, value), 'Saving bookkeeping state'),
+    getResourceState: (resource) =>
+      exclusive(() => bookkeeping.getResourceState(resource), `Reading the state of ${resource}`),
+    recordResourceOutcome: (outcome) =>
+      exclusive(
+        () => bookkeeping.recordResourceOutcome(outcome),
+        `Recording the outcome of ${outcome.resource}`,
+      ),
+    resetCursor: (resource) =>
+      exclusive(() => bookkeeping.resetCursor(resource), `Resetting the cursor of ${resource}`),
+    recordReset: (resources, note) =>
+      exclusive(() => bookkeeping.recordReset(resources, note), 'Recording a reset'),
+    recordRunChoice: (runId, choice) =>
+      exclusive(() => bookkeeping.recordRunChoice(runId, choice), 'Recording the chatbot choice'),
+    chatbotChoices: () =>
+      exclusive(() => bookkeeping.chatbotChoices(), 'Reading the chatbot choices'),
+  };
 }

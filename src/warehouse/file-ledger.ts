@@ -14,6 +14,7 @@ import type {
 } from '../interfaces.js';
 import { appendRecordEntries } from './audit-chain.js';
 import { kyselyRun, nowIso, toIsoText } from './bookkeeping.js';
+import type { DialectRules } from './dialect-rules.js';
 import { canonicalTimestamp } from '../timestamps.js';
 import { storedText } from '../printable.js';
 
@@ -86,7 +87,7 @@ export class KyselyFileLedger implements FileLedgerStore {
    */
   constructor(
     db: Kysely<never>,
-    private readonly dialect: 'sqlite' | 'postgres',
+    private readonly rules: DialectRules,
     private readonly chained = false,
   ) {
     this.db = db as unknown as Kysely<FileLedgerTables>;
@@ -199,8 +200,8 @@ export class KyselyFileLedger implements FileLedgerStore {
         .executeTakeFirst();
       await upsert(trx);
       await appendRecordEntries(
-        kyselyRun(trx as unknown as Kysely<never>, this.dialect),
-        this.dialect,
+        kyselyRun(trx as unknown as Kysely<never>, this.rules),
+        this.rules,
         [
           {
             table: '_ocs_files',
@@ -217,9 +218,7 @@ export class KyselyFileLedger implements FileLedgerStore {
   /** The stored `updated_at` as text that canonicalTimestamp reads. */
   private asText(type: ColumnType | undefined): RawBuilder<unknown> {
     if (type === undefined) return sql`null`;
-    if (this.dialect === 'postgres' && type === 'datetime') {
-      return sql`to_char(f.updated_at at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')`;
-    }
+    if (type === 'datetime') return sql.raw(this.rules.fixedTime('f.updated_at'));
     return sql`cast(f.updated_at as text)`;
   }
 }

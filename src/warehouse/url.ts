@@ -119,5 +119,17 @@ export function redactUrl(url: string): string {
  * SQLite `:memory:` database, which only its one connection holds.
  */
 export function writableFromAnotherThread(target: WarehouseTarget): boolean {
-  return target.dialect === 'postgres' || target.path !== ':memory:';
+  return !isSqliteTarget(target) || target.path !== ':memory:';
+}
+
+/** The file an SQLite warehouse is kept in, as written; undefined for `:memory:` and PostgreSQL. */
+export function sqliteFileOf(target: WarehouseTarget): string | undefined {
+  return isSqliteTarget(target) && target.path !== ':memory:' ? target.path : undefined;
+}
+
+/** Whether the warehouse is an SQLite database (a file or `:memory:`), which `snapshot` copies. */
+export function isSqliteTarget(
+  target: WarehouseTarget,
+): target is Extract<WarehouseTarget, { dialect: 'sqlite' }> {
+  return target.dialect === 'sqlite';
 }

@@ -6,12 +6,13 @@
  * the page ahead of it commits. Pages of a walk are prepared one after another, in the order the
  * walk commits them.
  */
-import type { Page, PageSink } from '../../interfaces.js';
+import type { Page, PageSink, Warehouse } from '../../interfaces.js';
 import type { SealingKeys } from '../../sealing/policy.js';
 import { decodePageBody } from '../../source/page-body.js';
 import { pageJsonTexts } from '../../source/json-texts.js';
 import { notWrittenError } from '../../warehouse/commit-order.js';
-import { originalValuesOf, type Dialect } from '../../warehouse/original-values.js';
+import { dialectRules } from '../../warehouse/open.js';
+import { originalValuesOf } from '../../warehouse/original-values.js';
 import { deriveCursor } from '../plan.js';
 import type { CommitResult, PageSummary, WalkSetup } from './messages.js';
 import { preparePage, type PageHost, type PageRules, type WalkColumns } from './prepare.js';
@@ -66,7 +67,7 @@ export class PageStages {
 
   constructor(
     private readonly sink: PageSink,
-    private readonly dialect: Dialect,
+    private readonly dialect: Warehouse['dialect'],
     private readonly keys: SealingKeys,
   ) {}
 
@@ -198,7 +199,11 @@ export class PageStages {
       history: setup.history,
       selection: setup.selection,
       walk: setup.walk,
-      originals: originalValuesOf(this.dialect, prepared.columns, prepared.rows),
+      originals: originalValuesOf(
+        dialectRules(this.dialect).values,
+        prepared.columns,
+        prepared.rows,
+      ),
       // json columns store the body's own text of each value (never parsed and written again).
       jsonTexts: pageJsonTexts(text, page.rows, page.bare),
     });

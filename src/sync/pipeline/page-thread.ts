@@ -9,7 +9,7 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import { ThreadBridge } from '../../thread-bridge.js';
-import { openPageSink } from '../../warehouse/open-sink.js';
+import { openPageSink } from '../../warehouse/open.js';
 import { askRun, type PageThreadSetup, type RunApi } from './messages.js';
 import { PageStages, servePageStages, type PageStagesApi } from './page-stages.js';
 

@@ -273,6 +273,7 @@ function pageHost(context: WalkContext, entry: ManifestEntry, policy: SecretPoli
     },
     applySchemaChanges: (changes, planned) => context.schema.apply(changes, planned),
     openSealedValues: (opening, tokens) => context.opener.open(opening, tokens, context.signal),
-    readRowsById: (stored, ids) => context.options.warehouse.readRowsById(resource, stored, ids),
+    readRowsById: (stored, ids) =>
+      context.options.warehouse.reads.readRowsById(resource, stored, ids),
   };
 }

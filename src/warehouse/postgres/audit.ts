@@ -3,10 +3,10 @@
  * ONLY transaction, so every batch sees the same warehouse while syncs go on committing.
  */
 import type { AuditSnapshot } from '../../interfaces.js';
-import { postgresFixedTimeSql } from '../audit-chain.js';
 import { SqlAuditSnapshot } from '../audit-snapshot.js';
 import type { PostgresConnection } from './connection.js';
 import { clientRun } from './history.js';
+import { POSTGRES_RULES } from './rules.js';
 import { decodeValue, readExpression } from './values.js';
 
 export async function openPostgresSnapshot(connection: PostgresConnection): Promise<AuditSnapshot> {
@@ -20,11 +20,10 @@ export async function openPostgresSnapshot(connection: PostgresConnection): Prom
   const run = clientRun(client);
   let closed = false;
   return new SqlAuditSnapshot({
-    name: 'postgres',
+    rules: POSTGRES_RULES,
     all: (sql, parameters = []) => run(sql, parameters),
     readExpression,
     decode: decodeValue,
-    fixedTime: postgresFixedTimeSql,
     existingTables: async () =>
       new Set(
         (

@@ -7,18 +7,12 @@
  */
 import type pg from 'pg';
 import type { AuditOperation, ChainHead } from '../../interfaces.js';
-import {
-  ENTRY_COLUMNS,
-  headSelectSql,
-  linkBatch,
-  toHead,
-  type EntryBatch,
-  type SqlRun,
-} from '../audit-chain.js';
+import { ENTRY_COLUMNS, linkBatch, toHead, type EntryBatch, type SqlRun } from '../audit-chain.js';
 import { named } from './connection.js';
 import { openingOperation, planHistoryVersions } from '../history.js';
 import { quoteIdentifier as q } from '../identifiers.js';
 import { SERVED_UNDER_COLUMN, VERSION_KIND_COLUMN } from '../table-definitions.js';
+import { POSTGRES_RULES } from './rules.js';
 import type { EncodedPage } from './values.js';
 
 export interface HistoryStatements {
@@ -32,7 +26,7 @@ export interface HistoryStatements {
 /** Rows closed per statement when each closed version is chained. */
 const CLOSE_BATCH = 5000;
 
-const LOCK_HEAD = named(headSelectSql('postgres'));
+const LOCK_HEAD = named(POSTGRES_RULES.headSelectSql);
 
 /**
  * Where an append's values come from: a SQL expression each (a parameter, typed). Entries differ

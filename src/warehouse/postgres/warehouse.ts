@@ -1,79 +1,60 @@
 /**
  * The PostgreSQL warehouse: every table in one schema (`ocs` by default). This class wires the
- * roles together: the connection and its settings (connection.ts), value encoding
- * (values.ts), schema changes (schema.ts), the page-write hot path and history
- * (page-writes.ts) and the writer lock (lock.ts); kysely runs the shared
- * bookkeeping (../bookkeeping.ts). Each page is one transaction holding its rows, its history
- * versions and its cursor.
+ * roles together: the connection and its settings (connection.ts), schema changes (schema.ts),
+ * the page-write hot path and history (page-writes.ts), the writer lock (lock.ts), the
+ * operator's tools (tools.ts) and the reads (reads.ts); the bookkeeping (../bookkeeping.ts) and
+ * the marking of missing rows (../missing-rows.ts, with missing-rows.ts's SQL and transaction)
+ * are shared. Each page is one transaction holding its rows, its history versions and its
+ * cursor.
  */
 import type { Kysely } from 'kysely';
-import { KyselyFileLedger } from '../file-ledger.js';
-import type { FileLedgerStore, PageSinkSetup } from '../../interfaces.js';
+import type pg from 'pg';
 import type { TransferListItem } from 'node:worker_threads';
 import type {
-  ChatbotChoiceRecord,
+  BookkeepingStore,
   ColumnSpec,
   DeleteMode,
-  MissingUnderChoice,
-  IndexSpec,
+  FileLedgerStore,
   Lock,
+  MissingUnderChoice,
+  PageSinkSetup,
   PageWrite,
   PageWriteResult,
-  SavedCursor,
-  ReferenceCheck,
-  ResourceOutcome,
-  ResourceState,
   ResourceStatus,
-  RowBatchQuery,
-  RunKind,
-  RunSummary,
+  SavedCursor,
   SchemaChange,
-  StoredRow,
   Warehouse,
 } from '../../interfaces.js';
-import type pg from 'pg';
-import { WarehouseError } from '../../errors.js';
 import { KyselyAuditStore } from '../audit-store.js';
-import { nowIso } from '../bookkeeping.js';
-import { readResourceStatuses } from '../reader.js';
-import { postgresRows, postgresTableFacts } from './reader.js';
-import {
-  assertSafeColumnName,
-  assertSafeTableName,
-  columnIndexName,
-  historyTableName,
-  liveViewName,
-  quoteIdentifier as q,
-} from '../identifiers.js';
+import { bookkeepingStore, nowIso } from '../bookkeeping.js';
+import { KyselyFileLedger } from '../file-ledger.js';
+import { assertSafeTableName, historyTableName, quoteIdentifier as q } from '../identifiers.js';
 import { applyMigrations, type Migration } from '../migrations.js';
-import { advisoryLockKey, PostgresConnection } from './connection.js';
+import {
+  markMissingAsDeleted,
+  markMissingUnderChoice,
+  type MissingRowsDialect,
+} from '../missing-rows.js';
+import { readResourceStatuses } from '../reader.js';
+import { assertSafeSchemaChanges } from '../schema-changes.js';
+import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
 import { PostgresArchiveStore } from './archive.js';
-import { PostgresWriterLock } from './lock.js';
-import { PostgresPageSink, type PostgresPageSinkSetup } from './page-sink.js';
 import { openPostgresSnapshot } from './audit.js';
-import { closeVersions, exitScope } from './history.js';
+import { advisoryLockKey, PostgresConnection } from './connection.js';
+import { PostgresWriterLock } from './lock.js';
 import { POSTGRES_MIGRATION_CODE } from './migrations.js';
+import { postgresMissingRows } from './missing-rows.js';
+import { PostgresPageSink, type PostgresPageSinkSetup } from './page-sink.js';
+import { PostgresReads } from './reads.js';
+import { postgresRows, postgresTableFacts } from './reader.js';
+import { POSTGRES_RULES } from './rules.js';
 import {
   applyPostgresSchemaChange,
   createPostgresLiveView,
   dropPostgresLiveView,
 } from './schema.js';
-import {
-  POSTGRES_TYPE,
-  decodeValue,
-  encodeValue,
-  readExpression,
-  type AlteredCounter,
-} from './values.js';
-import { assertSafeSchemaChanges } from '../schema-changes.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
-import { assertValueFits, narrowInteger, parseIdText } from '../values.js';
-import {
-  missingUnderChoiceSql,
-  proofTables,
-  type ChoiceSqlDialect,
-} from '../missing-under-choice.js';
-import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
+import { PostgresTools } from './tools.js';
+import { decodeValue, readExpression } from './values.js';
 
 export { advisoryLockKey, describePostgresUrl, postgresClientConfig } from './connection.js';
 export {
@@ -83,22 +64,6 @@ export {
   isoTextSql,
   wideningExpression,
 } from './values.js';
-
-/** PostgreSQL's side of the clauses that settle rows missing under a chatbot choice. */
-function postgresChoiceSql(table: (name: string) => string): ChoiceSqlDialect {
-  return {
-    table,
-    placeholder: (position, type) => `$${position}::${type}`,
-    // CASE: PostgreSQL evaluates only the branch taken, so no cast meets a value it cannot take.
-    listIds: (alias, column) => {
-      const value = `${alias}.${q(column)}`;
-      return {
-        join: `CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(${value}) = 'array' THEN ${value} END) AS e(value)`,
-        id: `CASE WHEN jsonb_typeof(e.value) = 'number' AND (e.value #>> '{}') ~ '^-?[0-9]{1,18}$' THEN (e.value #>> '{}')::bigint END`,
-      };
-    },
-  };
-}
 
 export interface PostgresWarehouseOptions {
   /** postgres://user:password@host:port/database?sslmode=... (pg reads sslmode from it). */
@@ -131,6 +96,11 @@ export class PostgresWarehouse implements Warehouse {
   private readonly logger?: WarehouseLogger;
   private archiveStore?: PostgresArchiveStore;
   private readonly auditStore: KyselyAuditStore;
+  /** Rows missing from a walk, marked in a transaction of the pool. */
+  private readonly missingRows: MissingRowsDialect;
+  readonly bookkeeping: BookkeepingStore;
+  readonly tools: PostgresTools;
+  readonly reads: PostgresReads;
 
   constructor(private readonly options: PostgresWarehouseOptions) {
     this.connection = new PostgresConnection({
@@ -155,13 +125,22 @@ export class PostgresWarehouse implements Warehouse {
       () => this.lock.assertNotLost(),
     );
     this.auditStore = new KyselyAuditStore({
-      dialect: 'postgres',
+      rules: POSTGRES_RULES,
       kysely: this.connection.kysely as unknown as Kysely<never>,
       exclusive: (work, what) => this.guard(what, work),
       openSnapshot: () =>
         this.guard('Opening a view for audit verify', () => openPostgresSnapshot(this.connection)),
-      onEnabled: () => this.bookkeeping.chainRecords('postgres'),
+      onEnabled: () => this.connection.bookkeeping.chainRecords(POSTGRES_RULES),
     });
+    this.missingRows = postgresMissingRows(this.connection);
+    this.bookkeeping = bookkeepingStore(this.connection.bookkeeping, (work, what) =>
+      this.guard(what, work),
+    );
+    this.tools = new PostgresTools(this.connection, {
+      audit: this.auditStore,
+      forget: () => this.pages.forget(),
+    });
+    this.reads = new PostgresReads(this.connection);
   }
 
   get audit(): KyselyAuditStore {
@@ -172,10 +151,6 @@ export class PostgresWarehouse implements Warehouse {
 
   private table(name: string): string {
     return this.connection.table(name);
-  }
-
-  private get bookkeeping() {
-    return this.connection.bookkeeping;
   }
 
   private guard<T>(action: string, work: () => Promise<T>): Promise<T> {
@@ -233,69 +208,6 @@ export class PostgresWarehouse implements Warehouse {
     await this.auditStore.load();
   }
 
-  // ---------------------------------------------------------------- bookkeeping
-
-  startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
-    return this.guard('Starting a run', () => this.bookkeeping.startRun(kind, schemaChecksum));
-  }
-
-  finishRun(runId: number, summary: RunSummary): Promise<void> {
-    return this.guard(`Finishing run ${runId}`, () => this.bookkeeping.finishRun(runId, summary));
-  }
-
-  hasLoaded(): Promise<boolean> {
-    return this.guard('Reading the runs', () => this.bookkeeping.hasLoaded());
-  }
-
-  getState(key: string): Promise<string | undefined> {
-    return this.guard('Reading state', () => this.bookkeeping.getState(key));
-  }
-
-  setState(key: string, value: string): Promise<void> {
-    return this.guard('Saving state', () => this.bookkeeping.setState(key, value));
-  }
-
-  getResourceState(resource: string): Promise<ResourceState | undefined> {
-    return this.guard(`Reading the state of ${resource}`, () =>
-      this.bookkeeping.getResourceState(resource),
-    );
-  }
-
-  recordResourceOutcome(outcome: ResourceOutcome): Promise<void> {
-    return this.guard(`Recording the outcome of ${outcome.resource}`, () =>
-      this.bookkeeping.recordResourceOutcome(outcome),
-    );
-  }
-
-  resetCursor(resource: string): Promise<void> {
-    return this.guard(`Resetting the cursor of ${resource}`, () =>
-      this.bookkeeping.resetCursor(resource),
-    );
-  }
-
-  dropTable(table: string): Promise<void> {
-    return this.guard(`Dropping ${table}`, async () => {
-      assertSafeTableName(table);
-      this.auditStore.refuseRewrite(`Dropping the table ${table}`);
-      try {
-        await this.connection.transaction(async (client) => {
-          await client.query(`DROP VIEW IF EXISTS ${this.table(liveViewName(table))}`);
-          await client.query(`DROP TABLE IF EXISTS ${this.table(table)}`);
-          await client.query(`DROP TABLE IF EXISTS ${this.table(historyTableName(table))}`);
-          for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
-            await this.connection.run(client, query);
-          }
-        });
-      } finally {
-        this.pages.forget();
-      }
-    });
-  }
-
-  recordReset(resources: readonly string[], note: string): Promise<number> {
-    return this.guard('Recording a reset', () => this.bookkeeping.recordReset(resources, note));
-  }
-
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.guard(`Describing ${table}`, async () => {
       assertSafeTableName(table);
@@ -341,7 +253,7 @@ export class PostgresWarehouse implements Warehouse {
             if (await applyPostgresSchemaChange(this.connection, client, change, now)) {
               await this.connection.run(
                 client,
-                this.bookkeeping.recordSchemaChangeQuery(change, checksums, now),
+                this.connection.bookkeeping.recordSchemaChangeQuery(change, checksums, now),
               );
             }
           }
@@ -382,7 +294,7 @@ export class PostgresWarehouse implements Warehouse {
   saveCursor(saved: SavedCursor): Promise<void> {
     return this.guard(`Saving the cursor of ${saved.resource}`, () => {
       this.lock.assertNotLost();
-      return this.bookkeeping.saveCursor(saved);
+      return this.connection.bookkeeping.saveCursor(saved);
     });
   }
 
@@ -411,35 +323,14 @@ export class PostgresWarehouse implements Warehouse {
     mode: DeleteMode,
     history: boolean,
   ): Promise<number> {
-    return this.guard(`Marking rows missing from ${table}`, async () => {
-      assertSafeTableName(table);
-      return this.connection.transaction(async (client) => {
-        if (!(await this.connection.tableExistsOn(client, table))) return 0;
-        // IS DISTINCT FROM: null-safe, so rows no run has claimed count as missing too.
-        const missing = (runParameter: string) =>
-          `WHERE "_run_id" IS DISTINCT FROM ${runParameter}::bigint AND "_deleted_at" IS NULL`;
-        const now = nowIso();
-        const historyTable = historyTableName(table);
-        const audit = this.auditStore.enabled;
-        if ((history || audit) && (await this.connection.tableExistsOn(client, historyTable))) {
-          await closeVersions(
-            client,
-            { table: this.table(table), history: this.table(historyTable) },
-            table,
-            { sql: missing('$1'), parameters: [runId] },
-            { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
-          );
-        }
-        const result =
-          mode === 'remove'
-            ? await client.query(`DELETE FROM ${this.table(table)} ${missing('$1')}`, [runId])
-            : await client.query(
-                `UPDATE ${this.table(table)} SET "_deleted_at" = $1::timestamptz ${missing('$2')}`,
-                [now, runId],
-              );
-        return result.rowCount ?? 0;
-      });
-    });
+    return this.guard(`Marking rows missing from ${table}`, () =>
+      markMissingAsDeleted(this.missingRows, table, {
+        runId,
+        mode,
+        history,
+        audit: this.auditStore.enabled,
+      }),
+    );
   }
 
   markMissingUnderChoice(
@@ -447,247 +338,12 @@ export class PostgresWarehouse implements Warehouse {
     runId: number,
     options: MissingUnderChoice,
   ): Promise<{ deleted: number; outOfScope: number }> {
-    return this.guard(`Marking rows missing from ${table} under the chatbot choice`, async () => {
-      assertSafeTableName(table);
-      const { selection, proofs, mode, history } = options;
-      return this.connection.transaction(async (client) => {
-        if (!(await this.connection.tableExistsOn(client, table))) {
-          return { deleted: 0, outOfScope: 0 };
-        }
-        // The stored columns of every table the clauses may read, looked up before building them.
-        const columns = new Map<string, ColumnSpec[] | undefined>();
-        for (const name of new Set([table, ...(proofs ?? []).flatMap(proofTables)])) {
-          assertSafeTableName(name);
-          columns.set(
-            name,
-            (await this.connection.tableExistsOn(client, name))
-              ? await this.connection.storedColumns(client, name)
-              : undefined,
-          );
-        }
-        const { gone, exits } = missingUnderChoiceSql(
-          postgresChoiceSql((name) => this.table(name)),
-          table,
-          { runId, selection, ...(proofs ? { proofs } : {}) },
-          (name) => columns.get(name),
-        );
-        const now = nowIso();
-        const historyTable = historyTableName(table);
-        const audit = this.auditStore.enabled;
-        const keepHistory =
-          (history || audit) && (await this.connection.tableExistsOn(client, historyTable));
-        const qualified = { table: this.table(table), history: this.table(historyTable) };
-        let deleted = 0;
-        for (const proven of gone) {
-          if (keepHistory) {
-            await closeVersions(client, qualified, table, proven, {
-              at: now,
-              operation: mode === 'remove' ? 'remove' : 'delete',
-              runId,
-              audit,
-            });
-          }
-          const at = `$${proven.parameters.length + 1}::timestamptz`;
-          const result =
-            mode === 'remove'
-              ? await client.query(
-                  `DELETE FROM ${this.table(table)} ${proven.sql}`,
-                  proven.parameters,
-                )
-              : await client.query(
-                  `UPDATE ${this.table(table)} SET "_deleted_at" = ${at} ${proven.sql}`,
-                  [...proven.parameters, now],
-                );
-          deleted += result.rowCount ?? 0;
-        }
-        if (keepHistory) {
-          const present = await this.connection.physicalColumns(client, historyTable);
-          const names = (await this.connection.storedColumns(client, table))
-            .map((column) => column.name)
-            .filter((name) => present.has(name));
-          await exitScope(client, qualified, table, names, exits, { at: now, runId, audit });
-        }
-        const at = `$${exits.parameters.length + 1}::timestamptz`;
-        const marked = await client.query(
-          `UPDATE ${this.table(table)} SET "_ocs_out_of_scope_since" = ${at} ${exits.sql}`,
-          [...exits.parameters, now],
-        );
-        return { deleted, outOfScope: marked.rowCount ?? 0 };
-      });
-    });
-  }
-
-  recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
-    return this.guard('Recording the chatbot choice', () =>
-      this.bookkeeping.recordRunChoice(runId, choice),
+    return this.guard(`Marking rows missing from ${table} under the chatbot choice`, () =>
+      markMissingUnderChoice(this.missingRows, table, runId, {
+        ...options,
+        audit: this.auditStore.enabled,
+      }),
     );
-  }
-
-  chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
-    return this.guard('Reading the chatbot choices', () => this.bookkeeping.chatbotChoices());
-  }
-
-  // ---------------------------------------------------------------- column tools
-
-  readColumn(
-    table: string,
-    column: string,
-    afterId: string | null,
-    limit: number,
-  ): Promise<Array<{ id: string; value: unknown }>> {
-    return this.guard(`Reading ${table}.${column}`, async () => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      if (!Number.isSafeInteger(limit) || limit < 1) {
-        throw new WarehouseError(`readColumn limit must be a positive integer, not ${limit}.`);
-      }
-      return this.connection.withClient(async (client) => {
-        const type = await this.connection.columnType(client, table, column);
-        const select = `SELECT "id"::text AS id_text, ${readExpression(column, type)} AS value FROM ${this.table(table)}`;
-        const result =
-          afterId === null
-            ? await client.query<{ id_text: string; value: unknown }>(
-                `${select} ORDER BY "id" LIMIT $1`,
-                [limit],
-              )
-            : await client.query<{ id_text: string; value: unknown }>(
-                `${select} WHERE "id" > $1::bigint ORDER BY "id" LIMIT $2`,
-                [parseIdText(afterId, table).toString(), limit],
-              );
-        // Aliased apart from "id" so ORDER BY sorts by the bigint column, not its text.
-        return result.rows.map((row) => ({ id: row.id_text, value: decodeValue(type, row.value) }));
-      });
-    });
-  }
-
-  updateColumn(
-    table: string,
-    column: string,
-    values: Array<{ id: string; value: unknown }>,
-  ): Promise<void> {
-    return this.guard(`Updating ${table}.${column}`, async () => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      this.auditStore.refuseRewrite(`Rewriting ${table}.${column}`);
-      if (values.length === 0) return;
-      await this.connection.transaction(async (client) => {
-        const type = await this.connection.columnType(client, table, column);
-        const altered: AlteredCounter = { count: 0 };
-        // The last value given for an id wins, as one-at-a-time updates would.
-        const byId = new Map<string, unknown>();
-        for (const { id, value } of values) {
-          assertValueFits(value, type, table, column, id);
-          byId.set(parseIdText(id, table).toString(), encodeValue(type, value, altered));
-        }
-        await client.query(
-          `UPDATE ${this.table(table)} AS t SET ${q(column)} = u.value
-           FROM unnest($1::bigint[], $2::${POSTGRES_TYPE[type]}[]) AS u(id, value) WHERE t."id" = u.id`,
-          [[...byId.keys()], [...byId.values()]],
-        );
-      });
-    });
-  }
-
-  // ---------------------------------------------------------------- analysts' reads and indexes
-
-  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number> {
-    return this.guard('Creating indexes', async () => {
-      let created = 0;
-      // One at a time outside a long transaction: building an index on a big table takes a while.
-      await this.connection.withoutTimeout(async (client) => {
-        for (const { table, column } of indexes) {
-          assertSafeTableName(table);
-          assertSafeColumnName(column, table);
-          if (!(await this.connection.physicalColumns(client, table)).has(column)) continue;
-          const exists = await client.query(
-            `SELECT 1 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-             WHERE n.nspname = $1 AND c.relname = $2`,
-            [this.schema, columnIndexName(table, column)],
-          );
-          if ((exists.rowCount ?? 0) > 0) continue;
-          await client.query(createIndexSql((name) => this.table(name), table, column));
-          created += 1;
-        }
-      });
-      return created;
-    });
-  }
-
-  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck> {
-    return this.guard(`Checking ${table}.${column} against ${target}`, async () => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      assertSafeTableName(target);
-      const result = await this.connection.withoutTimeout((client) =>
-        client.query<{ values: string; unmatched: string }>(
-          referenceCheckSql((name) => this.table(name), table, column, target),
-        ),
-      );
-      const row = result.rows[0];
-      return { values: Number(row?.values ?? 0), unmatched: Number(row?.unmatched ?? 0) };
-    });
-  }
-
-  readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, afterId, limit, live } = query;
-    return this.guard(`Reading rows of ${table}`, async () => {
-      const conditions: string[] = [];
-      const parameters: unknown[] = [];
-      if (afterId !== null) {
-        parameters.push(parseIdText(afterId, table).toString());
-        conditions.push(`"id" > $${parameters.length}::bigint`);
-      }
-      if (live) conditions.push('"_deleted_at" IS NULL');
-      parameters.push(limit);
-      const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
-      return this.selectRows(
-        query,
-        `${where} ORDER BY "id" LIMIT $${parameters.length}`,
-        parameters,
-      );
-    });
-  }
-
-  readRowsById(
-    table: string,
-    columns: readonly ColumnSpec[],
-    ids: readonly string[],
-  ): Promise<StoredRow[]> {
-    return this.guard(`Reading rows of ${table}`, () =>
-      this.selectRows({ table, columns }, 'WHERE "id" = ANY($1::bigint[])', [
-        ids.map((id) => parseIdText(id, table).toString()),
-      ]),
-    );
-  }
-
-  /** Rows of a table, `id`, the columns and our own, decoded. */
-  private async selectRows(
-    query: Pick<RowBatchQuery, 'table' | 'columns' | 'jsonAsText'>,
-    rest: string,
-    parameters: unknown[],
-  ): Promise<StoredRow[]> {
-    const { table, columns, jsonAsText } = query;
-    assertSafeTableName(table);
-    for (const column of columns) assertSafeColumnName(column.name, table);
-    // Aliased by position: a column may be named like one of ours.
-    const read = [...columns, ...OWN_COLUMNS];
-    const selected = [
-      '"id"::text AS id_text',
-      ...read.map((column, index) => `${readExpression(column.name, column.type)} AS c${index}`),
-    ];
-    const result = await this.connection.pool.query<Record<string, unknown>>(
-      `SELECT ${selected.join(', ')} FROM ${this.table(table)} ${rest}`,
-      parameters,
-    );
-    return result.rows.map((stored) => {
-      const row: StoredRow = { id: narrowInteger(BigInt(stored.id_text as string)) };
-      read.forEach((column, index) => {
-        const value = stored[`c${index}`];
-        row[column.name] =
-          jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
-      });
-      return row;
-    });
   }
 
   // ---------------------------------------------------------------- lock
@@ -697,7 +353,7 @@ export class PostgresWarehouse implements Warehouse {
       await this.lock.acquire(waitMs, signal),
       (note, endOf) =>
         this.guard('Closing the runs of a process that ended', () =>
-          this.bookkeeping.closeRunsLeftRunning(note, endOf),
+          this.connection.bookkeeping.closeRunsLeftRunning(note, endOf),
         ),
       this.logger,
     );
@@ -721,7 +377,7 @@ export class PostgresWarehouse implements Warehouse {
   fileLedger(): FileLedgerStore {
     return new KyselyFileLedger(
       this.connection.kysely as unknown as Kysely<never>,
-      'postgres',
+      POSTGRES_RULES,
       this.auditStore.enabled,
     );
   }

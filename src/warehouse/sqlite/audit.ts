@@ -9,13 +9,13 @@ import type { AuditSnapshot } from '../../interfaces.js';
 import {
   ENTRY_COLUMNS,
   HEAD_UPDATE_SQL,
-  headSelectSql,
   linkBatch,
   toHead,
   type EntryBatch,
 } from '../audit-chain.js';
 import { SqlAuditSnapshot } from '../audit-snapshot.js';
 import { quoteIdentifier as q } from '../identifiers.js';
+import { SQLITE_RULES } from './rules.js';
 import { decodeValue } from './values.js';
 
 /** Entries per multi-row INSERT (9 parameters each). */
@@ -76,7 +76,7 @@ export class SqliteChainWriter {
         ).join(', ')}`,
       );
     this.statements ??= {
-      head: this.db.prepare(headSelectSql('sqlite')),
+      head: this.db.prepare(SQLITE_RULES.headSelectSql),
       moveHead: this.db.prepare(HEAD_UPDATE_SQL),
       insertOne: insert(1),
       insertBatch: insert(ENTRIES_PER_INSERT),
@@ -100,11 +100,10 @@ export function openSqliteSnapshot(path: string, own: Database.Database): AuditS
       .safeIntegers(true)
       .all(...(parameters as unknown[])) as Array<Record<string, unknown>>;
   return new SqlAuditSnapshot({
-    name: 'sqlite',
+    rules: SQLITE_RULES,
     all,
     readExpression: (column) => q(column),
     decode: decodeValue,
-    fixedTime: (column) => column,
     existingTables: async () =>
       new Set(
         (await all("SELECT name FROM sqlite_master WHERE type = 'table'")).map((row) =>

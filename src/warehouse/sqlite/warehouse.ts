@@ -1,84 +1,64 @@
 /**
  * The SQLite warehouse: one file (or `:memory:`), WAL, one writer. This class wires the roles
- * together: the connection (connection.ts), value encoding (values.ts), schema
- * changes (schema.ts), the page-write hot path and history (page-writes.ts) and the
- * writer lock (lock.ts); kysely runs the shared bookkeeping (../bookkeeping.ts). Every page
+ * together: the connection (connection.ts), schema changes (schema.ts), the page-write hot path
+ * and history (page-writes.ts), the writer lock (lock.ts), the operator's tools (tools.ts) and
+ * the reads (reads.ts); the bookkeeping (../bookkeeping.ts) and the marking of missing rows
+ * (../missing-rows.ts, with missing-rows.ts's SQL and transaction) are shared. Every page
  * is one transaction holding its rows, its history versions and its cursor, so a crash at any
  * instant loses or doubles nothing.
  */
 import type Database from 'better-sqlite3';
 import type { Kysely } from 'kysely';
-import { KyselyFileLedger } from '../file-ledger.js';
-import type { FileLedgerStore, PageSinkSetup } from '../../interfaces.js';
 import type { TransferListItem } from 'node:worker_threads';
 import type {
-  ChatbotChoiceRecord,
+  BookkeepingStore,
   ColumnSpec,
   DeleteMode,
-  MissingUnderChoice,
-  IndexSpec,
+  FileLedgerStore,
   Lock,
+  MissingUnderChoice,
+  PageSinkSetup,
   PageWrite,
   PageWriteResult,
-  SavedCursor,
-  ReferenceCheck,
-  ResourceOutcome,
-  ResourceState,
   ResourceStatus,
-  RowBatchQuery,
-  RunKind,
-  RunSummary,
+  SavedCursor,
   SchemaChange,
-  StoredRow,
   Warehouse,
 } from '../../interfaces.js';
 import { WarehouseError } from '../../errors.js';
-import { KyselyAuditStore } from '../audit-store.js';
-import { nowIso } from '../bookkeeping.js';
-import { readResourceStatuses } from '../reader.js';
-import { sqliteRows, sqliteTableFacts } from './reader.js';
-import {
-  assertSafeColumnName,
-  assertSafeTableName,
-  historyTableName,
-  liveViewName,
-  quoteIdentifier as q,
-} from '../identifiers.js';
-import { applyMigrations, type Migration } from '../migrations.js';
-import { assertSafeSchemaChanges } from '../schema-changes.js';
-import { SqliteConnection } from './connection.js';
-import { SqliteWriterLock } from './lock.js';
-import { SqliteArchiveStore } from './archive.js';
-import { InThreadCommitter, WriterThreadCommitter, type PageCommitter } from './page-committer.js';
-import { SqlitePageWriter } from './page-writes.js';
-import { SqlitePageSink, type SqlitePageSinkSetup } from './page-sink.js';
-import { openSqliteSnapshot } from './audit.js';
-import { SqliteHistoryWriter } from './history.js';
-import { applySqliteSchemaChange, createSqliteLiveView, dropSqliteLiveView } from './schema.js';
-import { SQLITE_MIGRATION_CODE } from './migrations.js';
-import { decodeValue, encodeValue } from './values.js';
-import { OWN_COLUMNS, createIndexSql, referenceCheckSql } from '../table-definitions.js';
-import { missingUnderChoiceSql, type ChoiceSqlDialect } from '../missing-under-choice.js';
-import { assertValueFits, narrowInteger, parseIdText, toJsonText } from '../values.js';
-import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
 import type { PrivateModes } from '../../private-files.js';
+import { KyselyAuditStore } from '../audit-store.js';
+import { bookkeepingStore, nowIso } from '../bookkeeping.js';
+import { KyselyFileLedger } from '../file-ledger.js';
+import { assertSafeTableName } from '../identifiers.js';
+import { applyMigrations, type Migration } from '../migrations.js';
+import {
+  markMissingAsDeleted,
+  markMissingUnderChoice,
+  type MissingRowsDialect,
+} from '../missing-rows.js';
+import { readResourceStatuses } from '../reader.js';
+import { assertSafeSchemaChanges } from '../schema-changes.js';
+import { closeRunsOfDeadHolders, type WarehouseLogger } from '../writer-lock.js';
+import { SqliteArchiveStore } from './archive.js';
+import { openSqliteSnapshot } from './audit.js';
+import { SqliteConnection } from './connection.js';
 import { sqliteLockFile } from './file.js';
+import { SqliteHistoryWriter } from './history.js';
+import { SqliteWriterLock } from './lock.js';
+import { SQLITE_MIGRATION_CODE } from './migrations.js';
+import { sqliteMissingRows } from './missing-rows.js';
+import { InThreadCommitter, WriterThreadCommitter, type PageCommitter } from './page-committer.js';
+import { SqlitePageSink, type SqlitePageSinkSetup } from './page-sink.js';
+import { SqlitePageWriter } from './page-writes.js';
+import { SqliteReads } from './reads.js';
+import { sqliteRows, sqliteTableFacts } from './reader.js';
+import { SQLITE_RULES } from './rules.js';
+import { applySqliteSchemaChange, createSqliteLiveView, dropSqliteLiveView } from './schema.js';
+import { SqliteTools } from './tools.js';
+import { decodeValue } from './values.js';
 
 export type { WarehouseLogger } from '../writer-lock.js';
-
-/** SQLite's side of the clauses that settle rows missing under a chatbot choice. */
-const SQLITE_CHOICE_SQL: ChoiceSqlDialect = {
-  table: q,
-  placeholder: () => '?',
-  // CASE, not AND: SQLite evaluates only the branch taken, and json_type fails on bad JSON.
-  listIds: (alias, column) => {
-    const value = `${alias}.${q(column)}`;
-    return {
-      join: `, json_each(CASE WHEN json_valid(${value}) THEN CASE WHEN json_type(${value}) = 'array' THEN ${value} END END) AS e`,
-      id: `CASE WHEN e.type = 'integer' THEN e.value END`,
-    };
-  },
-};
 
 export interface SqliteWarehouseOptions {
   /** File path, or `:memory:`. The parent directory must exist. */
@@ -109,8 +89,11 @@ export class SqliteWarehouse implements Warehouse {
   private readonly logger?: WarehouseLogger;
   private archiveStore?: SqliteArchiveStore;
   private readonly auditStore: KyselyAuditStore;
-  /** History versions closed on this connection (full refreshes). */
-  private readonly history: SqliteHistoryWriter;
+  /** Rows missing from a walk, marked on this connection. */
+  private readonly missingRows: MissingRowsDialect;
+  readonly bookkeeping: BookkeepingStore;
+  readonly tools: SqliteTools;
+  readonly reads: SqliteReads;
 
   constructor(options: SqliteWarehouseOptions) {
     if (options.writerThread && options.path === ':memory:') {
@@ -141,18 +124,31 @@ export class SqliteWarehouse implements Warehouse {
       (options.lockStaleAfterSeconds ?? 600) * 1000,
       options.logger,
     );
-    this.history = new SqliteHistoryWriter(this.connection.db);
+    this.missingRows = sqliteMissingRows(
+      this.connection,
+      new SqliteHistoryWriter(this.connection.db),
+    );
     this.auditStore = new KyselyAuditStore({
-      dialect: 'sqlite',
+      rules: SQLITE_RULES,
       kysely: this.connection.kysely as unknown as Kysely<never>,
       exclusive: (work, what) => this.exclusive(work, what),
       openSnapshot: async () => openSqliteSnapshot(options.path, this.connection.db),
       onEnabled: () => {
-        this.bookkeeping.chainRecords('sqlite');
+        this.connection.bookkeeping.chainRecords(SQLITE_RULES);
         // Its own commits would otherwise checkpoint the writer thread's larger WAL at 4 MB.
         this.connection.handle.spaceCheckpoints();
       },
     });
+    const exclusive = <T>(work: () => T | Promise<T>, what?: string) => this.exclusive(work, what);
+    this.bookkeeping = bookkeepingStore(this.connection.bookkeeping, exclusive);
+    const parts = {
+      connection: this.connection,
+      exclusive,
+      audit: this.auditStore,
+      forget: () => this.committer.forget(),
+    };
+    this.tools = new SqliteTools(parts);
+    this.reads = new SqliteReads(parts);
   }
 
   get audit(): KyselyAuditStore {
@@ -161,10 +157,6 @@ export class SqliteWarehouse implements Warehouse {
 
   private get db(): Database.Database {
     return this.connection.db;
-  }
-
-  private get bookkeeping() {
-    return this.connection.bookkeeping;
   }
 
   /** Runs `work` alone on this connection, after every page handed over has committed. */
@@ -209,72 +201,6 @@ export class SqliteWarehouse implements Warehouse {
     await this.auditStore.load();
   }
 
-  // ---------------------------------------------------------------- bookkeeping
-
-  startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
-    return this.exclusive(
-      () => this.bookkeeping.startRun(kind, schemaChecksum),
-      'Recording the start of a run',
-    );
-  }
-
-  finishRun(runId: number, summary: RunSummary): Promise<void> {
-    return this.exclusive(
-      () => this.bookkeeping.finishRun(runId, summary),
-      'Recording the end of a run',
-    );
-  }
-
-  hasLoaded(): Promise<boolean> {
-    return this.exclusive(() => this.bookkeeping.hasLoaded(), 'Reading the runs');
-  }
-
-  getState(key: string): Promise<string | undefined> {
-    return this.exclusive(() => this.bookkeeping.getState(key), 'Reading bookkeeping state');
-  }
-
-  setState(key: string, value: string): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.setState(key, value), 'Saving bookkeeping state');
-  }
-
-  getResourceState(resource: string): Promise<ResourceState | undefined> {
-    return this.exclusive(
-      () => this.bookkeeping.getResourceState(resource),
-      'Reading a resource state',
-    );
-  }
-
-  recordResourceOutcome(outcome: ResourceOutcome): Promise<void> {
-    return this.exclusive(
-      () => this.bookkeeping.recordResourceOutcome(outcome),
-      'Recording a resource outcome',
-    );
-  }
-
-  resetCursor(resource: string): Promise<void> {
-    return this.exclusive(() => this.bookkeeping.resetCursor(resource), 'Resetting a cursor');
-  }
-
-  dropTable(table: string): Promise<void> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      this.auditStore.refuseRewrite(`Dropping the table ${table}`);
-      this.connection.writeTransaction(() => {
-        this.db.exec(`DROP VIEW IF EXISTS ${q(liveViewName(table))}`);
-        this.db.exec(`DROP TABLE IF EXISTS ${q(table)}`);
-        this.db.exec(`DROP TABLE IF EXISTS ${q(historyTableName(table))}`);
-        for (const query of this.bookkeeping.forgetTableQueries(table, nowIso())) {
-          this.connection.run(query);
-        }
-      });
-      this.committer.forget();
-    }, `Dropping ${table}`);
-  }
-
-  recordReset(resources: readonly string[], note: string): Promise<number> {
-    return this.exclusive(() => this.bookkeeping.recordReset(resources, note), 'Recording a reset');
-  }
-
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.exclusive(() => {
       assertSafeTableName(table);
@@ -312,7 +238,9 @@ export class SqliteWarehouse implements Warehouse {
           for (const table of tables) dropSqliteLiveView(this.connection, table);
           for (const change of changes) {
             if (applySqliteSchemaChange(this.connection, change, now)) {
-              this.connection.run(this.bookkeeping.recordSchemaChangeQuery(change, checksums, now));
+              this.connection.run(
+                this.connection.bookkeeping.recordSchemaChangeQuery(change, checksums, now),
+              );
             }
           }
           for (const table of tables) createSqliteLiveView(this.connection, table);
@@ -344,7 +272,7 @@ export class SqliteWarehouse implements Warehouse {
   saveCursor(saved: SavedCursor): Promise<void> {
     return this.exclusive(() => {
       this.lock.assertNotLost();
-      return this.bookkeeping.saveCursor(saved);
+      return this.connection.bookkeeping.saveCursor(saved);
     }, `Saving the cursor of ${saved.resource}`);
   }
 
@@ -376,32 +304,16 @@ export class SqliteWarehouse implements Warehouse {
     mode: DeleteMode,
     history: boolean,
   ): Promise<number> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      if (!this.connection.tableExists(table)) return 0;
-      // IS NOT: null-safe, so rows no run has claimed count as missing too.
-      const missing = `WHERE "_run_id" IS NOT ? AND "_deleted_at" IS NULL`;
-      const now = nowIso();
-      const audit = this.auditStore.enabled;
-      return this.connection.writeTransaction(() => {
-        const historyTable = historyTableName(table);
-        if ((history || audit) && this.connection.tableExists(historyTable)) {
-          this.history.close(
-            table,
-            historyTable,
-            { sql: missing, parameters: [runId] },
-            { at: now, operation: mode === 'remove' ? 'remove' : 'delete', runId, audit },
-          );
-        }
-        const result =
-          mode === 'remove'
-            ? this.db.prepare(`DELETE FROM ${q(table)} ${missing}`).run(runId)
-            : this.db
-                .prepare(`UPDATE ${q(table)} SET "_deleted_at" = ? ${missing}`)
-                .run(now, runId);
-        return result.changes;
-      });
-    }, `Marking missing rows of ${table} as deleted`);
+    return this.exclusive(
+      () =>
+        markMissingAsDeleted(this.missingRows, table, {
+          runId,
+          mode,
+          history,
+          audit: this.auditStore.enabled,
+        }),
+      `Marking missing rows of ${table} as deleted`,
+    );
   }
 
   markMissingUnderChoice(
@@ -409,211 +321,14 @@ export class SqliteWarehouse implements Warehouse {
     runId: number,
     options: MissingUnderChoice,
   ): Promise<{ deleted: number; outOfScope: number }> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      if (!this.connection.tableExists(table)) return { deleted: 0, outOfScope: 0 };
-      const { selection, proofs, mode, history } = options;
-      const { gone, exits } = missingUnderChoiceSql(
-        SQLITE_CHOICE_SQL,
-        table,
-        { runId, selection, ...(proofs ? { proofs } : {}) },
-        (name) =>
-          this.connection.tableExists(name) ? this.connection.storedColumns(name) : undefined,
-      );
-      const now = nowIso();
-      const audit = this.auditStore.enabled;
-      return this.connection.writeTransaction(() => {
-        const historyTable = historyTableName(table);
-        const keepHistory = (history || audit) && this.connection.tableExists(historyTable);
-        let deleted = 0;
-        for (const proven of gone) {
-          if (keepHistory) {
-            this.history.close(table, historyTable, proven, {
-              at: now,
-              operation: mode === 'remove' ? 'remove' : 'delete',
-              runId,
-              audit,
-            });
-          }
-          deleted += (
-            mode === 'remove'
-              ? this.db.prepare(`DELETE FROM ${q(table)} ${proven.sql}`).run(...proven.parameters)
-              : this.db
-                  .prepare(`UPDATE ${q(table)} SET "_deleted_at" = ? ${proven.sql}`)
-                  .run(now, ...proven.parameters)
-          ).changes;
-        }
-        if (keepHistory) {
-          const present = new Set(this.connection.physicalColumns(historyTable));
-          const columns = this.connection
-            .storedColumns(table)
-            .map((column) => column.name)
-            .filter((name) => present.has(name));
-          this.history.exitScope(table, historyTable, columns, exits, { at: now, runId, audit });
-        }
-        const outOfScope = this.db
-          .prepare(`UPDATE ${q(table)} SET "_ocs_out_of_scope_since" = ? ${exits.sql}`)
-          .run(now, ...exits.parameters).changes;
-        return { deleted, outOfScope };
-      });
-    }, `Marking rows missing from ${table} under the chatbot choice`);
-  }
-
-  recordRunChoice(runId: number, choice: ChatbotChoiceRecord): Promise<void> {
-    return this.exclusive(
-      () => this.bookkeeping.recordRunChoice(runId, choice),
-      'Recording the chatbot choice',
-    );
-  }
-
-  chatbotChoices(): Promise<Map<string, ChatbotChoiceRecord>> {
-    return this.exclusive(() => this.bookkeeping.chatbotChoices(), 'Reading the chatbot choices');
-  }
-
-  // ---------------------------------------------------------------- column tools
-
-  readColumn(
-    table: string,
-    column: string,
-    afterId: string | null,
-    limit: number,
-  ): Promise<Array<{ id: string; value: unknown }>> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      if (!Number.isSafeInteger(limit) || limit < 1) {
-        throw new WarehouseError(`readColumn limit must be a positive integer, not ${limit}.`);
-      }
-      const type = this.connection.columnType(table, column);
-      const select = `SELECT "id" AS id, ${q(column)} AS value FROM ${q(table)}`;
-      const rows = (
-        afterId === null
-          ? this.db.prepare(`${select} ORDER BY "id" LIMIT ?`).safeIntegers(true).all(limit)
-          : this.db
-              .prepare(`${select} WHERE "id" > ? ORDER BY "id" LIMIT ?`)
-              .safeIntegers(true)
-              .all(parseIdText(afterId, table), limit)
-      ) as Array<{ id: bigint; value: unknown }>;
-      return rows.map((row) => ({ id: row.id.toString(), value: decodeValue(type, row.value) }));
-    }, `Reading ${table}.${column}`);
-  }
-
-  updateColumn(
-    table: string,
-    column: string,
-    values: Array<{ id: string; value: unknown }>,
-  ): Promise<void> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      this.auditStore.refuseRewrite(`Rewriting ${table}.${column}`);
-      const type = this.connection.columnType(table, column);
-      const encoded = values.map(({ id, value }) => {
-        assertValueFits(value, type, table, column, id);
-        return [encodeValue(type, value), parseIdText(id, table)] as const;
-      });
-      const update = this.db.prepare(`UPDATE ${q(table)} SET ${q(column)} = ? WHERE "id" = ?`);
-      this.connection.writeTransaction(() => {
-        for (const [value, id] of encoded) update.run(value, id);
-      });
-    }, `Updating ${table}.${column}`);
-  }
-
-  // ---------------------------------------------------------------- analysts' reads and indexes
-
-  ensureIndexes(indexes: readonly IndexSpec[]): Promise<number> {
-    return this.exclusive(() => {
-      let created = 0;
-      this.connection.writeTransaction(() => {
-        for (const { table, column } of indexes) {
-          assertSafeTableName(table);
-          assertSafeColumnName(column, table);
-          if (!this.connection.physicalColumns(table).includes(column)) continue;
-          const before = this.indexCount();
-          this.db.exec(createIndexSql(q, table, column));
-          if (this.indexCount() > before) created += 1;
-        }
-      });
-      return created;
-    }, 'Creating indexes');
-  }
-
-  private indexCount(): number {
-    return this.db
-      .prepare("SELECT count(*) FROM sqlite_master WHERE type = 'index'")
-      .pluck()
-      .get() as number;
-  }
-
-  checkReference(table: string, column: string, target: string): Promise<ReferenceCheck> {
-    return this.exclusive(() => {
-      assertSafeTableName(table);
-      assertSafeColumnName(column, table);
-      assertSafeTableName(target);
-      const row = this.db.prepare(referenceCheckSql(q, table, column, target)).get() as {
-        values: number;
-        unmatched: number;
-      };
-      return { values: Number(row.values), unmatched: Number(row.unmatched) };
-    }, `Checking ${table}.${column} against ${target}`);
-  }
-
-  readRows(query: RowBatchQuery): Promise<StoredRow[]> {
-    const { table, columns, afterId, limit, live, jsonAsText } = query;
-    return this.exclusive(() => {
-      const conditions = [
-        ...(afterId === null ? [] : ['"id" > ?']),
-        ...(live ? ['"_deleted_at" IS NULL'] : []),
-      ];
-      const where = conditions.length > 0 ? `WHERE ${conditions.join(' AND ')}` : '';
-      return this.selectRows(
-        table,
-        columns,
-        `${where} ORDER BY "id" LIMIT ?`,
-        [...(afterId === null ? [] : [parseIdText(afterId, table)]), limit],
-        jsonAsText,
-      );
-    }, `Reading rows of ${table}`);
-  }
-
-  readRowsById(
-    table: string,
-    columns: readonly ColumnSpec[],
-    ids: readonly string[],
-  ): Promise<StoredRow[]> {
     return this.exclusive(
       () =>
-        this.selectRows(table, columns, 'WHERE "id" IN (SELECT value FROM json_each(?))', [
-          toJsonText(ids.map((id) => parseIdText(id, table))),
-        ]),
-      `Reading rows of ${table}`,
+        markMissingUnderChoice(this.missingRows, table, runId, {
+          ...options,
+          audit: this.auditStore.enabled,
+        }),
+      `Marking rows missing from ${table} under the chatbot choice`,
     );
-  }
-
-  /** Rows of a table, `id`, the columns and our own, decoded. */
-  private selectRows(
-    table: string,
-    columns: readonly ColumnSpec[],
-    rest: string,
-    parameters: unknown[],
-    jsonAsText = false,
-  ): StoredRow[] {
-    assertSafeTableName(table);
-    for (const column of columns) assertSafeColumnName(column.name, table);
-    const names = ['id', ...[...columns, ...OWN_COLUMNS].map((column) => column.name)];
-    const rows = this.db
-      .prepare(`SELECT ${names.map(q).join(', ')} FROM ${q(table)} ${rest}`)
-      .safeIntegers(true)
-      .all(...parameters) as Array<Record<string, unknown>>;
-    return rows.map((stored) => {
-      const row: StoredRow = { id: narrowInteger(stored.id as bigint) };
-      for (const column of [...columns, ...OWN_COLUMNS]) {
-        const value = stored[column.name];
-        row[column.name] =
-          jsonAsText && column.type === 'json' ? value : decodeValue(column.type, value);
-      }
-      return row;
-    });
   }
 
   // ---------------------------------------------------------------- lock
@@ -623,7 +338,7 @@ export class SqliteWarehouse implements Warehouse {
       await this.lock.acquire(waitMs, signal),
       (note, endOf) =>
         this.exclusive(
-          () => this.bookkeeping.closeRunsLeftRunning(note, endOf),
+          () => this.connection.bookkeeping.closeRunsLeftRunning(note, endOf),
           'Closing the runs of a process that ended',
         ),
       this.logger,
@@ -642,7 +357,7 @@ export class SqliteWarehouse implements Warehouse {
   fileLedger(): FileLedgerStore {
     return new KyselyFileLedger(
       this.connection.kysely as unknown as Kysely<never>,
-      'sqlite',
+      SQLITE_RULES,
       this.auditStore.enabled,
     );
   }
