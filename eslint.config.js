@@ -8,17 +8,13 @@ const DIALECT_TEST =
 
 /**
  * Dialect tests (`=== 'postgres'`, `case 'sqlite':`) are written inside the dialect folders only
- * (docs/layout.md), and in these few files, which read which dialect a URL names.
+ * (docs/layout.md), and in the URL's parser, which reads which dialect a URL names.
  */
 export const DIALECT_TESTS_ALLOWED = [
   'src/warehouse/sqlite/**',
   'src/warehouse/postgres/**',
   // The URL's parser: it decides the dialect, and what each kind of target is (a file or not).
   'src/warehouse/url.ts',
-  // Settings checked against the dialect their URL names (SQLite file places, PostgreSQL options).
-  'src/config/fleet.ts',
-  'src/config/files.ts',
-  'src/config/load.ts',
 ];
 
 export default tseslint.config(

@@ -176,8 +176,8 @@ describe('layer rules (npm run lint:layers)', () => {
 
 /**
  * Dialect tests live in the dialect folders (eslint.config.js, run by `npm run lint`): a name test
- * anywhere else in src/ fails, in a few allowed files (which read which dialect a URL names) it
- * does not.
+ * anywhere else in src/ fails, in the URL's parser (which reads which dialect a URL names) it does
+ * not.
  */
 describe('dialect tests only in src/warehouse/<dialect>/ (npm run lint)', () => {
   const eslint = new ESLint({ cwd: root });
@@ -213,12 +213,14 @@ describe('dialect tests only in src/warehouse/<dialect>/ (npm run lint)', () => 
     expect(found).toEqual([]);
   });
 
-  it.each(['src/warehouse/reader.ts', 'src/sync/engine.ts', 'src/cli/new-command.ts'])(
-    'fail on a dialect test in %s',
-    async (path) => {
-      for (const code of tests) expect(await dialectTests(path, code)).toHaveLength(1);
-    },
-  );
+  it.each([
+    'src/warehouse/reader.ts',
+    'src/sync/engine.ts',
+    'src/cli/new-command.ts',
+    'src/config/fleet.ts',
+  ])('fail on a dialect test in %s', async (path) => {
+    for (const code of tests) expect(await dialectTests(path, code)).toHaveLength(1);
+  });
 
   it.each([
     'src/warehouse/sqlite/reader.ts',

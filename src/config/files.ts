@@ -1,6 +1,6 @@
 /** File contents: `files.*` (whether the bytes of every `files` row are kept, where, how fetched). */
 import { basename, dirname, extname, join } from 'node:path';
-import type { WarehouseTarget } from '../warehouse/url.js';
+import { sqliteFileOf, type WarehouseTarget } from '../warehouse/url.js';
 import { locationText } from './object-storage.js';
 import { integer, z, type SectionValues, type SettingInfo } from './setting.js';
 
@@ -92,6 +92,7 @@ export function filesConfig(
 
 /** The blob store beside a SQLite file: `data/ocs-sync.db` -> `data/ocs-sync-files`. */
 function defaultFilesDir(target: WarehouseTarget): string | undefined {
-  if (target.dialect !== 'sqlite' || target.path === ':memory:') return undefined;
-  return join(dirname(target.path), `${basename(target.path, extname(target.path))}-files`);
+  const file = sqliteFileOf(target);
+  if (file === undefined) return undefined;
+  return join(dirname(file), `${basename(file, extname(file))}-files`);
 }

@@ -9,6 +9,7 @@ import { resolve } from 'node:path';
 import { ConfigError, describeError } from '../errors.js';
 import { readKeyFile, warnIfExposed } from '../sealing/keys.js';
 import { recordByName } from '../names.js';
+import { isPostgresTarget, sqliteFileOf } from '../warehouse/url.js';
 import {
   isBucketText,
   locationsOverlap,
@@ -422,15 +423,16 @@ function sharedPlaceProblems(
   for (const team of teams) {
     const { warehouse, files, audit } = team.config;
     const target = warehouse.target;
-    if (target.dialect === 'sqlite' && target.path !== ':memory:') {
+    const sqliteFile = sqliteFileOf(target);
+    if (sqliteFile !== undefined) {
       claim(
         team,
-        `sqlite ${resolve(target.path)}`,
+        `sqlite ${resolve(sqliteFile)}`,
         ['warehouse', 'url'],
-        `the SQLite file ${target.path}`,
+        `the SQLite file ${sqliteFile}`,
         'give each team a file of its own (warehouse: { url: ./NAME.db })',
       );
-    } else if (target.dialect === 'postgres') {
+    } else if (isPostgresTarget(target)) {
       claim(
         team,
         `postgres ${databaseOf(target.connectionString)} ${warehouse.schema}`,

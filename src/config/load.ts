@@ -14,7 +14,7 @@ import { unknownNameAdvice } from '../did-you-mean.js';
 import { UsageError } from '../errors.js';
 import { recordByName, valueByName } from '../names.js';
 import { packageVersion } from '../package-info.js';
-import { redactUrl } from '../warehouse/url.js';
+import { isPostgresTarget, redactUrl } from '../warehouse/url.js';
 import { resolveFleet, type Fleet, type TeamSetup, type TeamView } from './fleet.js';
 import {
   flagsToSnake,
@@ -522,7 +522,7 @@ export function describeConfigForLog(config: Config): Record<string, unknown> {
     warehouse: {
       dialect: config.warehouse.target.dialect,
       url: redactUrl(config.warehouse.url),
-      ...(config.warehouse.target.dialect === 'postgres'
+      ...(isPostgresTarget(config.warehouse.target)
         ? {
             schema: config.warehouse.schema,
             poolSize: config.warehouse.poolSize,

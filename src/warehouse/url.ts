@@ -127,6 +127,13 @@ export function sqliteFileOf(target: WarehouseTarget): string | undefined {
   return isSqliteTarget(target) && target.path !== ':memory:' ? target.path : undefined;
 }
 
+/** Whether the warehouse is a PostgreSQL database (a schema of it is the team's warehouse). */
+export function isPostgresTarget(
+  target: WarehouseTarget,
+): target is Extract<WarehouseTarget, { dialect: 'postgres' }> {
+  return target.dialect === 'postgres';
+}
+
 /** Whether the warehouse is an SQLite database (a file or `:memory:`), which `snapshot` copies. */
 export function isSqliteTarget(
   target: WarehouseTarget,
