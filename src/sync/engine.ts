@@ -249,8 +249,6 @@ class SyncRun {
     let runError: unknown;
     let files: FilesReport | undefined;
     try {
-      // Its thread starts while the schema and the team are read.
-      this.pipeline.warm();
       await this.schema.prepare(selected, previous, manifest.schemaChecksum);
       await keepExportDocuments(
         warehouse,
