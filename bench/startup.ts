@@ -23,7 +23,7 @@ export interface StartupResults {
 }
 
 /** The built launcher (`bin/ocs-sync.js` needs dist/, which `npm run bench` builds first). */
-function launcher(): string {
+export function launcher(): string {
   let directory = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const candidate = join(directory, 'bin', 'ocs-sync.js');
