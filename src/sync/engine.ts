@@ -51,11 +51,13 @@ import { keepExportDocuments } from './restore-keeping.js';
 import { originalValuesOf } from '../warehouse/original-values.js';
 import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
+  RELATIONSHIPS_CURRENT_STATE_KEY,
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
   findRelationships,
   parseRelationships,
   referenceCandidates,
+  relationshipsStillCurrent,
 } from './relationships.js';
 import { isSafeResourceName } from '../names.js';
 import { UNSAFE_RESOURCE_ERROR, namesShown, noteUnsafeResourceName } from './refused-names.js';
@@ -261,6 +263,9 @@ class SyncRun {
       await this.readScope(team, manifest.entries);
       this.sealed.planResources(selected, team);
       this.walkDurations = parseWalkDurations(await warehouse.getState(WALK_DURATIONS_STATE_KEY));
+      const relationshipsCurrent =
+        (await warehouse.getState(RELATIONSHIPS_CURRENT_STATE_KEY)) === 'yes';
+      if (relationshipsCurrent) await warehouse.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'no');
       try {
         reports.push(...(await this.walkResources(selected, manifest.entries)));
       } finally {
@@ -284,7 +289,7 @@ class SyncRun {
       });
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
-      await this.refreshRelationships(manifest.entries);
+      await this.refreshRelationships(manifest.entries, relationshipsCurrent, reports);
       files = await this.syncFiles(reports);
       status = finishedRunStatus({ problems: this.problems, resources: reports, files });
       if (keepsSchemaChecksum({ resources: reports, gaveUp: this.gaveUp !== undefined })) {
@@ -459,7 +464,11 @@ class SyncRun {
    * `updated_at`. New candidates cost a scan each, once; a failure here is a problem of the run,
    * never lost rows.
    */
-  private async refreshRelationships(entries: readonly ManifestEntry[]): Promise<void> {
+  private async refreshRelationships(
+    entries: readonly ManifestEntry[],
+    currentBefore: boolean,
+    reports: readonly ResourceReport[],
+  ): Promise<void> {
     const { warehouse, logger } = this.options;
     this.progress({ stage: 'finding relationships and creating indexes', done: 0, unit: 'steps' });
     try {
@@ -468,10 +477,20 @@ class SyncRun {
           .filter((entry) => isSafeResourceName(entry.resource))
           .map((entry) => [entry.resource, entry.model]),
       );
-      await warehouse.setState(
-        RESOURCE_MODELS_STATE_KEY,
-        JSON.stringify(Object.fromEntries(models)),
-      );
+      const modelsText = JSON.stringify(Object.fromEntries(models));
+      const still = relationshipsStillCurrent({
+        currentBefore,
+        rowsWritten: this.totals.rows,
+        rowsMarked: reports.reduce((sum, r) => sum + r.deleted + (r.outOfScope ?? 0), 0),
+        schemaChanges: this.schema.changes.length,
+        modelsBefore: await warehouse.getState(RESOURCE_MODELS_STATE_KEY),
+        models: modelsText,
+      });
+      if (still) {
+        await warehouse.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'yes');
+        return;
+      }
+      await warehouse.setState(RESOURCE_MODELS_STATE_KEY, modelsText);
       const tables = await storedTables(warehouse, [TEAM_TABLE, ...models.keys()]);
       const relationships = await findRelationships(
         warehouse,
@@ -486,6 +505,7 @@ class SyncRun {
           .map(([table]) => ({ table, column: 'updated_at' })),
       ]);
       if (created > 0) logger.info({ indexes: created }, `Created ${created} index(es)`);
+      await warehouse.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'yes');
     } catch (error) {
       if (!(error instanceof OcsSyncError)) throw error;
       this.problems.push(`Finding relationships and indexing failed: ${describeError(error)}`);
