@@ -385,6 +385,7 @@ export async function runBenchmark(
       'write-only-sqlite': [],
       'sync-sqlite': [],
       'fetch-only-slow': [],
+      'cursor-chase-slow': [],
       'sync-sqlite-slow': [],
       'write-only-postgres': [],
       'sync-postgres': [],
@@ -419,6 +420,12 @@ export async function runBenchmark(
       if (options.slowLatencyMs > 0) {
         await server.request({ type: 'latency', ms: options.slowLatencyMs });
         await add('fetch-only-slow', { kind: 'fetch-only', server: target, pageSize });
+        await add('cursor-chase-slow', {
+          kind: 'cursor-chase',
+          server: target,
+          pageSize,
+          rows: options.rows,
+        });
         const slowSync = sqliteTarget(`sync-slow-${round}`);
         await add('sync-sqlite-slow', sync(slowSync));
         removeSqliteFiles(slowSync.url);
@@ -553,6 +560,7 @@ export async function runBenchmark(
         write: stages['write-only-sqlite']!,
         sync: stages['sync-sqlite']!,
         slowFetch: stages['fetch-only-slow'],
+        slowChase: stages['cursor-chase-slow'],
         slowSync: stages['sync-sqlite-slow'],
         ...(stages['sync-postgres'] && stages['write-only-postgres']
           ? { postgres: { sync: stages['sync-postgres'], write: stages['write-only-postgres'] } }
@@ -634,6 +642,7 @@ function roundOf(
     write: at('write-only-sqlite')!,
     sync: at('sync-sqlite')!,
     slowFetch: at('fetch-only-slow'),
+    slowChase: at('cursor-chase-slow'),
     slowSync: at('sync-sqlite-slow'),
     ...(pgSync && pgWrite ? { postgres: { sync: pgSync, write: pgWrite } } : {}),
     ...(history && audit ? { audit: { history, audit } } : {}),
