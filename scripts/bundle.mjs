@@ -6,8 +6,9 @@
  * loaded when used, as in dist/src.
  *
  * Left out, loaded from node_modules as before: native addons and what loads them (better-sqlite3,
- * pg, duckdb), what starts threads of its own from its files (pino's transports), and packages the
- * code loads only on some paths (the AWS SDK, zod, yaml, prom-client, node-cron, undici's).
+ * pg, duckdb), what starts threads of its own from its files (pino's transports), undici (a floor
+ * of every run in its own right), and packages the code loads only on some paths (the AWS SDK,
+ * yaml, prom-client, node-cron). zod, which every command's settings need, is bundled.
  */
 import { build } from 'esbuild';
 import { rmSync } from 'node:fs';
@@ -46,7 +47,6 @@ await build({
     'pino',
     'pino-pretty',
     'undici',
-    'zod',
     'yaml',
     'prom-client',
     'node-cron',
