@@ -99,14 +99,14 @@ export function parseSmallTeamArgs(argv: string[]): SmallTeamOptions {
   };
 }
 
-function median(values: number[]): number {
+export function median(values: number[]): number {
   const sorted = [...values].sort((a, b) => a - b);
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2;
 }
 
 /** Runs node with `args`; its wall time. */
-function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<number> {
+export function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     let stderr = '';
@@ -123,7 +123,7 @@ function run(args: string[], env: NodeJS.ProcessEnv, cwd: string): Promise<numbe
 }
 
 /** CPU seconds (user + system) a process has used, from /proc; undefined elsewhere. */
-function cpuSecondsOf(pid: number, ticksPerSecond: number): number | undefined {
+export function cpuSecondsOf(pid: number, ticksPerSecond: number): number | undefined {
   const file = `/proc/${pid}/stat`;
   if (!existsSync(file)) return undefined;
   // The fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
@@ -131,7 +131,7 @@ function cpuSecondsOf(pid: number, ticksPerSecond: number): number | undefined {
   return (Number(fields[11]) + Number(fields[12])) / ticksPerSecond;
 }
 
-function clockTicks(): number {
+export function clockTicks(): number {
   const answer = spawnSync('getconf', ['CLK_TCK'], { encoding: 'utf8' });
   const ticks = Number(answer.stdout?.trim());
   return Number.isFinite(ticks) && ticks > 0 ? ticks : 100;
@@ -314,7 +314,7 @@ export async function runSmallTeam(
     };
   } finally {
     await request({ type: 'close' }).catch(() => undefined);
-    replayer.disconnect();
+    if (replayer.connected) replayer.disconnect();
     await Promise.all([exited(server), exited(replayer)]);
     rmSync(directory, { recursive: true, force: true });
   }
