@@ -49,6 +49,7 @@ import { soakMain, type SoakResults } from './soak.js';
 import { chaosMain, type ChaosResults } from './chaos.js';
 import { teamsMain, type TeamsResults } from './teams.js';
 import { smallTeamMain, type SmallTeamResults } from './small-team.js';
+import type { SmallTeamsResults } from './teams-small.js';
 import { filesStoreMain } from './files-store.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
@@ -102,6 +103,7 @@ export interface BenchOutput {
   concurrency?(results: ConcurrencyResults): void;
   teams?(results: TeamsResults): void;
   small?(results: SmallTeamResults): void;
+  smallTeams?(results: SmallTeamsResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */

@@ -454,10 +454,14 @@ export function formatTeamsReport(results: TeamsResults): string {
 
 export function teamsMain(
   argv: string[],
-  output: Pick<BenchOutput, 'out' | 'progress'> & { teams?(results: TeamsResults): void },
+  output: Pick<BenchOutput, 'out' | 'progress' | 'smallTeams'> & {
+    teams?(results: TeamsResults): void;
+  },
 ): Promise<number> {
   // Many small teams in one daemon: a mode of its own (teams-small.ts).
-  if (argv.includes('--small')) return smallTeamsMain(argv, output);
+  if (argv.includes('--small')) {
+    return smallTeamsMain(argv, { ...output, small: output.smallTeams });
+  }
   return runBenchMode(
     {
       name: 'teams benchmark',
