@@ -8,6 +8,7 @@
  *   npm run bench -- sealed …                 (sealed values on every core: sealed.ts)
  *   npm run bench -- concurrency …            (several resources at once: concurrency.ts)
  *   npm run bench -- teams …                  (a fleet of teams: teams.ts)
+ *   npm run bench -- small …                  (a small team's runs against their floor: small-team.ts)
  *   npm run bench -- files --store s3 …       (file contents into a bucket: files-store.ts)
  *
  * A fake export server in its own process serves one chat-message-like resource of N rows; each
@@ -47,6 +48,8 @@ import { singleCorePrivateKeyRate } from './sealed.js';
 import { soakMain, type SoakResults } from './soak.js';
 import { chaosMain, type ChaosResults } from './chaos.js';
 import { teamsMain, type TeamsResults } from './teams.js';
+import { smallTeamMain, type SmallTeamResults } from './small-team.js';
+import type { SmallTeamsResults } from './teams-small.js';
 import { filesStoreMain } from './files-store.js';
 import { formatStartup, measureStartup, type StartupResults } from './startup.js';
 import {
@@ -99,6 +102,8 @@ export interface BenchOutput {
   sealed?(results: SealedResults): void;
   concurrency?(results: ConcurrencyResults): void;
   teams?(results: TeamsResults): void;
+  small?(results: SmallTeamResults): void;
+  smallTeams?(results: SmallTeamsResults): void;
 }
 
 /** The server's own client walks with limit=100 (REFERENCE.md). */
@@ -136,7 +141,8 @@ npm run bench -- soak --help: the daemon for a long while (memory, runs, heap gr
 npm run bench -- soak --chaos --help: the daemon killed and restarted while the server misbehaves
 npm run bench -- sealed --help: sealed values opened on every core, beside a plain walk
 npm run bench -- concurrency --help: several resources at once against 200 ms pages
-npm run bench -- teams --help: a fleet of teams, sync --team all against the slowest team alone`;
+npm run bench -- teams --help: a fleet of teams, sync --team all against the slowest team alone
+npm run bench -- small --help: a small team's first and unchanged syncs against their requests, a daemon's CPU a run`;
 
 export class BenchUsageError extends Error {}
 
@@ -381,6 +387,7 @@ export async function runBenchmark(
       'write-only-sqlite': [],
       'sync-sqlite': [],
       'fetch-only-slow': [],
+      'cursor-chase-slow': [],
       'sync-sqlite-slow': [],
       'write-only-postgres': [],
       'sync-postgres': [],
@@ -415,6 +422,12 @@ export async function runBenchmark(
       if (options.slowLatencyMs > 0) {
         await server.request({ type: 'latency', ms: options.slowLatencyMs });
         await add('fetch-only-slow', { kind: 'fetch-only', server: target, pageSize });
+        await add('cursor-chase-slow', {
+          kind: 'cursor-chase',
+          server: target,
+          pageSize,
+          rows: options.rows,
+        });
         const slowSync = sqliteTarget(`sync-slow-${round}`);
         await add('sync-sqlite-slow', sync(slowSync));
         removeSqliteFiles(slowSync.url);
@@ -549,6 +562,7 @@ export async function runBenchmark(
         write: stages['write-only-sqlite']!,
         sync: stages['sync-sqlite']!,
         slowFetch: stages['fetch-only-slow'],
+        slowChase: stages['cursor-chase-slow'],
         slowSync: stages['sync-sqlite-slow'],
         ...(stages['sync-postgres'] && stages['write-only-postgres']
           ? { postgres: { sync: stages['sync-postgres'], write: stages['write-only-postgres'] } }
@@ -630,6 +644,7 @@ function roundOf(
     write: at('write-only-sqlite')!,
     sync: at('sync-sqlite')!,
     slowFetch: at('fetch-only-slow'),
+    slowChase: at('cursor-chase-slow'),
     slowSync: at('sync-sqlite-slow'),
     ...(pgSync && pgWrite ? { postgres: { sync: pgSync, write: pgWrite } } : {}),
     ...(history && audit ? { audit: { history, audit } } : {}),
@@ -657,6 +672,7 @@ export async function main(argv: string[], output: BenchOutput = defaultOutput):
   if (argv[0] === 'sealed') return sealedMain(argv.slice(1), output);
   if (argv[0] === 'concurrency') return concurrencyMain(argv.slice(1), output);
   if (argv[0] === 'teams') return teamsMain(argv.slice(1), output);
+  if (argv[0] === 'small') return smallTeamMain(argv.slice(1), output);
   if (argv[0] === 'files') return filesStoreMain(argv.slice(1), output);
   let options: BenchOptions;
   try {

@@ -22,7 +22,12 @@ export type ServerRequest =
        * The sample team (every resource, sealed fields sealed to this key) instead of the one
        * bench resource: rows per resource (20 where not named); `rows` is not used.
        */
-      sample?: { rowCounts: Record<string, number>; teamPublicKeyPem: string };
+      sample?: {
+        rowCounts: Record<string, number>;
+        teamPublicKeyPem: string;
+        /** Rows of each resource not named in rowCounts (default 20). */
+        rowsPerResource?: number;
+      };
       /**
        * Build every page of these resources at this page size now and serve them as built (the
        * server then costs next to nothing); kept until the data changes.
@@ -40,11 +45,20 @@ export type ServerRequest =
   | { type: 'remove'; count: number }
   /** Requests served since the last `requests` call. */
   | { type: 'requests' }
+  /** The requests served since the last call, as a client would send them again (a replay). */
+  | { type: 'request-log' }
   /** The delay before every page from now on. */
   | { type: 'latency'; ms: number }
   /** CPU seconds (user + system) the server process has used so far. */
   | { type: 'cpu' }
   | { type: 'close' };
+
+/** A request as the server saw it: enough to send it again. */
+export interface LoggedRequest {
+  method: string;
+  /** Path and query. */
+  path: string;
+}
 
 export interface ServerStarted {
   url: string;
@@ -62,7 +76,11 @@ async function handle(request: ServerRequest): Promise<unknown> {
       if (server) throw new Error('The fake server is already started.');
       const { sample: team } = request;
       const dataset = team
-        ? createSampleDataset({ seed: request.seed, rowCounts: team.rowCounts })
+        ? createSampleDataset({
+            seed: request.seed,
+            rowCounts: team.rowCounts,
+            ...(team.rowsPerResource ? { rowsPerResource: team.rowsPerResource } : {}),
+          })
         : createBenchDataset(request.rows, request.seed);
       startRows = request.rows;
       server = await startFakeServer({
@@ -117,6 +135,14 @@ async function handle(request: ServerRequest): Promise<unknown> {
       const served = requireServer().requests.length;
       requireServer().requests.length = 0;
       return served;
+    }
+    case 'request-log': {
+      const served = requireServer().requests.map(({ method, path, query }) => ({
+        method,
+        path: `${path}${Object.keys(query).length > 0 ? `?${new URLSearchParams(query).toString()}` : ''}`,
+      }));
+      requireServer().requests.length = 0;
+      return served satisfies LoggedRequest[];
     }
     case 'latency':
       requireServer().options.pageLatencyMs = request.ms;

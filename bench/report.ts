@@ -17,6 +17,7 @@ export type StageId =
   | 'sync-sqlite-tenth'
   | 'full-refresh-sqlite-tenth'
   | 'fetch-only-slow'
+  | 'cursor-chase-slow'
   | 'sync-sqlite-slow'
   | 'sync-sqlite-history'
   | 'sync-sqlite-audit'
@@ -37,6 +38,7 @@ export const STAGE_LABELS: Record<StageId, string> = {
   'sync-sqlite-tenth': 'full sync -> SQLite at N/10',
   'full-refresh-sqlite-tenth': 'full refresh -> SQLite at N/10',
   'fetch-only-slow': 'fetch-and-parse loop, slow pages',
+  'cursor-chase-slow': 'cursor-chasing loop, slow pages (the limit)',
   'sync-sqlite-slow': 'full sync -> SQLite, slow pages',
   'sync-sqlite-history': 'full sync -> SQLite, history on',
   'sync-sqlite-audit': 'full sync -> SQLite, audit on',
@@ -77,6 +79,7 @@ export type RatioStageId =
   | 'write-only-sqlite'
   | 'sync-sqlite'
   | 'fetch-only-slow'
+  | 'cursor-chase-slow'
   | 'sync-sqlite-slow'
   | 'write-only-postgres'
   | 'sync-postgres'
@@ -289,6 +292,7 @@ const STAGE_ORDER: StageId[] = [
   'sync-sqlite-tenth',
   'full-refresh-sqlite-tenth',
   'fetch-only-slow',
+  'cursor-chase-slow',
   'sync-sqlite-slow',
   'sync-sqlite-history',
   'sync-sqlite-audit',

@@ -16,6 +16,7 @@ import { openApiFromFixture } from '../src/fake-server/fixture.js';
 import { BENCH_RESOURCE, benchFixture, generateBenchPages } from './bench-dataset.js';
 import { runDesign, type OverlapDesign } from './overlap-designs.js';
 import { verifyAudit } from '../src/audit/verify.js';
+import { chaseCursors } from './cursor-chase.js';
 
 /** Where a stage writes: a SQLite file or a PostgreSQL schema. */
 export interface WarehouseTarget {
@@ -54,6 +55,8 @@ export type StageRequest =
     }
   /** The same pages fetched and parsed through HttpExportSource, nothing stored. */
   | { kind: 'fetch-only'; server: ServerTarget; pageSize: number }
+  /** The cursor-chasing loop (cursor-chase.ts): the next request as soon as a head names it. */
+  | { kind: 'cursor-chase'; server: ServerTarget; pageSize: number; rows: number }
   /** The same rows (generated page by page here) written with writePage as the sync does, no network. */
   | {
       kind: 'write-only';
@@ -128,6 +131,15 @@ export async function runStage(request: StageRequest): Promise<StageResult> {
     case 'fetch-only':
       measured = await fetchOnlyStage(request, logger, sampler);
       break;
+    case 'cursor-chase': {
+      const started = sampler.begin();
+      const chased = await chaseCursors(request.server, BENCH_RESOURCE, request.pageSize);
+      const seconds = (performance.now() - started) / 1000;
+      sampler.end();
+      // Nothing is parsed: the rows are the server's.
+      measured = { rows: request.rows, pages: chased.pages, seconds, requests: chased.requests };
+      break;
+    }
     case 'write-only':
       measured = await writeOnlyStage(request, logger, sampler);
       break;

@@ -22,12 +22,12 @@ export interface StartupResults {
   ok: { help: boolean; status: boolean };
 }
 
-/** The built launcher (`bin/ocs-sync.js` needs dist/, which `npm run bench` builds first). */
-function launcher(): string {
+/** The built launcher (`bin/ocs-sync.js` needs dist/bundle, which `npm run bench` builds first). */
+export function launcher(): string {
   let directory = dirname(fileURLToPath(import.meta.url));
   for (;;) {
     const candidate = join(directory, 'bin', 'ocs-sync.js');
-    if (existsSync(candidate) && existsSync(join(directory, 'dist', 'src', 'cli', 'main.js'))) {
+    if (existsSync(candidate) && existsSync(join(directory, 'dist', 'bundle', 'main.js'))) {
       return candidate;
     }
     const parent = dirname(directory);

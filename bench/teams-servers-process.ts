@@ -12,12 +12,14 @@ import {
 } from '../src/fake-server/server.js';
 import { REAL_FAULTS } from './bench-dataset.js';
 import { serveParent } from './child-process.js';
+import type { LoggedRequest } from './fake-server-process.js';
 
 export interface TeamServerSpec {
   name: string;
   seed: number;
-  /** Rows per resource (20 where not named). */
+  /** Rows per resource (rowsPerResource, or 20, where not named). */
   rowCounts: Record<string, number>;
+  rowsPerResource?: number;
 }
 
 export type TeamServersRequest =
@@ -33,6 +35,8 @@ export type TeamServersRequest =
     }
   /** Requests each server answered since the last call, by team. */
   | { type: 'requests' }
+  /** The requests each server answered since the last call, by team, to send them again. */
+  | { type: 'request-log' }
   | { type: 'close' };
 
 export interface TeamServersStarted {
@@ -51,7 +55,11 @@ async function handle(request: TeamServersRequest): Promise<unknown> {
       if (servers.size > 0) throw new Error('The fake servers are already started.');
       for (const [index, team] of request.teams.entries()) {
         const server = await startFakeServer({
-          dataset: createSampleDataset({ seed: team.seed, rowCounts: team.rowCounts }),
+          dataset: createSampleDataset({
+            seed: team.seed,
+            rowCounts: team.rowCounts,
+            ...(team.rowsPerResource ? { rowsPerResource: team.rowsPerResource } : {}),
+          }),
           teamPublicKeyPem: request.teamPublicKeyPem,
           rateLimit: request.budget,
           pageLatencyMs: request.pageLatencyMs || undefined,
@@ -81,6 +89,17 @@ async function handle(request: TeamServersRequest): Promise<unknown> {
           const count = server.requests.length;
           server.requests.length = 0;
           return [name, count];
+        }),
+      );
+    case 'request-log':
+      return Object.fromEntries(
+        [...servers].map(([name, server]) => {
+          const logged: LoggedRequest[] = server.requests.map(({ method, path, query }) => ({
+            method,
+            path: `${path}${Object.keys(query).length > 0 ? `?${new URLSearchParams(query).toString()}` : ''}`,
+          }));
+          server.requests.length = 0;
+          return [name, logged];
         }),
       );
     case 'close':

@@ -29,6 +29,7 @@ import { ask, exited, startBenchChild } from './child-process.js';
 import type { CliRequest, CliResult } from './cli-process.js';
 import { formatInteger, table } from './report.js';
 import { dropPostgresSchema } from './stages.js';
+import { smallTeamsMain } from './teams-small.js';
 import type {
   TeamServerSpec,
   TeamServersRequest,
@@ -96,7 +97,9 @@ const USAGE = `Usage: npm run bench -- teams [options]
   --postgres URL       also one PostgreSQL database, a schema per team (default:
                        OCS_BENCH_POSTGRES_URL or OCS_TEST_POSTGRES_URL; '' for none)
   --seed N             seed of the teams and their faults (default ${DEFAULT_BENCH_SEED})
-  --json               print the results as JSON`;
+  --json               print the results as JSON
+
+npm run bench -- teams --small 100 --help: many small teams in one daemon, a tick's CPU and wall time`;
 
 export function parseTeamsArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): TeamsOptions {
   const values = parseModeFlags(
@@ -451,8 +454,14 @@ export function formatTeamsReport(results: TeamsResults): string {
 
 export function teamsMain(
   argv: string[],
-  output: Pick<BenchOutput, 'out' | 'progress'> & { teams?(results: TeamsResults): void },
+  output: Pick<BenchOutput, 'out' | 'progress' | 'smallTeams'> & {
+    teams?(results: TeamsResults): void;
+  },
 ): Promise<number> {
+  // Many small teams in one daemon: a mode of its own (teams-small.ts).
+  if (argv.includes('--small')) {
+    return smallTeamsMain(argv, { ...output, small: output.smallTeams });
+  }
   return runBenchMode(
     {
       name: 'teams benchmark',

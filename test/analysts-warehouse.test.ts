@@ -79,6 +79,35 @@ describe.each(splitDialects)("analysts' warehouse (%s)", (dialect) => {
     directory.remove();
   });
 
+  it('an unchanged run keeps the relationships and indexes unchecked; a change, or a run cut short before them, finds them again', async () => {
+    const dropIndex = () => warehouse.query('DROP INDEX chat_messages__chat_idx');
+    const current = async () =>
+      (
+        await warehouse.query(`SELECT value FROM "_ocs_state" WHERE key = 'relationships_current'`)
+      )[0]?.value;
+    expect((await sync()).code).not.toBe(1);
+    expect(await current()).toBe('yes');
+    const relationships = await state('relationships');
+    // Nothing changed: nothing is checked or indexed again (the dropped index stays dropped).
+    await dropIndex();
+    expect((await sync()).code).not.toBe(1);
+    expect(await indexNames()).not.toContain('chat_messages__chat_idx');
+    expect(await current()).toBe('yes');
+    // A run that stopped between its walks and the relationships leaves them to the next one.
+    await warehouse.query(
+      `UPDATE "_ocs_state" SET value = 'no' WHERE key = 'relationships_current'`,
+    );
+    expect((await sync()).code).not.toBe(1);
+    expect(await indexNames()).toContain('chat_messages__chat_idx');
+    // New rows: found again.
+    await dropIndex();
+    dataset.insert('chat_messages', 2);
+    expect((await sync()).code).not.toBe(1);
+    expect(await indexNames()).toContain('chat_messages__chat_idx');
+    expect(await state('relationships')).toEqual(relationships);
+    expect(await current()).toBe('yes');
+  });
+
   it('finds the relationships the data supports, indexes them and updated_at, and prints them', async () => {
     expect((await sync()).code).not.toBe(1);
     const relationships = (await state('relationships')) as Relationship[];

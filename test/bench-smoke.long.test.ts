@@ -19,6 +19,8 @@ import { heapGrowth, summarizeSnapshotFile } from '../bench/heap-snapshot.js';
 import { parseConcurrencyArgs, type ConcurrencyResults } from '../bench/concurrency.js';
 import { parseSealedArgs, type SealedResults } from '../bench/sealed.js';
 import { parseTeamsArgs, type TeamsResults } from '../bench/teams.js';
+import { parseSmallTeamArgs, type SmallTeamResults } from '../bench/small-team.js';
+import { parseSmallTeamsArgs, type SmallTeamsResults } from '../bench/teams-small.js';
 import {
   memoryWindows,
   parseSoakArgs,
@@ -55,6 +57,9 @@ async function runBench(argv: string[]): Promise<{ code: number; out: string; pr
   return { code, out, progress };
 }
 
+/** The bundled CLI the launcher runs (`npm run build`). */
+const builtCli = join(dirname(fileURLToPath(import.meta.url)), '../dist/bundle/main.js');
+
 describe('benchmark smoke run', () => {
   it('runs every stage on 2,000 rows and prints the table and the ratios', async () => {
     const { code, out, progress } = await runBench([
@@ -87,6 +92,7 @@ describe('benchmark smoke run', () => {
       STAGE_LABELS['full-refresh-sqlite'],
       STAGE_LABELS['full-refresh-sqlite-tenth'],
       STAGE_LABELS['fetch-only-slow'],
+      STAGE_LABELS['cursor-chase-slow'],
       STAGE_LABELS['sync-sqlite-slow'],
       ...(postgresUrl
         ? [
@@ -152,6 +158,7 @@ describe('benchmark smoke run', () => {
     // the limit's parts and CPU seconds.
     const goalLines = [
       /^ {2}sync \/ fetch-and-parse loop at 20 ms a page: \d+\.\d\d \(goal <= 0\.8, (met|NOT MET); was 1\.21; /,
+      /^ {2}sync \/ cursor-chasing loop at 20 ms a page: \d+\.\d\d \(goal <= 1\.05, (met|NOT MET); was not measured before issue 47; .* \/ loop /,
       /^ {2}sync \/ limit at 0 ms, SQLite: \d+\.\d\d \(goal <= 1\.1, (met|NOT MET); was 1\.5-1\.9; .* \/ max\(fetch-only .*, write-only .*, CPU floor .* = \(server .* \+ fetch .* \+ write .* CPU-s\) \/ \d+ cores\)\)$/,
       /^ {2}client CPU \/ \(fetch-only \+ write-only CPU\): \d+\.\d\d \(goal <= 1, (met|NOT MET); was 1\.39; /,
       ...(postgresUrl
@@ -194,6 +201,7 @@ describe('benchmark smoke run', () => {
     expect(results.sqliteRatioByRound).toHaveLength(2);
     expect(results.stages['sync-sqlite-slow']?.rows).toBe(2000);
     expect(results.stages['fetch-only-slow']?.rows).toBe(2000);
+    expect(results.stages['cursor-chase-slow']).toMatchObject({ rows: 2000, pages: 20 });
     expect(results.settings).toMatchObject({
       rows: 2000,
       insertedRows: 20,
@@ -423,7 +431,7 @@ describe('hot path', () => {
 
 describe('start-up stage', () => {
   it('times node -e 0, ocs-sync --help and ocs-sync status pairwise and prints the ratios', async (context) => {
-    if (!existsSync(join(dirname(fileURLToPath(import.meta.url)), '../dist/src/cli/main.js'))) {
+    if (!existsSync(builtCli)) {
       context.skip('the start-up stage runs the built CLI: run `npm run build` first');
     }
     let startup: StartupResults | undefined;
@@ -737,6 +745,71 @@ describe('sealed and concurrency modes (issue 23)', () => {
     expect(() => parseSealedArgs(['--rows', 'many'])).toThrow(/--rows must be a positive integer/);
     expect(parseSealedArgs([])).toMatchObject({ rows: 20_000, bits: 3072, latencyMs: 200 });
     expect(parseConcurrencyArgs([])).toMatchObject({ rows: 20_000, settings: [1, 2, 4] });
+  });
+});
+
+describe('small teams (issue 47)', () => {
+  it('`small` runs a first and an unchanged sync of the built CLI against their floors, and a daemon, each goal beside its figure', async (context) => {
+    if (!existsSync(builtCli)) context.skip('it runs the built CLI: run `npm run build` first');
+    let results: SmallTeamResults | undefined;
+    let out = '';
+    const code = await main(['small', '--rounds', '1', '--daemon-runs', '2'], {
+      out: (text) => (out += text),
+      progress: () => undefined,
+      small: (measured) => (results = measured),
+    });
+    // A ratio over its goal on a busy machine exits 1; the figures are what this checks.
+    expect([0, 1]).toContain(code);
+    expect(results!.rounds).toHaveLength(1);
+    const [round] = results!.rounds;
+    expect(round!.first.requests).toBeGreaterThan(round!.unchanged.requests);
+    expect(round!.unchanged.replaySeconds).toBeGreaterThan(0);
+    expect(round!.unchanged.floorSeconds).toBeCloseTo(
+      round!.librariesSeconds + round!.unchanged.replaySeconds,
+    );
+    expect(out).toMatch(
+      /^first sync +\| +\d\.\d{3} s \| .* \(\d+ requests\) \| \d+\.\d\d× \| ≤ 2\.5× +\| (ok|MISSED)/m,
+    );
+    expect(out).toMatch(/^unchanged sync +\| +\d\.\d{3} s \| .* \| ≤ 1\.5× +\| (ok|MISSED)/m);
+    if (existsSync('/proc/self/stat')) {
+      expect(results!.daemon?.cpuMsPerRun).toBeGreaterThan(0);
+      expect(out).toMatch(
+        /^daemon, unchanged run +\| +\d+\.\d ms CPU \| .* \| < 30 ms +\| (ok|MISSED)/m,
+      );
+    }
+  }, 300_000);
+
+  it('`teams --small` measures a daemon tick of many small teams: CPU a team, and the tick against its requests', async (context) => {
+    if (!existsSync(builtCli)) context.skip('it runs the built CLI: run `npm run build` first');
+    if (!existsSync('/proc/self/stat')) context.skip('reads the daemon’s CPU from /proc (Linux)');
+    let results: SmallTeamsResults | undefined;
+    let out = '';
+    const code = await main(
+      ['teams', '--small', '3', '--teams-at-once', '2', '--schedule-seconds', '3'],
+      {
+        out: (text) => (out += text),
+        progress: () => undefined,
+        smallTeams: (measured) => (results = measured),
+      },
+    );
+    expect([0, 1]).toContain(code);
+    expect(results!.tick).toMatchObject({ runs: 3 });
+    expect(results!.tick.requests).toBeGreaterThan(3);
+    expect(results!.tick.boundSeconds).toBeCloseTo(results!.tick.requestsSeconds / 2);
+    expect(results!.cpuMsPerTeamRun).toBeGreaterThan(0);
+    expect(out).toMatch(/CPU a team's unchanged run +\d+\.\d ms +goal < 30 ms +(met|NOT MET)/);
+    expect(out).toMatch(/tick wall \/ \(its requests' times \/ teams at once\) +\d+\.\d\d/);
+  }, 300_000);
+
+  it('refuses bad flags with a usage message', () => {
+    expect(() => parseSmallTeamArgs(['--rounds', '0'])).toThrow(
+      /--rounds must be a positive integer/,
+    );
+    expect(parseSmallTeamArgs([])).toMatchObject({ rowsPerResource: 3, rounds: 5, daemonRuns: 10 });
+    expect(() => parseSmallTeamsArgs(['--small', '2', '--schedule-seconds', '60'])).toThrow(
+      /from 1 to 59/,
+    );
+    expect(parseSmallTeamsArgs(['--small', '100'])).toMatchObject({ teams: 100, teamsAtOnce: 4 });
   });
 });
 

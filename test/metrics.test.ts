@@ -2,12 +2,8 @@
 import { register as globalRegistry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import type { ResourceStatus } from '../src/interfaces.js';
-import {
-  MAX_RESOURCE_LABELS,
-  MAX_STATUS_LABELS,
-  SyncMetrics,
-  combineEvents,
-} from '../src/daemon/metrics.js';
+import { MAX_RESOURCE_LABELS, MAX_STATUS_LABELS, SyncMetrics } from '../src/daemon/metrics.js';
+import { combineEvents } from '../src/sync/run-types.js';
 import { failuresInARow, type WarehouseFacts } from '../src/daemon/warehouse-facts.js';
 import type { ResourceReport } from '../src/sync/engine.js';
 

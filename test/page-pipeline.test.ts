@@ -12,6 +12,7 @@ import { startFakeServer } from '../src/fake-server/server.js';
 import type { Warehouse } from '../src/interfaces.js';
 import type { SyncOptions } from '../src/sync/engine.js';
 import { PagePipeline } from '../src/sync/pipeline/pipeline.js';
+import type { WalkSetup } from '../src/sync/pipeline/messages.js';
 import type { PageHost } from '../src/sync/pipeline/prepare.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { parseWarehouseUrl, writableFromAnotherThread } from '../src/warehouse/url.js';
@@ -50,6 +51,37 @@ async function openStored(
   return { stored, warehouse };
 }
 
+const notesColumns = [{ name: 'note', type: 'json' as const }];
+
+/** A walk of `notes` (pages of 2 rows) in run `runId`. */
+function notesWalk(runId: number): WalkSetup {
+  return {
+    walk: `${runId}/notes`,
+    runId,
+    resource: 'notes',
+    cursorKind: 'pk',
+    limit: 2,
+    columns: notesColumns,
+    excludedFields: [],
+    sealed: { marked: new Set(), all: new Set() },
+    policy: 'sealed',
+    history: false,
+  };
+}
+
+/** A page of plain rows asks the run nothing, whatever PageHost's questions are. */
+const refusingHost = new Proxy({} as PageHost, {
+  get: (_, question) => async () => {
+    throw new Error(`${String(question)} was not to be asked`);
+  },
+});
+
+/** A page body of `notes` with these ids. */
+function pageBytes(ids: number[], cursor: string | null, hasMore = cursor !== null): Uint8Array {
+  const results = ids.map((id) => ({ id, note: { id } }));
+  return new Uint8Array(Buffer.from(JSON.stringify({ cursor, has_more: hasMore, results })));
+}
+
 describe('whether pages leave the sync’s thread', () => {
   it('is planned once, from page_threads, the teams at once and the warehouse', () => {
     const plan = (setting: PageThreadsSetting, othersAtOnce: boolean, writableElsewhere = true) =>
@@ -75,10 +107,14 @@ describe('whether pages leave the sync’s thread', () => {
     cleanups.push(() => memory.close());
     expect(memory.pageSinkSetup()).toBeUndefined();
     const pipeline = new PagePipeline({ warehouse: memory, keys: {}, pageThread: true });
-    expect(() => pipeline.warm()).toThrow(
+    const walk = pipeline.startWalk(notesWalk(1), refusingHost);
+    // An empty page stays on this thread; the first with rows asks for the page thread.
+    await expect(walk.parse(pageBytes([], null))).resolves.toMatchObject({ rowCount: 0 });
+    await expect(walk.parse(pageBytes([1], '1'))).rejects.toThrow(
       'The warehouse sqlite::memory: cannot be written from a page thread (in memory, or opened without a writer thread).',
     );
     expect(pipeline.threaded).toBe(true);
+    await walk.end();
     await pipeline.close();
     await expect(openWarehouse({ url: ':memory:', writerThread: true })).rejects.toThrow(
       'An in-memory SQLite warehouse has one connection: it cannot commit on a writer thread.',
@@ -141,6 +177,132 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     });
     // SQLite keeps the server's own text (not `{"b":1}`); jsonb writes this value so too.
     expect(row!.note).toBe('{"b": 1.0}');
+  });
+
+  it('starts no thread for empty pages; a walk moves to the page thread at its first page with rows, committing in order', async (context) => {
+    if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
+    const { warehouse } = await openStored(dialect);
+    const lock = await warehouse.acquireLock(0);
+    cleanups.push(() => lock.release());
+    await warehouse.applySchemaChanges(
+      [{ kind: 'create_table', table: 'notes', columns: notesColumns, reason: 'schema' }],
+      { from: null, to: null },
+    );
+    const settled = await settledThreads();
+    const runId = await warehouse.bookkeeping.startRun('incremental', null);
+    const pipeline = new PagePipeline({ warehouse, keys: {}, pageThread: true });
+    cleanups.push(() => pipeline.close());
+    const walk = pipeline.startWalk(notesWalk(runId), refusingHost);
+    // An empty page with a cursor of its own is parsed and committed on this thread.
+    const empty = await walk.parse(pageBytes([], '0', true));
+    expect(empty).toMatchObject({ seq: 1, rowCount: 0, cursor: '0' });
+    const emptyWritten = walk.commit(empty.seq, '0');
+    expect(threadsOfThisProcess()).toBe(settled);
+    // The first page with rows, and every later one, go to the page thread, bytes moved.
+    const first = pageBytes([1, 2], '2');
+    const rows = await walk.parse(first);
+    expect(first.byteLength).toBe(0);
+    expect(rows).toMatchObject({ seq: 2, rowCount: 2, cursor: '2' });
+    expect(threadsOfThisProcess()).toBeGreaterThan(settled);
+    const last = await walk.parse(pageBytes([], null, false));
+    expect(last).toMatchObject({ seq: 3, rowCount: 0 });
+    // Handed over without waiting, as the walk does (write-behind): still committed in order.
+    const written = [emptyWritten, walk.commit(rows.seq, '2'), walk.commit(last.seq, '3')];
+    const results = await Promise.all(written);
+    expect(results.map((result) => result.rowsWritten)).toEqual([0, 2, 0]);
+    await walk.end();
+    await pipeline.close();
+    expect((await warehouse.bookkeeping.getResourceState('notes'))?.cursor).toBe('3');
+  });
+
+  it('a page is not written after one that failed on the other thread', async () => {
+    const { warehouse } = await openStored(dialect);
+    const lock = await warehouse.acquireLock(0);
+    cleanups.push(() => lock.release());
+    await warehouse.applySchemaChanges(
+      [{ kind: 'create_table', table: 'notes', columns: notesColumns, reason: 'schema' }],
+      { from: null, to: null },
+    );
+    const runId = await warehouse.bookkeeping.startRun('incremental', null);
+    // Pages written on this thread fail (those of the page thread go through its own sink).
+    const failingHere = new Proxy(warehouse, {
+      get: (target, key) =>
+        key === 'writePage'
+          ? async () => {
+              throw new Error('the disk is full');
+            }
+          : (Reflect.get(target, key) as unknown as { bind?: unknown }) instanceof Function
+            ? (Reflect.get(target, key) as (...args: unknown[]) => unknown).bind(target)
+            : Reflect.get(target, key),
+    });
+    const pipeline = new PagePipeline({ warehouse: failingHere, keys: {}, pageThread: true });
+    cleanups.push(() => pipeline.close());
+    const walk = pipeline.startWalk(notesWalk(runId), refusingHost);
+    const empty = await walk.parse(pageBytes([], '0', true));
+    const rows = await walk.parse(pageBytes([1, 2], '2'));
+    const emptyWritten = walk.commit(empty.seq, '0');
+    const rowsWritten = walk.commit(rows.seq, '2');
+    await expect(emptyWritten).rejects.toThrow('the disk is full');
+    await expect(rowsWritten).rejects.toThrow(
+      'A page of notes was not written because an earlier page of notes failed',
+    );
+    await walk.end();
+    await pipeline.close();
+    expect(await warehouse.bookkeeping.getResourceState('notes')).toBeUndefined();
+    expect(
+      await warehouse.reads.readRows({
+        table: 'notes',
+        columns: notesColumns,
+        afterId: null,
+        limit: 5,
+        live: false,
+      }),
+    ).toEqual([]);
+  });
+
+  it('an unchanged run starts no thread: its empty pages and the team row stay on the sync’s thread', async (context) => {
+    if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
+    const dataset = createSampleDataset({ rowsPerResource: 6, seed: 47 });
+    const server = await startFakeServer({ dataset });
+    cleanups.push(() => server.close());
+    const { stored, warehouse: first } = await openStored(dialect);
+    const resources = ['users', 'chats', 'chat_messages'];
+    expect((await syncFrom(server.url, first, { resources })).rows).toBeGreaterThan(0);
+    await first.close();
+    // Opened as the CLI opens it: by the run's plan, threads wanted.
+    const warehouse = await openWarehouse({
+      url: stored.env.OCS_WAREHOUSE_URL!,
+      ...(stored.env.OCS_WAREHOUSE_SCHEMA ? { schema: stored.env.OCS_WAREHOUSE_SCHEMA } : {}),
+    });
+    cleanups.push(() => warehouse.close());
+    const settled = await settledThreads();
+    let mostThreads = 0;
+    const unchanged = await syncFrom(server.url, warehouse, {
+      resources,
+      events: {
+        onResourceDone: () => {
+          mostThreads = Math.max(mostThreads, threadsOfThisProcess());
+        },
+      },
+    });
+    expect(unchanged).toMatchObject({ status: 'ok', rows: 0 });
+    expect(mostThreads).toBe(settled);
+    expect(threadsOfThisProcess()).toBe(settled);
+    // Rows again: the page thread (and SQLite's writer thread) start for them.
+    dataset.insert('chats', 3);
+    mostThreads = 0;
+    expect(
+      await syncFrom(server.url, warehouse, {
+        resources,
+        events: {
+          onResourceDone: () => {
+            mostThreads = Math.max(mostThreads, threadsOfThisProcess());
+          },
+        },
+      }),
+    ).toMatchObject({ status: 'ok', rows: 3 });
+    expect(mostThreads).toBeGreaterThan(settled);
+    await expectWarehouseEqualsSource(stored, dataset, { resources });
   });
 
   it('a sync process lives until its run is recorded: waiting for the page thread to end keeps it alive', async () => {

@@ -5,7 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import Database from 'better-sqlite3';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -17,6 +17,8 @@ import type { FakeDataset } from '../src/fake-server/dataset.js';
 import { FailedWalks } from '../src/warehouse/commit-order.js';
 import { openWarehouse } from '../src/warehouse/open.js';
 import { WriterThreadCommitter } from '../src/warehouse/sqlite/page-committer.js';
+import { SqliteHandle } from '../src/warehouse/sqlite/handle.js';
+import { SqlitePageWriter } from '../src/warehouse/sqlite/page-writes.js';
 import {
   CLI_FROM_SOURCE,
   createTestWarehouse,
@@ -27,6 +29,7 @@ import {
   temporaryDirectory,
   splitDialects,
   syncFrom,
+  threadsOfThisProcess,
   type TestWarehouse,
 } from './support.js';
 
@@ -126,6 +129,57 @@ describe('the SQLite writer thread, under a lock another program holds', () => {
       await expect(committer.commit(page)).rejects.toThrow(
         `The warehouse sqlite:${path} is closed.`,
       );
+    } finally {
+      directory.remove();
+    }
+  });
+});
+
+describe('the SQLite writer thread, not started yet', () => {
+  it('commits on the warehouse’s connection until a thread attaches, failures worded as the thread’s', async (context) => {
+    if (!existsSync('/proc/self/task')) context.skip('counts threads in /proc/self/task (Linux)');
+    const directory = temporaryDirectory();
+    const path = join(directory.path, 'w.db');
+    try {
+      await (await openWarehouse({ url: path })).close();
+      const storedColumnsQuery = { sql: 'SELECT 1', parameters: [] };
+      const handle = new SqliteHandle(path, 20, storedColumnsQuery);
+      const committer = new WriterThreadCommitter(
+        { path, description: `sqlite:${path}`, busyTimeoutMs: 20, storedColumnsQuery },
+        new SqlitePageWriter(handle),
+      );
+      const page = (cursor: string) => ({
+        runId: 1,
+        resource: RESOURCE,
+        columns: [],
+        rows: [],
+        cursor,
+        cursorKind: 'pk' as const,
+        syncedAt: '2026-01-01T00:00:00.000000Z',
+      });
+      const cursor = () =>
+        (handle.db.prepare('SELECT cursor FROM _ocs_resources').get() as { cursor: string }).cursor;
+      const threads = threadsOfThisProcess();
+      expect(await committer.commit(page('1'))).toBe(0);
+      expect(cursor()).toBe('1');
+      expect(threadsOfThisProcess()).toBe(threads);
+      const other = new Database(path);
+      other.exec('BEGIN IMMEDIATE');
+      const error = await committer.commit(page('2')).catch((caught: unknown) => caught);
+      other.exec('ROLLBACK');
+      other.close();
+      expect(error).toBeInstanceOf(WarehouseError);
+      expect((error as WarehouseError).message).toBe(
+        `Writing a page of ${RESOURCE} failed in sqlite:${path}: database is locked`,
+      );
+      expect((error as WarehouseError).hint).toMatch(/^Another program holds a lock on the file/);
+      // Once a thread attached, every page commits on the writer thread, in order with its pages.
+      committer.attach(false).close();
+      expect(threadsOfThisProcess()).toBeGreaterThan(threads);
+      expect(await committer.commit(page('3'))).toBe(0);
+      expect(cursor()).toBe('3');
+      await committer.close();
+      handle.db.close();
     } finally {
       directory.remove();
     }

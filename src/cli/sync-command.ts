@@ -18,8 +18,8 @@ import {
 import type { CommandContext } from './context.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
-import { SyncRunMetrics } from './run-metrics.js';
-import { combineEvents } from '../daemon/metrics.js';
+import type { SyncRunMetrics } from './run-metrics.js';
+import { combineEvents } from '../sync/run-types.js';
 import { stopOnSignals } from './stop-signals.js';
 import {
   inFleet,
@@ -83,7 +83,7 @@ export async function runSyncCommand(
     : stopOnSignals(logger, 'Stopping after the page in flight');
   try {
     // A fleet's team, chosen with --team NAME, is labelled with its name.
-    const metrics = SyncRunMetrics.of(config, logger, context.chosenTeam ?? config.metrics.team);
+    const metrics = await runMetricsOf(config, logger, context.chosenTeam ?? config.metrics.team);
     const report = await syncAndSendMetrics(metrics, (measured) =>
       syncOnce(config, logger, {
         fullRefresh: fullRefreshOf(options.fullRefresh),
@@ -144,7 +144,7 @@ async function syncEveryTeam(
         }
         try {
           const config = inFleet(team.config, teamsAtOnce);
-          const metrics = SyncRunMetrics.of(config, teamLogger, team.name);
+          const metrics = await runMetricsOf(config, teamLogger, team.name);
           const report = await syncAndSendMetrics(metrics, (measured) =>
             syncOnce(config, teamLogger, {
               teamsAtOnce,
@@ -229,6 +229,21 @@ async function syncAndSendMetrics(
 }
 
 /** One sync pass with the real parts; the daemon and `demo` use it too. */
+/**
+ * A run's metrics when the configuration sends them anywhere, else undefined. Loaded only then:
+ * they bring prom-client, more to load than a small team's whole unchanged run (issue 47).
+ */
+async function runMetricsOf(
+  config: Config,
+  logger: Logger,
+  team: string | undefined,
+): Promise<SyncRunMetrics | undefined> {
+  if (config.metrics.pushUrl === undefined && config.metrics.textfile === undefined)
+    return undefined;
+  const { SyncRunMetrics } = await import('./run-metrics.js');
+  return SyncRunMetrics.of(config, logger, team);
+}
+
 export async function syncOnce(
   config: Config,
   logger: Logger,

@@ -3,13 +3,11 @@
  * every section's schema is built from. Each section file (server.ts, warehouse.ts, …) holds its
  * keys' schema, defaults and environment variables together; schema.ts puts them in one.
  */
-import { createRequire } from 'node:module';
-import type * as Zod from 'zod';
+import { z } from 'zod';
 import type { z as ZodTypes } from 'zod';
 
-// zod's CommonJS build: loaded with require, its many files cost a fraction of what the ESM
-// loader's asynchronous reads do, which counts for every command's start-up.
-export const { z } = createRequire(import.meta.url)('zod') as typeof Zod;
+// Part of the CLI's bundle (scripts/bundle.mjs): one file, not zod's many (issue 47).
+export { z };
 
 /** How text (an environment variable, a CLI value) becomes a value of a setting. */
 export type TextKind = 'text' | 'integer' | 'boolean' | 'list' | 'history' | 'field_map';

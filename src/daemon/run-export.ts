@@ -13,7 +13,7 @@
 import { accessSync, constants, existsSync, statSync } from 'node:fs';
 import { rename, unlink } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { Pushgateway, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
 import { describeError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { printable } from '../printable.js';
@@ -80,6 +80,8 @@ async function pushRun(
   team: string | undefined,
   signal: AbortSignal,
 ): Promise<void> {
+  // Loaded for a push only: a sync that sends no metrics never loads prom-client (issue 47).
+  const { Pushgateway } = await import('prom-client');
   // agent: false, so no kept-alive socket outlives the push; the signal bounds the whole request.
   const gateway = new Pushgateway(pushUrl, { timeout: 0, agent: false, signal }, registry);
   await gateway.push({ jobName: PUSH_JOB, ...(team === undefined ? {} : { groupings: { team } }) });

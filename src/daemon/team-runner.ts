@@ -18,7 +18,8 @@ import type { Logger } from '../log.js';
 import type { RequestEvent } from '../source/http-source.js';
 import type { SyncEvents, SyncReport } from '../sync/engine.js';
 import { describeProgress, evaluateHealth, type HealthReport } from './health.js';
-import { SyncMetrics, combineEvents } from './metrics.js';
+import { SyncMetrics } from './metrics.js';
+import { combineEvents } from '../sync/run-types.js';
 import type { RunExporter } from './run-export.js';
 import {
   Scheduler,

@@ -52,11 +52,13 @@ import { originalValuesOf } from '../warehouse/original-values.js';
 import { dialectRules } from '../warehouse/open.js';
 import { settleMissingUnderChoice } from './settle-under-choice.js';
 import {
+  RELATIONSHIPS_CURRENT_STATE_KEY,
   RELATIONSHIPS_STATE_KEY,
   RESOURCE_MODELS_STATE_KEY,
   findRelationships,
   parseRelationships,
   referenceCandidates,
+  relationshipsStillCurrent,
 } from './relationships.js';
 import { isSafeResourceName } from '../names.js';
 import { UNSAFE_RESOURCE_ERROR, namesShown, noteUnsafeResourceName } from './refused-names.js';
@@ -250,8 +252,6 @@ class SyncRun {
     let runError: unknown;
     let files: FilesReport | undefined;
     try {
-      // Its thread starts while the schema and the team are read.
-      this.pipeline.warm();
       await this.schema.prepare(selected, previous, manifest.schemaChecksum);
       await keepExportDocuments(
         warehouse,
@@ -266,6 +266,11 @@ class SyncRun {
       this.walkDurations = parseWalkDurations(
         await warehouse.bookkeeping.getState(WALK_DURATIONS_STATE_KEY),
       );
+      const relationshipsCurrent =
+        (await warehouse.bookkeeping.getState(RELATIONSHIPS_CURRENT_STATE_KEY)) === 'yes';
+      if (relationshipsCurrent) {
+        await warehouse.bookkeeping.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'no');
+      }
       try {
         reports.push(...(await this.walkResources(selected, manifest.entries)));
       } finally {
@@ -289,7 +294,7 @@ class SyncRun {
       });
       repeatedEvents(logger).flush();
       await this.keepWalkDurations(reports);
-      await this.refreshRelationships(manifest.entries);
+      await this.refreshRelationships(manifest.entries, relationshipsCurrent, reports);
       files = await this.syncFiles(reports);
       status = finishedRunStatus({ problems: this.problems, resources: reports, files });
       if (keepsSchemaChecksum({ resources: reports, gaveUp: this.gaveUp !== undefined })) {
@@ -464,7 +469,11 @@ class SyncRun {
    * `updated_at`. New candidates cost a scan each, once; a failure here is a problem of the run,
    * never lost rows.
    */
-  private async refreshRelationships(entries: readonly ManifestEntry[]): Promise<void> {
+  private async refreshRelationships(
+    entries: readonly ManifestEntry[],
+    currentBefore: boolean,
+    reports: readonly ResourceReport[],
+  ): Promise<void> {
     const { warehouse, logger } = this.options;
     this.progress({ stage: 'finding relationships and creating indexes', done: 0, unit: 'steps' });
     try {
@@ -473,10 +482,20 @@ class SyncRun {
           .filter((entry) => isSafeResourceName(entry.resource))
           .map((entry) => [entry.resource, entry.model]),
       );
-      await warehouse.bookkeeping.setState(
-        RESOURCE_MODELS_STATE_KEY,
-        JSON.stringify(Object.fromEntries(models)),
-      );
+      const modelsText = JSON.stringify(Object.fromEntries(models));
+      const still = relationshipsStillCurrent({
+        currentBefore,
+        rowsWritten: this.totals.rows,
+        rowsMarked: reports.reduce((sum, r) => sum + r.deleted + (r.outOfScope ?? 0), 0),
+        schemaChanges: this.schema.changes.length,
+        modelsBefore: await warehouse.bookkeeping.getState(RESOURCE_MODELS_STATE_KEY),
+        models: modelsText,
+      });
+      if (still) {
+        await warehouse.bookkeeping.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'yes');
+        return;
+      }
+      await warehouse.bookkeeping.setState(RESOURCE_MODELS_STATE_KEY, modelsText);
       const tables = await storedTables(warehouse, [TEAM_TABLE, ...models.keys()]);
       const relationships = await findRelationships(
         warehouse.reads,
@@ -491,6 +510,7 @@ class SyncRun {
           .map(([table]) => ({ table, column: 'updated_at' })),
       ]);
       if (created > 0) logger.info({ indexes: created }, `Created ${created} index(es)`);
+      await warehouse.bookkeeping.setState(RELATIONSHIPS_CURRENT_STATE_KEY, 'yes');
     } catch (error) {
       if (!(error instanceof OcsSyncError)) throw error;
       this.problems.push(`Finding relationships and indexing failed: ${describeError(error)}`);

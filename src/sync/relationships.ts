@@ -131,6 +131,35 @@ export function parseRelationships(text: string | undefined): Relationship[] {
 /** State keys: the relationships found, and each resource's model label (for `schema`). */
 export const RELATIONSHIPS_STATE_KEY = 'relationships';
 export const RESOURCE_MODELS_STATE_KEY = 'resource_models';
+/**
+ * State key: `yes` while the stored relationships and indexes were found on the tables as they
+ * are. A run sets it to `no` before it walks and back to `yes` once it found them again, so a run
+ * cut short in between leaves the next one to find them.
+ */
+export const RELATIONSHIPS_CURRENT_STATE_KEY = 'relationships_current';
+
+/**
+ * Whether a run may keep the relationships and indexes as they are: they were current when it
+ * started, and it changed no table's rows, columns or models (checking every candidate column and
+ * index again costs a small team's unchanged run more than all its requests). The team's row,
+ * written every run, is not counted: its relationships are found again with the next change.
+ */
+export function relationshipsStillCurrent(run: {
+  currentBefore: boolean;
+  rowsWritten: number;
+  rowsMarked: number;
+  schemaChanges: number;
+  modelsBefore: string | undefined;
+  models: string;
+}): boolean {
+  return (
+    run.currentBefore &&
+    run.rowsWritten === 0 &&
+    run.rowsMarked === 0 &&
+    run.schemaChanges === 0 &&
+    run.modelsBefore === run.models
+  );
+}
 
 /** What finding relationships needs from the warehouse. */
 export interface ReferenceChecker {

@@ -135,3 +135,28 @@ export interface SyncReport {
   /** The chatbot choice the run ended under, when the server speaks of one. */
   choice?: ChatbotChoiceRecord;
 }
+
+/**
+ * Several SyncEvents as one: each hook calls every listener that has it. Here, not with the
+ * daemon's metrics, so a sync that sends none loads no prom-client.
+ */
+export function combineEvents(...listeners: Array<SyncEvents | undefined>): SyncEvents {
+  const present = listeners.filter((listener): listener is SyncEvents => listener !== undefined);
+  const hook =
+    <K extends keyof SyncEvents>(key: K) =>
+    (info: Parameters<NonNullable<SyncEvents[K]>>[0]) => {
+      for (const listener of present) {
+        (listener[key] as ((value: typeof info) => void) | undefined)?.(info);
+      }
+    };
+  return {
+    onRunStart: hook('onRunStart'),
+    onResourceStart: hook('onResourceStart'),
+    onPageWritten: hook('onPageWritten'),
+    onResourceDone: hook('onResourceDone'),
+    onMissingSettled: hook('onMissingSettled'),
+    onSchemaChange: hook('onSchemaChange'),
+    onFilesDone: hook('onFilesDone'),
+    onProgress: hook('onProgress'),
+  };
+}

@@ -112,18 +112,38 @@ export class InThreadCommitter implements PageCommitter {
   async close(): Promise<void> {}
 }
 
-/** A warehouse file: commits on a writer thread, started with the first page. */
+/**
+ * A warehouse file: commits on a writer thread, started when another thread attaches to it (the
+ * sync's page thread, at the first page with rows). Until then the warehouse's own pages (the
+ * team row, empty pages that move a cursor) commit here, on its connection: a run that writes
+ * nothing more starts no thread, and with no thread nothing else is committing, so the order holds.
+ */
 export class WriterThreadCommitter implements PageCommitter {
   private worker?: Worker;
   private exited?: Promise<void>;
   private writer?: ThreadBridge<WriterApi>;
   private closed?: WarehouseError;
+  private readonly failedHere = new FailedWalks();
 
-  constructor(private readonly setup: WriterSetup) {}
+  constructor(
+    private readonly setup: WriterSetup,
+    /** Commits on the warehouse's connection until the thread starts (without: on the thread). */
+    private readonly here?: SqlitePageWriter,
+  ) {}
 
   commit(page: EncodedPage): Promise<number> {
     if (this.closed) return Promise.reject(this.closed);
-    return commitThrough(this.started(page.audit === true), page, this.setup.description);
+    const { description } = this.setup;
+    if (this.writer || !this.here) {
+      return commitThrough(this.started(page.audit === true), page, description);
+    }
+    try {
+      return Promise.resolve(commitInOrder(this.here, this.failedHere, page));
+    } catch (error) {
+      return Promise.reject(
+        writerFailure(error, `Writing a page of ${page.resource}`, description),
+      );
+    }
   }
 
   idle(): Promise<void> {
@@ -131,6 +151,7 @@ export class WriterThreadCommitter implements PageCommitter {
   }
 
   forget(): void {
+    this.here?.forget();
     this.writer?.notify('forget', []);
   }
 

@@ -107,14 +107,18 @@ export class SqliteWarehouse implements Warehouse {
       this.description,
       options.busyTimeoutMs ?? 10_000,
     );
+    const here = new SqlitePageWriter(this.connection.handle);
     this.committer = !options.writerThread
-      ? new InThreadCommitter(new SqlitePageWriter(this.connection.handle))
-      : new WriterThreadCommitter({
-          path: options.path,
-          description: this.description,
-          busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
-          storedColumnsQuery: this.connection.storedColumnsQuery(),
-        });
+      ? new InThreadCommitter(here)
+      : new WriterThreadCommitter(
+          {
+            path: options.path,
+            description: this.description,
+            busyTimeoutMs: options.busyTimeoutMs ?? 10_000,
+            storedColumnsQuery: this.connection.storedColumnsQuery(),
+          },
+          here,
+        );
     this.sink = new SqlitePageSink(this.committer, () => this.auditStore.enabled);
     this.logger = options.logger;
     this.lock = new SqliteWriterLock(
