@@ -27,6 +27,8 @@ export interface StoreStageResult {
   seconds: number;
   /** Peak RSS of this process, in bytes. */
   peakRss: number;
+  /** CPU this process used, as process.cpuUsage() gives it (microseconds). */
+  cpu: { user: number; system: number };
   output: string;
 }
 
@@ -72,6 +74,7 @@ serveParent<StoreStageRequest>(async (request) => {
   return {
     seconds: (performance.now() - started) / 1000,
     peakRss: process.resourceUsage().maxRSS * 1024,
+    cpu: process.cpuUsage(),
     output,
   } satisfies StoreStageResult;
 });

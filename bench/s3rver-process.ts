@@ -7,11 +7,15 @@ import S3rver from 's3rver';
 import { serveParent } from './child-process.js';
 
 export type S3rverRequest =
-  { type: 'start'; directory: string; bucket: string } | { type: 'close' };
+  | { type: 'start'; directory: string; bucket: string }
+  /** The CPU s3rver's process has used so far, as process.cpuUsage() gives it. */
+  | { type: 'cpu' }
+  | { type: 'close' };
 
 let server: S3rver | undefined;
 
 serveParent<S3rverRequest>(async (request) => {
+  if (request.type === 'cpu') return process.cpuUsage();
   if (request.type === 'close') {
     await server?.close();
     server = undefined;
