@@ -180,6 +180,12 @@ export interface Warehouse extends SyncWriter {
   /** Apply the project's own migrations from `schema/<dialect>/`; idempotent. */
   migrate(): Promise<void>;
   /**
+   * Catches up with what other processes may have done since it opened: their migrations, the
+   * audit chain turned on, the tables' shapes (what was prepared for them is forgotten). A
+   * warehouse kept open between runs (the daemon's) calls it before each run after its first.
+   */
+  refresh(): Promise<void>;
+  /**
    * Take the one-writer lock, waiting up to waitMs; throws LockHeldError naming the holder, or
    * InterruptedError as soon as `signal` aborts while waiting. The lock dies with its process (the
    * kernel or the database frees it), so a restart never waits for its own dead holder; runs a

@@ -36,6 +36,7 @@ import {
   syncEnv,
   teamKeys,
   temporaryDirectory,
+  testDialects,
   waitFor,
   type TestWarehouse,
 } from './support.js';
@@ -743,9 +744,9 @@ describe('ocs-sync daemon against the fake export server', () => {
     warehouse = undefined;
   });
 
-  const startServer = async (dataset: FakeDataset) => {
+  const startServer = async (dataset: FakeDataset, dialect: 'sqlite' | 'postgres' = 'sqlite') => {
     server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
-    warehouse = await createTestWarehouse('sqlite');
+    warehouse = await createTestWarehouse(dialect);
     return server;
   };
 
@@ -828,6 +829,57 @@ describe('ocs-sync daemon against the fake export server', () => {
     expect(daemon.stderr).toEqual([]);
     await expect(fetch(`${url}/healthz`)).rejects.toThrow();
   });
+
+  it.each(testDialects)(
+    'keeps its warehouse open between runs, and catches up once it was removed (%s)',
+    async (dialect) => {
+      const dataset = createSampleDataset({ rowsPerResource: 4, seed: 31 });
+      await startServer(dataset, dialect);
+      const daemon = launch({ OCS_SCHEDULE: '* * * * * *' });
+      const url = await daemon.healthUrl();
+      const runsOf = async (kind: string) => {
+        const metrics = await (await fetch(`${url}/metrics`)).text();
+        const found = new RegExp(
+          `^ocs_sync_runs_total\\{kind="${kind}",status="ok"\\} (\\d+)$`,
+          'm',
+        );
+        return Number(found.exec(metrics)?.[1] ?? 0);
+      };
+      const opened = () =>
+        daemon.logs().split('Opened the warehouse, kept between runs').length - 1;
+      await waitFor(async () => (await runsOf('incremental')) >= 2, 'two runs after the first');
+      expect(await runsOf('initial')).toBe(1);
+      expect(opened()).toBe(1);
+
+      // Removed between runs (a warehouse started over): the next run makes a new one, in full.
+      if (dialect === 'sqlite') {
+        const path = warehouse!.env.OCS_WAREHOUSE_URL!;
+        for (const suffix of ['', '-wal', '-shm']) rmSync(path + suffix, { force: true });
+      } else {
+        await warehouse!.query(`DROP SCHEMA "${warehouse!.env.OCS_WAREHOUSE_SCHEMA}" CASCADE`);
+      }
+      await waitFor(
+        async () => (await runsOf('initial')) === 2,
+        'a first run of the new warehouse',
+      );
+      if (dialect === 'sqlite') {
+        // The file kept open is not the one at the path any more: the new one is opened.
+        expect(daemon.logs()).toContain(
+          'Opening the warehouse afresh: the one kept since the last run cannot be used',
+        );
+        expect(daemon.logs()).toContain('was replaced or removed');
+        expect(opened()).toBe(2);
+      } else {
+        // The same database: catching up (its migrations) makes the schema again.
+        expect(opened()).toBe(1);
+      }
+      await expectWarehouseEqualsSource(warehouse!, dataset);
+
+      daemon.controller.abort();
+      expect(await daemon.exit).toBe(0);
+      expect(daemon.stderr).toEqual([]);
+    },
+  );
 
   it('keeps running and reports 503 when the server refuses the key', async () => {
     await startServer(createSampleDataset({ rowsPerResource: 3, seed: 2 }));

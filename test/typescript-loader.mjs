@@ -39,11 +39,15 @@ export async function load(url, context, nextLoad) {
       sourcefile: path,
       sourcemap: 'inline',
     });
-    await mkdir(cacheDirectory, { recursive: true });
     // Threads of one process share its pid: two starting at once must not share a partial file.
     const partial = `${cached}.${process.pid}.${threadId}.partial`;
-    await writeFile(partial, stripped.code);
-    await rename(partial, cached);
+    try {
+      await mkdir(cacheDirectory, { recursive: true });
+      await writeFile(partial, stripped.code);
+      await rename(partial, cached);
+    } catch {
+      // Only a cache: a process that may not write it (another user, a read-only root) goes on.
+    }
     return stripped.code;
   });
   return { format: 'module', source: code, shortCircuit: true };

@@ -17,6 +17,7 @@ import { startFleet } from '../daemon/fleet.js';
 import type { TeamJobs } from '../daemon/team-runner.js';
 import type { CommandContext } from './context.js';
 import { syncOnce } from './sync-command.js';
+import { KeptWarehouse } from './kept-warehouse.js';
 import { scheduleSnapshots } from './snapshot-schedule.js';
 import { FULL_REFRESH_ALL } from '../sync/engine.js';
 import { openWarehouseReader } from '../warehouse/open.js';
@@ -56,6 +57,7 @@ export async function runDaemonCommand(
   const signal = context.environment.signal ?? processSignal(logger, cleanup);
 
   scheduleSnapshots(config, context.environment.env, logger, cleanup);
+  const kept = keptWarehouse(cleanup, logger);
   const result = await runDaemon({
     schedule: config.schedule,
     fullRefreshSchedule: config.fullRefreshSchedule,
@@ -71,6 +73,7 @@ export async function runDaemonCommand(
         env: context.environment.env,
         events,
         onAttempt,
+        kept,
       }),
     ...warehouseReads(config),
     team: config.metrics.team,
@@ -128,6 +131,7 @@ async function runFleetDaemon(
       );
     }
     scheduleSnapshots(config, env, teamLogger, cleanup);
+    const kept = keptWarehouse(cleanup, teamLogger);
     return {
       name: team.name,
       schedule: config.schedule,
@@ -144,6 +148,7 @@ async function runFleetDaemon(
           events,
           onAttempt,
           readApiKey: () => readApiKey(team, env, warn),
+          kept,
         }),
       ...warehouseReads(config),
       exporter: createExporter(config, teamLogger, team.name),
@@ -158,6 +163,13 @@ async function runFleetDaemon(
     cleanup,
   });
   return stopped(await running.stopped, logger, fromProcess);
+}
+
+/** The warehouse a team's runs keep open between them, closed when the daemon stops. */
+function keptWarehouse(cleanup: CleanupStack, logger: Logger): KeptWarehouse {
+  const kept = new KeptWarehouse(logger);
+  cleanup.add('the warehouse kept between runs', () => kept.close());
+  return kept;
 }
 
 /** The teams --teams or --shard name, for the configuration (chooseTeams checks the flags). */

@@ -16,6 +16,7 @@ import {
   type SyncReport,
 } from '../sync/engine.js';
 import type { CommandContext } from './context.js';
+import type { KeptWarehouse } from './kept-warehouse.js';
 import { formatSyncSummary } from './output.js';
 import { createProgressEvents } from './progress.js';
 import type { SyncRunMetrics } from './run-metrics.js';
@@ -259,11 +260,16 @@ export async function syncOnce(
     readApiKey?: () => string;
     /** The command's environment (where the AWS credential chain starts); process.env if not given. */
     env?: Env;
+    /** A daemon's warehouse, open between its runs (else opened for this run and closed). */
+    kept?: KeptWarehouse;
   } = {},
 ): Promise<SyncReport> {
   const env = extra.env ?? process.env;
   const threads = threadPlanOf(config, extra.teamsAtOnce);
-  const warehouse = await createWarehouse(config, logger, { threads });
+  const open = () => createWarehouse(config, logger, { threads });
+  const { kept } = extra;
+  const warehouse = kept ? await kept.take(open) : await open();
+  let ended = false;
   try {
     await startAudit(config, warehouse, logger);
     let secrets: SecretsSettings;
@@ -311,9 +317,11 @@ export async function syncOnce(
       if (audit) extra.events?.onProgress?.({ ...signing, done: 1 });
       if (report && audit) report = { ...report, audit };
     }
+    ended = true;
     return report!;
   } finally {
-    await warehouse.close();
+    if (kept) await kept.give(warehouse, ended);
+    else await warehouse.close();
   }
 }
 

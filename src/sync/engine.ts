@@ -672,7 +672,8 @@ class SyncRun {
       return report;
     }
     await this.record(report, 'ok', undefined, started);
-    logger.info(
+    // One line a resource is for `log.level: debug`: the run's own line sums them up.
+    logger.debug(
       {
         resource: entry.resource,
         rows: report.rows,

@@ -189,7 +189,10 @@ export async function* readAhead<R, T>(
     // The consumer stopped (done, failed or interrupted): cancel the requests in flight.
     stopped = true;
     cancelFrom(0);
-    walkController.abort();
+    // An abort makes an exception, stack and all: a walk that ended with nothing on its way
+    // (most of them, and every one of an unchanged run) has no one to tell.
+    if (live.size > 0) walkController.abort();
+    else walkController.release();
     await Promise.all(live);
   }
 }

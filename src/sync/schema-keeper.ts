@@ -67,6 +67,8 @@ export class SchemaKeeper {
   openApiDocument: unknown;
   private schema: SchemaColumns | undefined;
   private checksums: { from: string | null; to: string | null } = { from: null, to: null };
+  /** Tables as prepare() found them, each taken once by ensureTable (a change forgets them). */
+  private readonly described = new Map<string, ColumnSpec[] | undefined>();
 
   constructor(private readonly options: SchemaKeeperOptions) {}
 
@@ -77,8 +79,12 @@ export class SchemaKeeper {
     const changed = previous !== null && previous !== current;
     const missingTable = await someAsync(
       [TEAM_TABLE, ...entries.map((e) => e.resource)],
-      async (table) =>
-        isSafeResourceName(table) ? (await warehouse.describeTable(table)) === undefined : false,
+      async (table) => {
+        if (!isSafeResourceName(table)) return false;
+        const columns = await warehouse.describeTable(table);
+        this.described.set(table, columns);
+        return columns === undefined;
+      },
     );
     const marked = parseMarkedState(
       await warehouse.bookkeeping.getState(MARKED_SEALED_FIELDS_STATE_KEY),
@@ -157,7 +163,10 @@ export class SchemaKeeper {
     table: string,
     desired: ColumnSpec[] | undefined,
   ): Promise<ColumnSpec[] | undefined> {
-    let existing = await this.options.warehouse.describeTable(table);
+    let existing = this.described.has(table)
+      ? this.described.get(table)
+      : await this.options.warehouse.describeTable(table);
+    this.described.delete(table);
     // A field newly excluded: its stored column is emptied and dropped (history too).
     const excluded = existing?.filter((column) => this.excludedFields(table).includes(column.name));
     if (existing && excluded && excluded.length > 0) {
@@ -185,6 +194,7 @@ export class SchemaKeeper {
   async apply(changes: SchemaChange[], columns: ColumnSpec[]): Promise<ColumnSpec[]> {
     if (changes.length === 0) return columns;
     const { warehouse, events, logger } = this.options;
+    this.described.clear();
     await warehouse.applySchemaChanges(changes, this.checksums);
     for (const change of changes) {
       this.changes.push(change);

@@ -138,6 +138,8 @@ interface ChainedRecord {
 export class Bookkeeping {
   /** Set once the warehouse keeps an audit chain: every record written is chained. */
   private chainRules?: DialectRules;
+  /** The kinds of the runs started here. */
+  private readonly startedKinds = new Map<number, RunKind>();
 
   constructor(private readonly db: Kysely<BookkeepingTables>) {}
 
@@ -169,8 +171,8 @@ export class Bookkeeping {
     });
   }
 
-  startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
-    return this.chained(async (db) => {
+  async startRun(kind: RunKind, schemaChecksum: string | null): Promise<number> {
+    const runId = await this.chained(async (db) => {
       const row = await db
         .insertInto('_ocs_runs')
         .values({
@@ -190,6 +192,9 @@ export class Bookkeeping {
         records: [{ table: '_ocs_runs', key: runId, operation: 'insert', runId }],
       };
     });
+    // Asked again at each resource's outcome (runKind): a run's kind never changes.
+    this.startedKinds.set(runId, kind);
+    return runId;
   }
 
   finishRun(runId: number, summary: RunSummary): Promise<void> {
@@ -269,6 +274,8 @@ export class Bookkeeping {
   }
 
   async runKind(runId: number): Promise<RunKind | undefined> {
+    const started = this.startedKinds.get(runId);
+    if (started !== undefined) return started;
     const row = await this.db
       .selectFrom('_ocs_runs')
       .select('kind')

@@ -208,6 +208,11 @@ export class PostgresWarehouse implements Warehouse {
     await this.auditStore.load();
   }
 
+  async refresh(): Promise<void> {
+    await this.migrate();
+    this.pages.forget();
+  }
+
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
     return this.guard(`Describing ${table}`, async () => {
       assertSafeTableName(table);

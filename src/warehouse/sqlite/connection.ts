@@ -27,7 +27,12 @@ export class SqliteConnection {
   ) {
     // kysely opens its database on first use, so the handle can be opened after it.
     this.kysely = new Kysely<BookkeepingTables>({
-      dialect: new SqliteDialect({ database: async () => this.handle.db }),
+      dialect: new SqliteDialect({
+        database: async () => ({
+          prepare: (sql: string) => this.handle.prepare(sql),
+          close: () => this.handle.close(),
+        }),
+      }),
     });
     this.bookkeeping = new Bookkeeping(this.kysely);
     this.handle = new SqliteHandle(path, busyTimeoutMs, this.storedColumnsQuery());

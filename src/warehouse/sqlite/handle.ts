@@ -19,10 +19,14 @@ export interface StoredColumnsQuery {
 }
 
 const SPACED_CHECKPOINT_BYTES = 40 * 1024 * 1024;
+/** Statements kept prepared: a run's bookkeeping repeats far fewer shapes than this. */
+const PREPARED_KEPT = 256;
 
 export class SqliteHandle {
   readonly db: Database.Database;
   private checkpointsSpaced = false;
+  /** Statements by their SQL, oldest first (prepare). */
+  private readonly prepared = new Map<string, Database.Statement>();
 
   constructor(
     path: string,
@@ -59,6 +63,28 @@ export class SqliteHandle {
     this.checkpointsSpaced = true;
   }
 
+  /**
+   * `sql` prepared once and reused (kysely would prepare each query anew: a run asks the same
+   * few bookkeeping queries for every resource); a new one while the kept one is still iterating.
+   */
+  prepare(sql: string): Database.Statement {
+    const kept = this.prepared.get(sql);
+    if (kept && !kept.busy) return kept;
+    const statement = this.db.prepare(sql);
+    if (!kept) {
+      if (this.prepared.size >= PREPARED_KEPT) {
+        this.prepared.delete(this.prepared.keys().next().value!);
+      }
+      this.prepared.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /** Lets the prepared statements go (the tables' shapes may have changed). */
+  forgetPrepared(): void {
+    this.prepared.clear();
+  }
+
   /** Runs `work` in BEGIN IMMEDIATE ... COMMIT (rolled back when it throws). */
   writeTransaction<T>(work: () => T): T {
     return this.db.transaction(work).immediate();
@@ -84,7 +110,7 @@ export class SqliteHandle {
     const bound = parameters.map((parameter) =>
       typeof parameter === 'object' && parameter !== null ? table : parameter,
     );
-    const rows = this.db.prepare(sql).all(...bound) as Array<{
+    const rows = this.prepare(sql).all(...bound) as Array<{
       column_name: string;
       column_type: ColumnType;
     }>;

@@ -25,6 +25,11 @@ export interface PageCommitter {
   idle(): Promise<void>;
   /** Drops prepared statements: the tables' shapes changed. */
   forget(): void;
+  /**
+   * Once every page handed over has settled, lets go of a thread until a page needs it again:
+   * a run ended, and a warehouse kept open between runs holds no idle thread.
+   */
+  rest(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -109,6 +114,8 @@ export class InThreadCommitter implements PageCommitter {
     this.writer.forget();
   }
 
+  async rest(): Promise<void> {}
+
   async close(): Promise<void> {}
 }
 
@@ -166,14 +173,27 @@ export class WriterThreadCommitter implements PageCommitter {
     return port1;
   }
 
+  async rest(): Promise<void> {
+    if (this.closed) return;
+    // Its pages commit here again until a thread attaches, as before it first started.
+    await this.stopThread(
+      new WarehouseError(`The writer thread of ${this.setup.description} was let go.`),
+    );
+  }
+
   async close(): Promise<void> {
+    this.closed ??= new WarehouseError(`The warehouse ${this.setup.description} is closed.`);
+    await this.stopThread(this.closed);
+  }
+
+  private async stopThread(reason: WarehouseError): Promise<void> {
     if (!this.worker) return;
     await this.idle();
     const { worker, exited, writer } = this;
     this.worker = undefined;
-    this.closed = new WarehouseError(`The warehouse ${this.setup.description} is closed.`);
+    this.writer = undefined;
     writer!.notify('close', []);
-    writer!.close(this.closed);
+    writer!.close(reason);
     worker.ref();
     await exited;
   }
@@ -224,6 +244,9 @@ export class PortCommitter implements PageCommitter {
   forget(): void {
     this.writer.notify('forget', []);
   }
+
+  /** The thread is the warehouse's to let go. */
+  async rest(): Promise<void> {}
 
   async close(): Promise<void> {
     await this.idle();

@@ -8,6 +8,7 @@
  * instant loses or doubles nothing.
  */
 import type Database from 'better-sqlite3';
+import { statSync } from 'node:fs';
 import type { Kysely } from 'kysely';
 import type { TransferListItem } from 'node:worker_threads';
 import type {
@@ -94,6 +95,8 @@ export class SqliteWarehouse implements Warehouse {
   readonly bookkeeping: BookkeepingStore;
   readonly tools: SqliteTools;
   readonly reads: SqliteReads;
+  /** The file it opened, as it was then (refresh). */
+  private readonly file?: { path: string; identity: string | undefined };
 
   constructor(options: SqliteWarehouseOptions) {
     if (options.writerThread && options.path === ':memory:') {
@@ -120,6 +123,9 @@ export class SqliteWarehouse implements Warehouse {
           here,
         );
     this.sink = new SqlitePageSink(this.committer, () => this.auditStore.enabled);
+    if (options.path !== ':memory:') {
+      this.file = { path: options.path, identity: fileIdentity(options.path) };
+    }
     this.logger = options.logger;
     this.lock = new SqliteWriterLock(
       this.connection,
@@ -203,6 +209,17 @@ export class SqliteWarehouse implements Warehouse {
       });
     }, 'Migrating the warehouse');
     await this.auditStore.load();
+  }
+
+  async refresh(): Promise<void> {
+    // A file put in its place (a snapshot restored, the file removed) is another warehouse.
+    const now = this.file === undefined ? undefined : fileIdentity(this.file.path);
+    if (this.file && now !== this.file.identity) {
+      throw new WarehouseError(`The warehouse file ${this.file.path} was replaced or removed.`);
+    }
+    await this.migrate();
+    this.committer.forget();
+    this.connection.handle.forgetPrepared();
   }
 
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
@@ -338,7 +355,7 @@ export class SqliteWarehouse implements Warehouse {
   // ---------------------------------------------------------------- lock
 
   async acquireLock(waitMs: number, signal?: AbortSignal): Promise<Lock> {
-    return closeRunsOfDeadHolders(
+    const lock = await closeRunsOfDeadHolders(
       await this.lock.acquire(waitMs, signal),
       (note, endOf) =>
         this.exclusive(
@@ -347,6 +364,13 @@ export class SqliteWarehouse implements Warehouse {
         ),
       this.logger,
     );
+    return {
+      // The writer thread lives for a run: a warehouse kept open between runs holds none.
+      release: async () => {
+        await lock.release();
+        await this.committer.rest();
+      },
+    };
   }
 
   get archive(): SqliteArchiveStore {
@@ -372,5 +396,15 @@ export class SqliteWarehouse implements Warehouse {
     await this.committer.close();
     await this.lock.releaseHeld();
     await this.connection.close();
+  }
+}
+
+/** Device and inode of a file (undefined: there is none). */
+function fileIdentity(path: string): string | undefined {
+  try {
+    const { dev, ino } = statSync(path);
+    return `${dev}:${ino}`;
+  } catch {
+    return undefined;
   }
 }
