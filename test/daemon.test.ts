@@ -845,11 +845,12 @@ describe('ocs-sync daemon against the fake export server', () => {
         );
         return Number(found.exec(metrics)?.[1] ?? 0);
       };
-      const opened = () =>
-        daemon.logs().split('Opened the warehouse, kept between runs').length - 1;
+      const opened = () => daemon.logs().split('"msg":"Opened the warehouse"').length - 1;
       await waitFor(async () => (await runsOf('incremental')) >= 2, 'two runs after the first');
       expect(await runsOf('initial')).toBe(1);
-      expect(opened()).toBe(1);
+      // SQLite's file is kept open; a PostgreSQL pool is not kept between runs (its connections).
+      if (dialect === 'sqlite') expect(opened()).toBe(1);
+      else expect(opened()).toBeGreaterThanOrEqual(3);
 
       // Removed between runs (a warehouse started over): the next run makes a new one, in full.
       if (dialect === 'sqlite') {
@@ -869,9 +870,6 @@ describe('ocs-sync daemon against the fake export server', () => {
         );
         expect(daemon.logs()).toContain('was replaced or removed');
         expect(opened()).toBe(2);
-      } else {
-        // The same database: catching up (its migrations) makes the schema again.
-        expect(opened()).toBe(1);
       }
       await expectWarehouseEqualsSource(warehouse!, dataset);
 

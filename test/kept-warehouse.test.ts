@@ -14,14 +14,15 @@ interface Counted {
   closed: number;
 }
 
-function countedWarehouse(refreshError?: Error): Counted {
+function countedWarehouse(refreshError?: Error, dialect: Warehouse['dialect'] = 'sqlite'): Counted {
   const counted: Counted = {
     warehouse: undefined as unknown as Warehouse,
     refreshed: 0,
     closed: 0,
   };
   counted.warehouse = {
-    description: 'sqlite:counted.db',
+    dialect,
+    description: `${dialect}:counted`,
     refresh: async () => {
       counted.refreshed += 1;
       if (refreshError) throw refreshError;
@@ -96,6 +97,19 @@ describe('a warehouse kept between runs', () => {
       'Opening the warehouse afresh: the one kept since the last run cannot be used',
     );
     expect(logs()).toContain('was replaced or removed');
+  });
+
+  it('keeps no PostgreSQL warehouse: its pool would hold connections between runs', async () => {
+    const { kept } = keeper();
+    const [first, second] = [
+      countedWarehouse(undefined, 'postgres'),
+      countedWarehouse(undefined, 'postgres'),
+    ];
+    const opens = [first, second];
+    const open = async () => opens.shift()!.warehouse;
+    await kept.give(await kept.take(open), true);
+    expect(first.closed).toBe(1);
+    expect(await kept.take(open)).toBe(second.warehouse);
   });
 
   it('once closed, closes a warehouse a run gives back instead of keeping it', async () => {

@@ -1,14 +1,16 @@
 /**
- * A daemon's warehouse, kept open from one run to the next: opening and closing one (the file and
- * its checks, SQLite's checkpoint on close, a PostgreSQL pool's connections) costs an unchanged
- * run of a small team more CPU than its requests do. Each run after the first catches up with
- * what other processes did meanwhile (Warehouse.refresh: their migrations, the audit chain, the
- * tables' shapes, a SQLite file put in its place); a run that throws closes it, and the next one
- * opens it afresh. Each run still takes the writer lock and lets it go, as a run of its own would.
+ * A daemon's warehouse, kept open from one run to the next where its dialect says so
+ * (DialectRules.keptBetweenRuns: SQLite's): opening and closing one (the file and its checks,
+ * the checkpoint on close) costs an unchanged run of a small team more CPU than its requests do.
+ * Each run after the first catches up with what other processes did meanwhile
+ * (Warehouse.refresh: their migrations, the audit chain, the tables' shapes, a file put in its
+ * place); a run that throws closes it, and the next one opens it afresh. Each run still takes the
+ * writer lock and lets it go, as a run of its own would.
  */
 import { describeError } from '../errors.js';
 import type { Warehouse } from '../interfaces.js';
 import type { Logger } from '../log.js';
+import { dialectRules } from '../warehouse/open.js';
 
 export class KeptWarehouse {
   private kept?: Warehouse;
@@ -34,13 +36,13 @@ export class KeptWarehouse {
       }
     }
     const opened = await open();
-    this.logger.debug({ warehouse: opened.description }, 'Opened the warehouse, kept between runs');
+    this.logger.debug({ warehouse: opened.description }, 'Opened the warehouse');
     return opened;
   }
 
-  /** Back from a run: kept for the next when the run did not throw, else closed. */
+  /** Back from a run: kept for the next when the run did not throw (and it may be), else closed. */
   async give(warehouse: Warehouse, keep: boolean): Promise<void> {
-    if (keep && !this.closed) {
+    if (keep && !this.closed && dialectRules(warehouse.dialect).keptBetweenRuns) {
       this.kept = warehouse;
       return;
     }

@@ -45,4 +45,10 @@ export interface DialectRules {
   fixedTime(column: string): string;
   /** What columns give back for the server's values. */
   readonly values: StoredValueRules;
+  /**
+   * Whether a daemon keeps the warehouse open between its runs: a SQLite file's handle costs
+   * nothing while it waits; a PostgreSQL pool would hold its connections (a fleet's teams, many
+   * of them), and connecting is most of what opening one costs.
+   */
+  readonly keptBetweenRuns: boolean;
 }

@@ -112,6 +112,7 @@ export const POSTGRES_RULES: DialectRules = {
     );
   },
   fixedTime: postgresFixedTimeSql,
+  keptBetweenRuns: false,
   values: {
     text: postgresText,
     textChanges: postgresTextChanges,

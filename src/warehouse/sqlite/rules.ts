@@ -29,6 +29,7 @@ export const SQLITE_RULES: DialectRules = {
   },
   // Time columns hold the fixed form as text already.
   fixedTime: (column) => column,
+  keptBetweenRuns: true,
   values: {
     // Lone surrogates cannot be stored as UTF-8: they come back as U+FFFD.
     text: wellFormedText,
