@@ -365,10 +365,12 @@ export class SqliteWarehouse implements Warehouse {
       this.logger,
     );
     return {
-      // The writer thread lives for a run: a warehouse kept open between runs holds none.
+      // The writer thread and the page cache live for a run: a warehouse kept open between runs
+      // (a fleet's daemon keeps one a team) holds neither.
       release: async () => {
         await lock.release();
         await this.committer.rest();
+        if (!this.connection.isClosed) this.db.pragma('shrink_memory');
       },
     };
   }
