@@ -138,8 +138,8 @@ interface ChainedRecord {
 export class Bookkeeping {
   /** Set once the warehouse keeps an audit chain: every record written is chained. */
   private chainRules?: DialectRules;
-  /** The kinds of the runs started here. */
-  private readonly startedKinds = new Map<number, RunKind>();
+  /** The last run started here (one at a time), whose kind each resource's outcome asks. */
+  private lastStarted?: { runId: number; kind: RunKind };
 
   constructor(private readonly db: Kysely<BookkeepingTables>) {}
 
@@ -192,8 +192,9 @@ export class Bookkeeping {
         records: [{ table: '_ocs_runs', key: runId, operation: 'insert', runId }],
       };
     });
-    // Asked again at each resource's outcome (runKind): a run's kind never changes.
-    this.startedKinds.set(runId, kind);
+    // Asked again at each resource's outcome (runKind): a run's kind never changes. One only: a
+    // daemon keeps its warehouse, and so this, for months of runs.
+    this.lastStarted = { runId, kind };
     return runId;
   }
 
@@ -274,8 +275,7 @@ export class Bookkeeping {
   }
 
   async runKind(runId: number): Promise<RunKind | undefined> {
-    const started = this.startedKinds.get(runId);
-    if (started !== undefined) return started;
+    if (this.lastStarted?.runId === runId) return this.lastStarted.kind;
     const row = await this.db
       .selectFrom('_ocs_runs')
       .select('kind')

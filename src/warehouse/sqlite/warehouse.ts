@@ -213,8 +213,7 @@ export class SqliteWarehouse implements Warehouse {
 
   async refresh(): Promise<void> {
     // A file put in its place (a snapshot restored, the file removed) is another warehouse.
-    const now = this.file === undefined ? undefined : fileIdentity(this.file.path);
-    if (this.file && now !== this.file.identity) {
+    if (this.file && fileIdentity(this.file.path) !== this.file.identity) {
       throw new WarehouseError(`The warehouse file ${this.file.path} was replaced or removed.`);
     }
     await this.migrate();
