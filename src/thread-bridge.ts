@@ -160,7 +160,12 @@ export class ThreadBridge<Remote, Local = Record<never, never>> implements Calle
           reject(error);
         },
       });
-      this.post({ kind: 'call', id, method, args }, options.transfer);
+      try {
+        this.post({ kind: 'call', id, method, args }, options.transfer);
+      } catch (error) {
+        // Arguments that cannot cross (a function, say): the call fails here, nothing waits.
+        this.settle(id)?.reject(error);
+      }
     });
   }
 
@@ -267,7 +272,12 @@ export class ThreadBridge<Remote, Local = Record<never, never>> implements Calle
       return;
     }
     Promise.resolve(value).then((result) => {
-      if (!this.closedWith) this.post({ kind: 'done', id, value: result });
+      try {
+        if (!this.closedWith) this.post({ kind: 'done', id, value: result });
+      } catch (error) {
+        // A result that cannot cross fails its call; the caller would otherwise wait forever.
+        failed(error);
+      }
     }, failed);
   }
 

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
-import { sampleFileContent } from '../src/fake-server/file-contents.js';
+import { contentSize, sampleFileContent } from '../src/fake-server/file-contents.js';
 import {
   FILE_CONTENT_ENDPOINT,
   startFakeServer,
@@ -87,6 +87,36 @@ describe.each(splitDialects)('file contents (%s)', (dialect) => {
     expect(status.stdout).toMatch(
       new RegExp(`Files: ${ok} ok, ${missing.length} missing \\(404\\), 0 failed`),
     );
+  });
+
+  it('a file still coming holds its own slot only: the files after it, past the first 500, go on', async () => {
+    // More files than one batch of the ledger (500).
+    dataset = createSampleDataset({ rowsPerResource: 520, seed: 5 });
+    server = await startFakeServer({ dataset, teamPublicKeyPem: teamKeys().publicKey });
+    const ids = dataset.rows('files').map((row) => String(row.id));
+    const held = dataset.rows('files').find((row) => {
+      const content = sampleFileContent(row);
+      return content !== null && contentSize(content) > 0;
+    })!;
+    const laterBatch = new Set(ids.slice(500));
+    // The first file with content is held half-sent until a file of the next batch is asked
+    // for (or 30 s pass: then the run waited on it, which the assertion below catches).
+    let release!: (byLaterFile: boolean) => void;
+    const released = new Promise<boolean>((resolve) => (release = resolve));
+    const timer = setTimeout(() => release(false), 30_000);
+    server.options.onFileContent = async ({ fileId }) => {
+      if (laterBatch.has(fileId)) release(true);
+      if (fileId === String(held.id)) await released;
+    };
+    try {
+      const result = await sync([], { OCS_RESOURCES: 'files' });
+      expect(result.code, result.stdout).toBe(0);
+      expect(await released, 'a file past the first 500 was fetched while one was held').toBe(true);
+      await expectBlobsMatchServer(warehouse, dataset);
+    } finally {
+      clearTimeout(timer);
+      server.options.onFileContent = undefined;
+    }
   });
 
   it('an unchanged rerun fetches no file; new rows are fetched; a changed row is fetched again', async () => {

@@ -14,6 +14,8 @@ import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { contentDigest, sampleFileContent } from '../src/fake-server/file-contents.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
+import { openObjectStore } from '../src/storage/open.js';
+import { MIN_PART_BYTES } from '../src/storage/s3-store.js';
 import { readLedger } from './files-support.js';
 import { startS3Server, type S3TestServer } from './s3-server.js';
 import {
@@ -106,6 +108,8 @@ describe.each(splitDialects)('file contents in a bucket (%s)', (dialect) => {
       expect(put.headers['x-amz-checksum-sha256']).toBe(
         Buffer.from(digest, 'hex').toString('base64'),
       );
+      // Signed with that digest as the payload's hash: the bytes are hashed once, not twice.
+      expect(put.headers['x-amz-content-sha256']).toBe(digest);
     }
     // No credential in any log line.
     expect(result.logs).not.toContain(s3.env().AWS_SECRET_ACCESS_KEY + '"');
@@ -183,6 +187,47 @@ describe.each(splitDialects)('file contents in a bucket (%s)', (dialect) => {
     } finally {
       connection.closeSync();
       instance.closeSync();
+    }
+  });
+});
+
+describe('a bucket store signs each upload with the SHA-256 it already has', () => {
+  it('takes the checksum it sends (ours for a content, the SDK’s for a part) as the payload hash, instead of hashing the bytes again', async () => {
+    const s3 = await startS3Server({ buckets: [BUCKET] });
+    const env = s3.env();
+    const store = openObjectStore(`s3://${BUCKET}/signed`, {
+      s3: {
+        endpoint: env.OCS_S3_ENDPOINT,
+        region: 'us-east-1',
+        forcePathStyle: true,
+        partSizeBytes: MIN_PART_BYTES,
+        partsInFlight: 2,
+        maxAttempts: 2,
+        env,
+      },
+    });
+    try {
+      // A digest that is not these bytes' (s3rver does not check it; AWS would refuse the PUT):
+      // the hash that signs the request is the one given, so the SDK did not compute its own.
+      const bytes = Buffer.from('signed once\n');
+      const given = createHash('sha256').update('other bytes').digest('hex');
+      await store.put('small', bytes, { sha256: given, size: bytes.length });
+      const small = s3.requests.find((request) => request.url.includes('/signed/small'))!;
+      expect(small.headers['x-amz-content-sha256']).toBe(given);
+
+      const large = Buffer.alloc(MIN_PART_BYTES + 1024, 7);
+      await store.put('large', large);
+      const parts = s3.requests.filter((request) => request.url.includes('partNumber='));
+      expect(parts.length).toBe(2);
+      for (const part of parts) {
+        expect(part.headers['x-amz-content-sha256']).toBe(
+          Buffer.from(part.headers['x-amz-checksum-sha256']!, 'base64').toString('hex'),
+        );
+      }
+      expect(s3.objectBytes(BUCKET, 'signed/large').equals(large)).toBe(true);
+    } finally {
+      store.close();
+      await s3.close();
     }
   });
 });

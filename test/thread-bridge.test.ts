@@ -128,6 +128,30 @@ describe('the bridge between threads', () => {
     await expect(bridge.call('echo', [1])).rejects.toThrow('its port closed');
   });
 
+  it('what cannot cross fails its call, on either side, and leaves nothing waiting', async () => {
+    const { port1, port2 } = new MessageChannel();
+    interface Giver {
+      give(): { later: () => number };
+      echo<T>(value: T): T;
+    }
+    const serving = new ThreadBridge<object, Giver>(port1, {
+      stopped,
+      serve: { give: () => ({ later: () => 1 }), echo: (value) => value },
+    });
+    const calling = new ThreadBridge<Giver>(port2, { stopped });
+    cleanups.push(() => {
+      port1.close();
+      port2.close();
+    });
+    // An answer that cannot be cloned comes back as the call's failure.
+    await expect(calling.call('give', [])).rejects.toThrow(/could not be cloned/);
+    // Arguments that cannot be cloned fail the call before it leaves.
+    await expect(calling.call('echo', [() => 1])).rejects.toThrow(/could not be cloned/);
+    await calling.idle();
+    expect(await calling.call('echo', ['still open'])).toBe('still open');
+    void serving;
+  });
+
   it('a call in flight when its owner closes the bridge fails with the owner’s error, and so does every later one', async () => {
     const { bridge } = startThread();
     const waiting = bridge.call('never', []);

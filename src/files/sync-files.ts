@@ -237,13 +237,18 @@ export async function syncFiles(
     if (counted.fetches === 0) {
       report.rows = report.unchanged = counted.rows;
     } else {
-      for await (const candidates of candidateBatches(ledger, batchSize)) {
-        if (signal?.aborted) throw interrupted();
-        report.rows += candidates.length;
-        const planned = planFetches(candidates, now());
-        report.unchanged += candidates.length - planned.length;
-        await forEachBounded(planned, Math.max(1, options.concurrency), fetchOne);
-      }
+      // One stream of fetches over the batches: a large file holds its own slot, never the
+      // next batch's files back.
+      const planned = async function* (): AsyncGenerator<PlannedFetch> {
+        for await (const candidates of candidateBatches(ledger, batchSize)) {
+          if (signal?.aborted) throw interrupted();
+          report.rows += candidates.length;
+          const fetches = planFetches(candidates, now());
+          report.unchanged += candidates.length - fetches.length;
+          yield* fetches;
+        }
+      };
+      await forEachBounded(planned(), Math.max(1, options.concurrency), fetchOne);
     }
   } catch (error) {
     if (!(error instanceof StopFiles)) throw error;
@@ -306,26 +311,34 @@ function interrupted(): InterruptedError {
 }
 
 /**
- * Runs `work` over `items`, at most `limit` at once. The first error stops new work from starting,
- * waits for the work in flight, and is rethrown.
+ * Runs `work` over `items` as they come, at most `limit` at once. The first error stops new work
+ * from starting, waits for the work in flight, and is rethrown.
  */
 async function forEachBounded<T>(
-  items: readonly T[],
+  items: AsyncGenerator<T>,
   limit: number,
   work: (item: T) => Promise<void>,
 ): Promise<void> {
-  let next = 0;
   let failure: { error: unknown } | undefined;
   const worker = async () => {
-    while (failure === undefined && next < items.length) {
-      const item = items[next++]!;
+    while (failure === undefined) {
+      let item: IteratorResult<T>;
       try {
-        await work(item);
+        // Calls of next() wait their turn: each item goes to one worker.
+        item = await items.next();
+      } catch (error) {
+        failure ??= { error };
+        return;
+      }
+      if (item.done) return;
+      try {
+        await work(item.value);
       } catch (error) {
         failure ??= { error };
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  await Promise.all(Array.from({ length: limit }, worker));
+  await items.return(undefined);
   if (failure !== undefined) throw failure.error;
 }

@@ -95,6 +95,11 @@ export class S3Store implements ObjectStore {
           return chain();
         },
       });
+      client.middlewareStack.addRelativeTo(signedWithKnownDigest, {
+        relation: 'before',
+        toMiddleware: 'httpSigningMiddleware',
+        name: 'ocsSyncSignedWithKnownDigest',
+      });
       return { sdk, client };
     })();
     return this.client;
@@ -401,4 +406,22 @@ class ShortRead extends Error {
 
 function lockMode(mode: RetentionMode): 'COMPLIANCE' | 'GOVERNANCE' {
   return mode === 'compliance' ? 'COMPLIANCE' : 'GOVERNANCE';
+}
+
+/**
+ * A body sent with its SHA-256 (x-amz-checksum-sha256: ours for a whole content, the SDK's for a
+ * part) is signed with that digest as its payload hash, which is the same value in hex: SigV4
+ * would otherwise hash every byte a second time (a tenth of an upload's CPU).
+ */
+function signedWithKnownDigest<Args extends { request?: unknown }, T>(
+  next: (args: Args) => Promise<T>,
+) {
+  return (args: Args): Promise<T> => {
+    const headers = (args.request as { headers?: Record<string, string> }).headers;
+    const checksum = headers?.['x-amz-checksum-sha256'];
+    if (headers && checksum && headers['x-amz-content-sha256'] === undefined) {
+      headers['x-amz-content-sha256'] = Buffer.from(checksum, 'base64').toString('hex');
+    }
+    return next(args);
+  };
 }
