@@ -417,7 +417,7 @@ function signedWithKnownDigest<Args extends { request?: unknown }, T>(
   next: (args: Args) => Promise<T>,
 ) {
   return (args: Args): Promise<T> => {
-    const headers = (args.request as { headers?: Record<string, string> }).headers;
+    const headers = (args.request as { headers?: Record<string, string> } | undefined)?.headers;
     const checksum = headers?.['x-amz-checksum-sha256'];
     if (headers && checksum && headers['x-amz-content-sha256'] === undefined) {
       headers['x-amz-content-sha256'] = Buffer.from(checksum, 'base64').toString('hex');
