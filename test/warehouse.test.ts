@@ -16,6 +16,7 @@ import { LockHeldError, UnsafeNameError, WarehouseError, describeError } from '.
 import { COPY_MIN_ROWS } from '../src/warehouse/postgres/copy-upsert.js';
 import { markMissingAsDeleted } from '../src/warehouse/missing-rows.js';
 import { SqliteConnection } from '../src/warehouse/sqlite/connection.js';
+import { SqliteHandle } from '../src/warehouse/sqlite/handle.js';
 import { SqliteHistoryWriter } from '../src/warehouse/sqlite/history.js';
 import { sqliteMissingRows } from '../src/warehouse/sqlite/missing-rows.js';
 import { dialectRules, openWarehouse } from '../src/warehouse/open.js';
@@ -1668,6 +1669,16 @@ describe('openWarehouse (SQLite specifics)', () => {
     const raw = new Database(path, { readonly: true });
     expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
     raw.close();
+  });
+
+  it('gives each of its connections a 4 MB page cache, not the 16 MB a sync would fill', () => {
+    const path = join(directory, 'cache.db');
+    const handle = new SqliteHandle(path, 20, { sql: 'SELECT 1', parameters: [] });
+    try {
+      expect(handle.db.pragma('cache_size', { simple: true })).toBe(-4000);
+    } finally {
+      handle.db.close();
+    }
   });
 
   it("checkpoints an audited warehouse's WAL every 40 MB, and any other's at SQLite's 1000 pages", async () => {
