@@ -50,6 +50,8 @@ export interface PageSink {
 /** What a thread needs to open a page sink on a warehouse: plain data and ports (posted to it). */
 export interface PageSinkSetup {
   readonly dialect: 'sqlite' | 'postgres';
+  /** The young generation of the thread the sink runs on, in MB (absent: V8's default). */
+  readonly youngGenerationMb?: number;
 }
 
 /** What a sync writes: table shapes, pages with their cursors, and the rows a walk did not see. */

@@ -5,7 +5,9 @@
  * dies fails the walks in flight with a clear message, stores nothing past the last committed page, leaves no thread
  * behind, and the next run completes exactly.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { startFakeServer } from '../src/fake-server/server.js';
@@ -322,6 +324,32 @@ describe.each(splitDialects)('the page pipeline (%s)', (dialect) => {
     expect(result.code, result.stderr).toBe(0);
     const runs = await bed.warehouse.query('SELECT status FROM "_ocs_runs"');
     expect(runs.map((run) => run.status)).toEqual(['ok']);
+  });
+
+  it('gives a SQLite page thread a 16 MB young generation, a PostgreSQL one V8’s default', async () => {
+    const dataset = createSampleDataset({ rowsPerResource: 12, seed: 38 });
+    const server = await startFakeServer({ dataset });
+    cleanups.push(() => server.close());
+    const { warehouse } = await openStored(dialect);
+    const folder = mkdtempSync(join(tmpdir(), 'ocs-page-limits-'));
+    const limitsFile = join(folder, 'limits.jsonl');
+    process.env.OCS_TEST_PAGE_THREAD_LIMITS = limitsFile;
+    cleanups.push(() => {
+      delete process.env.OCS_TEST_PAGE_THREAD_LIMITS;
+      rmSync(folder, { recursive: true, force: true });
+    });
+    const report = await syncFrom(server.url, warehouse, {
+      resources: ['chat_messages'],
+      pageThreadModule: new URL('./page-thread-that-tells-its-limits.mjs', import.meta.url),
+    });
+    expect(report.status).toBe('ok');
+    const limits = readFileSync(limitsFile, 'utf8')
+      .trim()
+      .split('\n')
+      .map((line) => JSON.parse(line) as { maxYoungGenerationSizeMb: number });
+    expect(limits).toHaveLength(1);
+    if (dialect === 'sqlite') expect(limits[0]!.maxYoungGenerationSizeMb).toBe(16);
+    else expect(limits[0]!.maxYoungGenerationSizeMb).toBeGreaterThan(16);
   });
 
   it('a page thread that dies fails the walk at its page, stores nothing past it, leaves no thread, and the next run completes', async (context) => {

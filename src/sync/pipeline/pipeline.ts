@@ -275,10 +275,9 @@ class PageThread implements StagesPlace {
     this.worker = new Worker(module ?? url, {
       workerData: { sink: setup, keys },
       transferList: [...transfer],
-      // V8's default young generation (two 16 MB semi-spaces) sat mostly empty between pages;
-      // 16 MB in all kept the sync's peak RSS about 20 MB lower for the same CPU (an 8 MB one
-      // cost about 15% more CPU). See docs/performance.md.
-      resourceLimits: { maxYoungGenerationSizeMb: 16 },
+      ...(setup.youngGenerationMb
+        ? { resourceLimits: { maxYoungGenerationSizeMb: setup.youngGenerationMb } }
+        : {}),
       execArgv,
     });
     this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()));

@@ -310,6 +310,10 @@ export class SqliteWarehouse implements Warehouse {
       description: this.description,
       audit,
       port,
+      // V8's default (two 16 MB semi-spaces) sat mostly empty between pages: 16 MB in all kept a
+      // sync's peak RSS about 20 MB lower for the same CPU (8 MB cost about 15% more CPU). A
+      // PostgreSQL page thread builds its COPY text and keeps the default: 16 MB cost it ~8%.
+      youngGenerationMb: 16,
     };
     return { setup, transfer: [port] };
   }
