@@ -1671,6 +1671,56 @@ describe('openWarehouse (SQLite specifics)', () => {
     raw.close();
   });
 
+  it('tells whether the schema changed since it last looked, by this connection or another', () => {
+    const path = join(directory, 'schema.db');
+    const handle = new SqliteHandle(path, 20, { sql: 'SELECT 1', parameters: [] });
+    const other = new Database(path);
+    try {
+      expect(handle.schemaChanged()).toBe(true);
+      expect(handle.schemaChanged()).toBe(false);
+      handle.db.prepare('SELECT 1').get();
+      expect(handle.schemaChanged()).toBe(false);
+      other.exec('CREATE TABLE t (id INTEGER)');
+      expect(handle.schemaChanged()).toBe(true);
+      expect(handle.schemaChanged()).toBe(false);
+      handle.db.exec('ALTER TABLE t ADD COLUMN name TEXT');
+      expect(handle.schemaChanged()).toBe(true);
+      other.exec('INSERT INTO t (id) VALUES (1)');
+      expect(handle.schemaChanged()).toBe(false);
+    } finally {
+      other.close();
+      handle.db.close();
+    }
+  });
+
+  it('keeps its prepared statements over refresh() until some connection changes the schema', async () => {
+    const path = join(directory, 'kept.db');
+    const warehouse = await openWarehouse({ url: `sqlite:${path}` });
+    const prepare = vi.spyOn(Database.prototype, 'prepare');
+    try {
+      const preparedBy = async (work: () => Promise<unknown>): Promise<number> => {
+        prepare.mockClear();
+        await work();
+        return prepare.mock.calls.length;
+      };
+      const startRun = () => warehouse.bookkeeping.startRun('incremental', null);
+      // The first refresh() has nothing to compare with: it lets them go.
+      await startRun();
+      await warehouse.refresh();
+      expect(await preparedBy(startRun)).toBeGreaterThan(0);
+      await warehouse.refresh();
+      expect(await preparedBy(startRun)).toBe(0);
+      const other = new Database(path);
+      other.exec('CREATE TABLE elsewhere (id INTEGER)');
+      other.close();
+      await warehouse.refresh();
+      expect(await preparedBy(startRun)).toBeGreaterThan(0);
+    } finally {
+      prepare.mockRestore();
+      await warehouse.close();
+    }
+  });
+
   it('gives each of its connections a 4 MB page cache, not the 16 MB a sync would fill', () => {
     const path = join(directory, 'cache.db');
     const handle = new SqliteHandle(path, 20, { sql: 'SELECT 1', parameters: [] });

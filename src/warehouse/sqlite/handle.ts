@@ -31,6 +31,8 @@ const PREPARED_KEPT = 256;
 export class SqliteHandle {
   readonly db: Database.Database;
   private checkpointsSpaced = false;
+  /** SQLite's schema version when schemaChanged() last looked (undefined: never). */
+  private schemaVersionSeen: number | undefined;
   /** Statements by their SQL, oldest first (prepare). */
   private readonly prepared = new Map<string, Database.Statement>();
 
@@ -90,6 +92,17 @@ export class SqliteHandle {
   /** Lets the prepared statements go (the tables' shapes may have changed). */
   forgetPrepared(): void {
     this.prepared.clear();
+  }
+
+  /**
+   * Whether any connection, this one or another process's, changed the schema since the last
+   * call (always on the first): SQLite counts every change in the file's header.
+   */
+  schemaChanged(): boolean {
+    const version = this.db.pragma('schema_version', { simple: true }) as number;
+    const changed = version !== this.schemaVersionSeen;
+    this.schemaVersionSeen = version;
+    return changed;
   }
 
   /** Runs `work` in BEGIN IMMEDIATE ... COMMIT (rolled back when it throws). */

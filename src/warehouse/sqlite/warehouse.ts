@@ -217,8 +217,11 @@ export class SqliteWarehouse implements Warehouse {
       throw new WarehouseError(`The warehouse file ${this.file.path} was replaced or removed.`);
     }
     await this.migrate();
-    this.committer.forget();
-    this.connection.handle.forgetPrepared();
+    // Re-preparing every statement cost an unchanged daemon run about 2 ms of its ~57.
+    if (this.connection.handle.schemaChanged()) {
+      this.committer.forget();
+      this.connection.handle.forgetPrepared();
+    }
   }
 
   describeTable(table: string): Promise<ColumnSpec[] | undefined> {
