@@ -334,4 +334,59 @@ describe.each(testDialects)('object storage faults (%s)', (dialect) => {
     );
     await expectExact();
   });
+
+  it('SIGINT while a fetched file waits for its turn to be stored: exit 130, that file neither stored nor recorded, the next run exact', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
+    // The first single PUT of a content waits: with files.concurrency 1 it holds the one turn to
+    // store, and the next file, once fetched, waits for it.
+    s3.fault = (item) => {
+      if (holding || item.method !== 'PUT' || !item.url.includes('/sha256/')) return undefined;
+      if (item.url.includes('uploadId=')) return undefined;
+      holding = true;
+      return { hold: held };
+    };
+    child = spawn(process.execPath, [...CLI_FROM_SOURCE, 'sync'], {
+      cwd: root,
+      env: {
+        PATH: process.env.PATH,
+        HOME: process.env.HOME,
+        ...env({ OCS_FILES_CONCURRENCY: '1' }),
+        AWS_EC2_METADATA_DISABLED: 'true',
+      },
+      stdio: 'ignore',
+    });
+    const exited = new Promise<number | null>((resolve) => child!.on('exit', resolve));
+    const fileRequests = () =>
+      server.requests.filter((item) => item.endpoint === FILE_CONTENT_ENDPOINT);
+    // Two files in hand: one storing (held), the last fetched answered and waiting; no file is
+    // asked for after it (a 404 is recorded at once, and the next one fetched).
+    const last = () => fileRequests().at(-1);
+    await waitFor(
+      () => holding && fileRequests().length >= 2 && last()?.status === 200,
+      'a file fetched while another is stored',
+    );
+    const count = fileRequests().length;
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(fileRequests()).toHaveLength(count);
+    child.kill('SIGINT');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    release();
+    expect(await exited).toBe(130);
+    s3.fault = undefined;
+
+    const waiting = /\/api\/files\/(\d+)\/content$/.exec(last()!.path)![1]!;
+    const row = dataset.rows('files').find((item) => String(item.id) === waiting)!;
+    const { sha256 } = contentDigest(contentOf(row)!);
+    expect(blobKeys()).not.toContain(keyOf(sha256));
+    const ledger = await readLedger(warehouse);
+    expect(ledger.find((item) => item.file_id === waiting)?.status).not.toBe('ok');
+    const runs = await warehouse.query('SELECT status FROM "_ocs_runs"');
+    expect(runs.map((run) => run.status)).toEqual(['interrupted']);
+
+    const next = await sync();
+    expect(next.code).toBe(0);
+    await expectExact();
+  });
 });

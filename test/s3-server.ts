@@ -48,7 +48,9 @@ export type Fault =
   /** Reads this many bytes of the request's body, then resets the connection. */
   | { resetAfterBytes: number }
   /** Passes the request on, then cuts the response's body after this many bytes. */
-  | { cutResponseAfterBytes: number };
+  | { cutResponseAfterBytes: number }
+  /** Passes the request on once this settles (the client waits for its answer meanwhile). */
+  | { hold: Promise<void> };
 
 export interface S3TestServer {
   /** The proxy's URL: what ocs-sync is pointed at. */
@@ -175,46 +177,53 @@ export async function startS3Server(options: { buckets?: string[] } = {}): Promi
       return s3Error(412, 'PreconditionFailed');
     }
 
-    const forwarded = httpRequest(
-      {
-        host: '127.0.0.1',
-        port: upstream.port,
-        method: incoming.method,
-        path: url,
-        headers: incoming.headers,
-        agent: false,
-      },
-      (answer: IncomingMessage) => {
-        outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
-        if (fault && 'cutResponseAfterBytes' in fault) {
-          let sent = 0;
-          answer.on('data', (chunk: Buffer) => {
-            const room = fault.cutResponseAfterBytes - sent;
-            if (room <= 0) return;
-            outgoing.write(chunk.subarray(0, room));
-            sent += Math.min(room, chunk.length);
-            if (sent >= fault.cutResponseAfterBytes) {
-              answer.destroy();
-              // Give the bytes written a moment to leave, then cut the connection.
-              setTimeout(() => outgoing.socket?.destroy(), 20);
-            }
-          });
-          answer.on('end', () => outgoing.end());
-          return;
-        }
-        answer.pipe(outgoing);
-      },
-    );
-    forwarded.on('error', () => outgoing.socket?.destroy());
-    // A client gone mid-request (a killed process) ends the forwarded request too, or s3rver
-    // would wait for the rest of its body for ever.
-    incoming.on('close', () => {
-      if (!incoming.complete) forwarded.destroy();
-    });
-    outgoing.on('close', () => {
-      if (!outgoing.writableFinished) forwarded.destroy();
-    });
-    incoming.pipe(forwarded);
+    const pass = () => {
+      const forwarded = httpRequest(
+        {
+          host: '127.0.0.1',
+          port: upstream.port,
+          method: incoming.method,
+          path: url,
+          headers: incoming.headers,
+          agent: false,
+        },
+        (answer: IncomingMessage) => {
+          outgoing.writeHead(answer.statusCode ?? 502, answer.headers);
+          if (fault && 'cutResponseAfterBytes' in fault) {
+            let sent = 0;
+            answer.on('data', (chunk: Buffer) => {
+              const room = fault.cutResponseAfterBytes - sent;
+              if (room <= 0) return;
+              outgoing.write(chunk.subarray(0, room));
+              sent += Math.min(room, chunk.length);
+              if (sent >= fault.cutResponseAfterBytes) {
+                answer.destroy();
+                // Give the bytes written a moment to leave, then cut the connection.
+                setTimeout(() => outgoing.socket?.destroy(), 20);
+              }
+            });
+            answer.on('end', () => outgoing.end());
+            return;
+          }
+          answer.pipe(outgoing);
+        },
+      );
+      forwarded.on('error', () => outgoing.socket?.destroy());
+      // A client gone mid-request (a killed process) ends the forwarded request too, or s3rver
+      // would wait for the rest of its body for ever.
+      incoming.on('close', () => {
+        if (!incoming.complete) forwarded.destroy();
+      });
+      outgoing.on('close', () => {
+        if (!outgoing.writableFinished) forwarded.destroy();
+      });
+      incoming.pipe(forwarded);
+    };
+    if (fault && 'hold' in fault) {
+      void fault.hold.then(pass);
+      return;
+    }
+    pass();
   });
   await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
   const endpoint = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;

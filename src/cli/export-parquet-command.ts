@@ -1,11 +1,10 @@
-import { createReadStream } from 'node:fs';
-import { stat, unlink } from 'node:fs/promises';
+import { unlink } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { ExitCode, UsageError } from '../errors.js';
 import { exportParquet, type ParquetFile } from '../export/parquet.js';
 import { ScratchFolder } from '../export/scratch-folders.js';
 import { bucketLocationProblem, isBucketText } from '../storage/location.js';
-import type { ObjectStore } from '../storage/store.js';
+import { putFile, type ObjectStore } from '../storage/store.js';
 import type { CommandContext } from './context.js';
 import { warehouseTables } from './schema-report.js';
 import { createObjectStore, createWarehouse } from './wiring.js';
@@ -77,9 +76,7 @@ export async function runExportParquetCommand(
 /** One complete file into the bucket, as `<table>.parquet`; its s3:// name. */
 async function upload(store: ObjectStore, file: ParquetFile): Promise<string> {
   const key = `${file.table}.parquet`;
-  const { size } = await stat(file.file);
-  await store.put(key, () => createReadStream(file.file, { highWaterMark: 1 << 20 }), {
-    size,
+  await putFile(store, key, file.file, {
     contentType: 'application/vnd.apache.parquet',
   });
   await unlink(file.file);

@@ -17,7 +17,7 @@ import { createGunzip, createGzip } from 'node:zlib';
 import type { Config } from '../config/schema.js';
 import { ExitCode, OcsSyncError, UsageError } from '../errors.js';
 import type { ObjectStore } from '../storage/store.js';
-import { readObjectText } from '../storage/store.js';
+import { putFile, readObjectText } from '../storage/store.js';
 import { backupSqlite, sqliteHeldBy } from '../warehouse/open.js';
 import type { CommandContext } from './context.js';
 import { formatTable } from './output.js';
@@ -139,8 +139,7 @@ export async function createSnapshot(
     );
     const sha256 = hash.digest('hex');
     const { size } = await stat(`${scratch}${DATA}`);
-    await store.put(`${id}${DATA}`, () => createReadStream(`${scratch}${DATA}`), {
-      size,
+    await putFile(store, `${id}${DATA}`, `${scratch}${DATA}`, {
       ifAbsent: true,
       contentType: 'application/gzip',
     });

@@ -13,7 +13,7 @@ export interface FilesConfig {
      * `ocs-sync-files`); undefined with PostgreSQL or `:memory:` when not set.
      */
     dir: string | undefined;
-    /** Downloads at once. */
+    /** Downloads at once, and as many files stored at once (two-stages.ts). */
     concurrency: number;
     /** Largest file fetched, whatever its row's `content_size` says, in MiB. */
     maxFileMib: number;

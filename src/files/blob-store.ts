@@ -76,7 +76,7 @@ export class BlobStore implements ContentStore {
    */
   async write(
     body: AsyncIterable<Uint8Array>,
-    check?: (blob: { sha256: string; size: number }) => void,
+    check?: (blob: { sha256: string; size: number }) => void | Promise<void>,
   ): Promise<StoredBlob> {
     const temporary = join(this.root, `${PARTIAL_PREFIX}${randomUUID()}`);
     const handle = await this.onDisk(() => openPrivateFile(temporary, this.modes));
@@ -100,7 +100,7 @@ export class BlobStore implements ContentStore {
       await this.onDisk(() => handle.close());
       closed = true;
       const sha256 = hash.digest('hex');
-      check?.({ sha256, size });
+      await check?.({ sha256, size });
       const final = blobPath(this.dir, sha256);
       return await this.onDisk(async () => {
         // Same digest, same size: the same content is already there. A damaged copy is replaced.

@@ -21,12 +21,13 @@ export interface ContentStore {
   /** Makes the place ready and removes what interrupted runs left; how many such leftovers. */
   prepare(): Promise<number>;
   /**
-   * Streams `body` in, hashing it on the way; `check` runs once the bytes are all there, before
-   * they get their final name (a size check). Only complete bytes ever sit under a digest.
+   * Streams `body` in, hashing it on the way; `check` runs (and is awaited) once the bytes are
+   * all there, before they get their final name: a size check, a wait for a turn to store. Only
+   * complete bytes ever sit under a digest.
    */
   write(
     body: AsyncIterable<Uint8Array>,
-    check?: (blob: { sha256: string; size: number }) => void,
+    check?: (blob: { sha256: string; size: number }) => void | Promise<void>,
   ): Promise<StoredBlob>;
   /** Deletes a blob (a damaged one, before it is fetched again). */
   remove(sha256: string): Promise<void>;

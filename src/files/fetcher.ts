@@ -32,6 +32,8 @@ export interface FileFetchOptions {
   signal?: AbortSignal;
   /** `files.max_file_mib` in bytes: no file is stored larger, whatever its row says. */
   maxBytes?: number;
+  /** Awaited once every byte is in hand and checked, before they are stored. */
+  received?: () => Promise<void>;
 }
 
 export const DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024;
@@ -51,13 +53,14 @@ export async function fetchFile(
     async (body, info) => {
       const blob = await store.write(
         limitedChunks(body, limit, tooLarge, info.contentLength),
-        ({ size }) => {
+        async ({ size }) => {
           if (info.contentLength !== undefined && size !== info.contentLength) {
             throw new TransientFailure(
               'bad_body',
               `file ${fileId}: received ${size} bytes, Content-Length said ${info.contentLength}`,
             );
           }
+          await options.received?.();
         },
       );
       return { blob, contentType: info.contentType };

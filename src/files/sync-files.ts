@@ -1,7 +1,8 @@
 /**
  * The files step of a sync run: after the resources (so the `files` table is current), walk the
  * `files` rows in id order, plan which need their bytes fetched (plan.ts), fetch a bounded number
- * at once into the blob store, and record each outcome in the ledger once its blob is in place.
+ * at once into the blob store while as many go on into place (two-stages.ts), and record each
+ * outcome in the ledger once its blob is in place.
  */
 import {
   AuthError,
@@ -22,6 +23,7 @@ import { repeatedEvents, type RepeatedKind } from '../repeated-events.js';
 import type { ContentStore } from './content-store.js';
 import { fetchFile, type FileContentSource } from './fetcher.js';
 import { nextAttemptAt, planFetches, type PlannedFetch } from './plan.js';
+import { forEachInTwoStages, type Received } from './two-stages.js';
 
 export interface FilesReport {
   /** The blob store: its folder, or `s3://bucket/prefix`. */
@@ -55,7 +57,7 @@ export interface FilesStepOptions {
   ledger: FileLedgerStore;
   store: ContentStore;
   source: FileContentSource;
-  /** Downloads at once. */
+  /** Downloads at once, and as many files stored at once. */
   concurrency: number;
   logger: Logger;
   /** Rows read from the warehouse at a time. */
@@ -149,13 +151,25 @@ export async function syncFiles(
     });
   };
 
-  const fetchOne = async (planned: PlannedFetch): Promise<void> => {
+  const fetchOne = async (planned: PlannedFetch, received: Received): Promise<void> => {
     const base = { fileId: planned.fileId, file: planned.file, updatedAt: planned.updatedAt };
     let record: FileRecord;
     try {
       const fetched = await fetchFile(options.source, store, planned.fileId, {
         signal,
         maxBytes: options.maxFileBytes,
+        received: async () => {
+          // Its bytes in hand move the run (a daemon's /healthz), before it waits to be stored.
+          progress?.({
+            stage: DOWNLOADING,
+            done,
+            total: Math.max(done, counted.fetches),
+            unit: 'files',
+          });
+          await received();
+          // Interrupted while it waited for its turn: not stored, and fetched again next run.
+          if (signal?.aborted) throw interrupted();
+        },
       });
       const fetchedAt = new Date(now()).toISOString();
       if (fetched.status === 'ok') {
@@ -248,7 +262,7 @@ export async function syncFiles(
           yield* fetches;
         }
       };
-      await forEachBounded(planned(), Math.max(1, options.concurrency), fetchOne);
+      await forEachInTwoStages(planned(), Math.max(1, options.concurrency), fetchOne);
     }
   } catch (error) {
     if (!(error instanceof StopFiles)) throw error;
@@ -308,37 +322,4 @@ function interrupted(): InterruptedError {
   return new InterruptedError(
     'The run was interrupted; every recorded file is complete and the next run fetches the rest.',
   );
-}
-
-/**
- * Runs `work` over `items` as they come, at most `limit` at once. The first error stops new work
- * from starting, waits for the work in flight, and is rethrown.
- */
-async function forEachBounded<T>(
-  items: AsyncGenerator<T>,
-  limit: number,
-  work: (item: T) => Promise<void>,
-): Promise<void> {
-  let failure: { error: unknown } | undefined;
-  const worker = async () => {
-    while (failure === undefined) {
-      let item: IteratorResult<T>;
-      try {
-        // Calls of next() wait their turn: each item goes to one worker.
-        item = await items.next();
-      } catch (error) {
-        failure ??= { error };
-        return;
-      }
-      if (item.done) return;
-      try {
-        await work(item.value);
-      } catch (error) {
-        failure ??= { error };
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: limit }, worker));
-  await items.return(undefined);
-  if (failure !== undefined) throw failure.error;
 }

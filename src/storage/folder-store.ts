@@ -57,7 +57,7 @@ export class FolderStore implements ObjectStore {
           await handle.writeFile(body);
         } else {
           await pipeline(
-            body(),
+            body.stream(),
             new Writable({
               write: (chunk: Buffer, _encoding, done) => {
                 handle.write(chunk).then(() => done(), done);

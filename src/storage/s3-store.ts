@@ -6,18 +6,21 @@
  * retried alone); a read cut short is resumed from where it stopped, so a short read is never
  * taken for different bytes.
  */
+import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { ObjectStoreError } from '../errors.js';
 import { joinKey, type BucketLocation } from './location.js';
 import { codeOf, describeS3Failure, statusOf } from './s3-errors.js';
-import type {
-  ObjectInfo,
-  ObjectLockState,
-  ObjectRead,
-  ObjectStore,
-  PutBody,
-  PutOptions,
-  RetentionMode,
+import { uploadInParts } from './s3-multipart.js';
+import {
+  readExactly,
+  type ObjectInfo,
+  type ObjectLockState,
+  type ObjectRead,
+  type ObjectStore,
+  type PutBody,
+  type PutOptions,
+  type RetentionMode,
 } from './store.js';
 
 type Sdk = typeof import('@aws-sdk/client-s3');
@@ -155,11 +158,10 @@ export class S3Store implements ObjectStore {
       return { created: false };
     }
     const { sdk, client } = await this.sdk();
-    const params = {
+    const object = {
       Bucket: this.place.bucket,
       Key: this.fullKey(key),
       ...(options.contentType ? { ContentType: options.contentType } : {}),
-      ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
       ...(this.settings.sse ? { ServerSideEncryption: this.settings.sse } : {}),
       ...(this.settings.sse === 'aws:kms' && this.settings.kmsKeyId
         ? { SSEKMSKeyId: this.settings.kmsKeyId }
@@ -172,33 +174,31 @@ export class S3Store implements ObjectStore {
         : {}),
     };
     try {
-      if (body instanceof Uint8Array && body.length <= this.settings.partSizeBytes) {
+      const size = body instanceof Uint8Array ? body.length : body.size;
+      if (size <= this.settings.partSizeBytes) {
+        const bytes =
+          body instanceof Uint8Array ? body : await readExactly(body, Buffer.allocUnsafe(size), 0);
+        // The store checks the bytes against their SHA-256 (also their signed payload hash).
+        const sha256 = options.sha256 ?? createHash('sha256').update(bytes).digest('hex');
         await client.send(
           new sdk.PutObjectCommand({
-            ...params,
-            Body: body,
-            ContentLength: body.length,
-            ...(options.sha256
-              ? { ChecksumSHA256: Buffer.from(options.sha256, 'hex').toString('base64') }
-              : {}),
+            ...object,
+            ...(options.ifAbsent ? { IfNoneMatch: '*' } : {}),
+            Body: bytes,
+            ContentLength: bytes.length,
+            ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64'),
           }),
         );
       } else {
-        const { Upload } = await import('@aws-sdk/lib-storage');
-        const upload = new Upload({
+        await uploadInParts({
+          sdk,
           client,
-          // Each part carries its own SHA-256, which the store checks.
-          params: {
-            ...params,
-            Body: body instanceof Uint8Array ? body : body(),
-            ChecksumAlgorithm: 'SHA256',
-            // A stream's length is not known to the SDK: without it, it cannot count the parts.
-            ...(options.size !== undefined ? { ContentLength: options.size } : {}),
-          },
-          partSize: Math.max(MIN_PART_BYTES, this.settings.partSizeBytes),
-          queueSize: this.settings.partsInFlight,
+          create: object,
+          ifAbsent: options.ifAbsent === true,
+          body,
+          partSizeBytes: Math.max(MIN_PART_BYTES, this.settings.partSizeBytes),
+          partsInFlight: this.settings.partsInFlight,
         });
-        await upload.done();
       }
       return { created: true };
     } catch (error) {
@@ -409,8 +409,7 @@ function lockMode(mode: RetentionMode): 'COMPLIANCE' | 'GOVERNANCE' {
 }
 
 /**
- * A body sent with its SHA-256 (x-amz-checksum-sha256: ours for a whole content, the SDK's for a
- * part) is signed with that digest as its payload hash, which is the same value in hex: SigV4
+ * A body sent with its SHA-256 (x-amz-checksum-sha256, of an object or of a part) is signed with that digest as its payload hash, which is the same value in hex: SigV4
  * would otherwise hash every byte a second time (a tenth of an upload's CPU).
  */
 function signedWithKnownDigest<Args extends { request?: unknown }, T>(

@@ -5,6 +5,7 @@
  * either complete under its key or absent: both implementations write elsewhere first and make
  * the key appear at once (a rename, a PUT or a completed multipart upload).
  */
+import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 
 export interface ObjectInfo {
@@ -33,8 +34,60 @@ export interface PutOptions {
   retention?: { mode: RetentionMode; until: Date };
 }
 
-/** A body: bytes in memory, or a function giving a fresh stream (called again for a retry). */
-export type PutBody = Uint8Array | (() => Readable);
+/**
+ * A file on this machine, of a known size, read by position: a part is read again for a retry,
+ * and into a buffer its upload reuses (s3-multipart.ts).
+ */
+export interface FileBody {
+  size: number;
+  /** Reads into `into` from `position`: how many bytes (0 at the end of the file). */
+  read(into: Uint8Array, position: number): Promise<number>;
+  /** Every byte from the start, as a stream. */
+  stream(): Readable;
+}
+
+/** A body: bytes in memory, or a file. */
+export type PutBody = Uint8Array | FileBody;
+
+/** An open file as a body; the caller closes it. */
+export function fileBody(handle: FileHandle, size: number): FileBody {
+  return {
+    size,
+    read: async (into, position) => (await handle.read(into, 0, into.length, position)).bytesRead,
+    stream: () => handle.createReadStream({ start: 0, autoClose: false, highWaterMark: 1 << 20 }),
+  };
+}
+
+/** Fills `into` from the file at `position`: a file shorter than it said is an error. */
+export async function readExactly(file: FileBody, into: Buffer, position: number): Promise<Buffer> {
+  let filled = 0;
+  while (filled < into.length) {
+    const read = await file.read(into.subarray(filled), position + filled);
+    if (read === 0) {
+      throw new Error(
+        `the file being uploaded ended at ${position + filled} bytes, before the ${file.size} it had`,
+      );
+    }
+    filled += read;
+  }
+  return into;
+}
+
+/** Puts the file at `path` under `key`, with its size. */
+export async function putFile(
+  store: ObjectStore,
+  key: string,
+  path: string,
+  options: Omit<PutOptions, 'size'> = {},
+): Promise<{ created: boolean }> {
+  const handle = await open(path, 'r');
+  try {
+    const { size } = await handle.stat();
+    return await store.put(key, fileBody(handle, size), { ...options, size });
+  } finally {
+    await handle.close();
+  }
+}
 
 export interface ObjectRead {
   size: number;
