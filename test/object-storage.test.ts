@@ -14,10 +14,9 @@ import { createSampleDataset } from '../src/fake-server/fixture.js';
 import { contentDigest, sampleFileContent } from '../src/fake-server/file-contents.js';
 import { startFakeServer, type FakeServer } from '../src/fake-server/server.js';
 import type { FakeDataset } from '../src/fake-server/dataset.js';
-import { openObjectStore } from '../src/storage/open.js';
 import { MIN_PART_BYTES } from '../src/storage/s3-store.js';
 import { readLedger } from './files-support.js';
-import { startS3Server, type S3TestServer } from './s3-server.js';
+import { openTestBucket, startS3Server, type S3TestServer } from './s3-server.js';
 import {
   closeCliTestBed,
   openCliTestBed,
@@ -194,18 +193,7 @@ describe.each(splitDialects)('file contents in a bucket (%s)', (dialect) => {
 describe('a bucket store signs each upload with the SHA-256 it already has', () => {
   it('takes the checksum it sends (ours for a content, the SDK’s for a part) as the payload hash, instead of hashing the bytes again', async () => {
     const s3 = await startS3Server({ buckets: [BUCKET] });
-    const env = s3.env();
-    const store = openObjectStore(`s3://${BUCKET}/signed`, {
-      s3: {
-        endpoint: env.OCS_S3_ENDPOINT,
-        region: 'us-east-1',
-        forcePathStyle: true,
-        partSizeBytes: MIN_PART_BYTES,
-        partsInFlight: 2,
-        maxAttempts: 2,
-        env,
-      },
-    });
+    const store = openTestBucket(s3, `s3://${BUCKET}/signed`);
     try {
       // A digest that is not these bytes' (s3rver does not check it; AWS would refuse the PUT):
       // the hash that signs the request is the one given, so the SDK did not compute its own.

@@ -12,7 +12,6 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { ObjectStoreError } from '../src/errors.js';
 import { BucketBlobStore } from '../src/files/bucket-blob-store.js';
-import { openObjectStore } from '../src/storage/open.js';
 import { MIN_PART_BYTES } from '../src/storage/s3-store.js';
 import {
   fileBody,
@@ -21,7 +20,7 @@ import {
   type ObjectStore,
   type PutBody,
 } from '../src/storage/store.js';
-import { startS3Server, type S3TestServer } from './s3-server.js';
+import { openTestBucket, startS3Server, type S3TestServer } from './s3-server.js';
 
 const BUCKET = 'ocs-test';
 
@@ -31,18 +30,7 @@ let folder: string;
 
 beforeEach(async () => {
   s3 = await startS3Server({ buckets: [BUCKET] });
-  const env = s3.env();
-  store = openObjectStore(`s3://${BUCKET}/parts`, {
-    s3: {
-      endpoint: env.OCS_S3_ENDPOINT,
-      region: 'us-east-1',
-      forcePathStyle: true,
-      partSizeBytes: MIN_PART_BYTES,
-      partsInFlight: 2,
-      maxAttempts: 2,
-      env,
-    },
-  });
+  store = openTestBucket(s3, `s3://${BUCKET}/parts`);
   folder = mkdtempSync(join(tmpdir(), 'ocs-sync-multipart-'));
 });
 

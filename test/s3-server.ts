@@ -16,6 +16,9 @@ import { createServer, request as httpRequest, type IncomingMessage, type Server
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { openObjectStore } from '../src/storage/open.js';
+import { MIN_PART_BYTES } from '../src/storage/s3-store.js';
+import type { ObjectStore } from '../src/storage/store.js';
 
 // The SDK never looks for an instance role here (it would ask 169.254.169.254), nor at a
 // developer's own profile, and it does not warn about Node 20 in test output.
@@ -299,4 +302,20 @@ function listUploads(directory: string, bucket: string, prefix: string): string 
       .join('') +
     '</ListMultipartUploadsResult>'
   );
+}
+
+/** The store of `location` (`s3://bucket/prefix`) on this server: 5 MiB parts, 2 in flight. */
+export function openTestBucket(s3: S3TestServer, location: string): ObjectStore {
+  const env = s3.env();
+  return openObjectStore(location, {
+    s3: {
+      endpoint: env.OCS_S3_ENDPOINT,
+      region: 'us-east-1',
+      forcePathStyle: true,
+      partSizeBytes: MIN_PART_BYTES,
+      partsInFlight: 2,
+      maxAttempts: 2,
+      env,
+    },
+  });
 }
