@@ -48,7 +48,6 @@ export async function uploadCheckpoints(
     const body = Buffer.from(`${checkpointLine(checkpoint)}\n`, 'utf8');
     await store.put(checkpointKey(checkpoint.seq), body, {
       ifAbsent: true,
-      size: body.length,
       sha256: createHash('sha256').update(body).digest('hex'),
       contentType: 'application/json',
       ...(retention

@@ -145,7 +145,7 @@ export async function createSnapshot(
     });
     // The digest last: a snapshot without one is unfinished, and neither listed nor restored.
     const digest = Buffer.from(`${sha256}  ${id}${DATA}\n`);
-    await store.put(`${id}${DIGEST}`, digest, { size: digest.length, ifAbsent: true });
+    await store.put(`${id}${DIGEST}`, digest, { ifAbsent: true });
     const made: SnapshotInfo = {
       id,
       time: timeOfId(id),

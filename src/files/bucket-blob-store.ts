@@ -103,7 +103,7 @@ export class BucketBlobStore implements ContentStore {
         ({ created } = await this.store.put(
           key,
           spool === undefined ? gathered.subarray(0, size) : fileBody(spool, size),
-          { sha256, size, ifAbsent: existing === undefined, headFirst: false },
+          { sha256, ifAbsent: existing === undefined, headFirst: false },
         ));
       }
       // Only once its bytes were sent in full: a failed request could still be reading them.

@@ -18,7 +18,7 @@ type Client = import('@aws-sdk/client-s3').S3Client;
 type CreateInput = import('@aws-sdk/client-s3').CreateMultipartUploadCommandInput;
 
 /** S3's most parts in one upload: a body above parts × part size is cut in larger parts. */
-export const MAX_PARTS = 10_000;
+const MAX_PARTS = 10_000;
 
 export interface MultipartRequest {
   sdk: Sdk;

@@ -409,8 +409,9 @@ function lockMode(mode: RetentionMode): 'COMPLIANCE' | 'GOVERNANCE' {
 }
 
 /**
- * A body sent with its SHA-256 (x-amz-checksum-sha256, of an object or of a part) is signed with that digest as its payload hash, which is the same value in hex: SigV4
- * would otherwise hash every byte a second time (a tenth of an upload's CPU).
+ * A body sent with its SHA-256 (x-amz-checksum-sha256, of an object or of a part) is signed with
+ * that digest as its payload hash, which is the same value in hex: SigV4 would otherwise hash
+ * every byte a second time (a tenth of an upload's CPU).
  */
 function signedWithKnownDigest<Args extends { request?: unknown }, T>(
   next: (args: Args) => Promise<T>,

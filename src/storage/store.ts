@@ -27,8 +27,6 @@ export interface PutOptions {
   headFirst?: boolean;
   /** SHA-256 (hex) of the whole body: the store checks the bytes it received against it. */
   sha256?: string;
-  /** The body's length, when known. */
-  size?: number;
   contentType?: string;
   /** Object Lock retention (buckets only): nobody can delete or replace it before `until`. */
   retention?: { mode: RetentionMode; until: Date };
@@ -73,17 +71,17 @@ export async function readExactly(file: FileBody, into: Buffer, position: number
   return into;
 }
 
-/** Puts the file at `path` under `key`, with its size. */
+/** Puts the file at `path` under `key`. */
 export async function putFile(
   store: ObjectStore,
   key: string,
   path: string,
-  options: Omit<PutOptions, 'size'> = {},
+  options: PutOptions = {},
 ): Promise<{ created: boolean }> {
   const handle = await open(path, 'r');
   try {
     const { size } = await handle.stat();
-    return await store.put(key, fileBody(handle, size), { ...options, size });
+    return await store.put(key, fileBody(handle, size), options);
   } finally {
     await handle.close();
   }
