@@ -128,6 +128,8 @@ export async function filesStoreMain(argv: string[], output: BenchOutput): Promi
         `ocs-sync sync into the bucket: ${ocs.seconds.toFixed(1)} s, ${rate(ocs).toFixed(0)} MiB/s, peak RSS ${peakMb.toFixed(0)} MB`,
         `CPU: the SDK's stage ${sdkCpu.toFixed(1)} s (its process ${cpuSeconds(sdk.cpu).toFixed(1)} s, s3rver the rest); ` +
           `ocs-sync's stage ${ocsCpu.toFixed(1)} s (ocs-sync ${cpuSeconds(ocs.cpu).toFixed(1)} s, the fake server serving the bytes ${serverCpu.toFixed(1)} s, s3rver the rest)`,
+        `s3rver, for the same requests and bytes: ${storeSplit(storeBeforeSdk, storeAfterSdk)} in the SDK's stage, ` +
+          `${storeSplit(storeAfterSdk, storeAfterOcs)} in ocs-sync's (its system time is mostly the kernel copying the bytes into its files: docs/performance.md)`,
         `on ${cores} cores ocs-sync's stage takes at least ${ocsFloor.toFixed(1)} s here: the best ratio this machine allows is ${(sdk.seconds / ocsFloor).toFixed(2)}`,
         `ratio ocs-sync / SDK: ${ratio.toFixed(2)} (goal >= ${STORE_GOALS.overSdk}) ${ratio >= STORE_GOALS.overSdk ? 'PASS' : 'FAIL'}; ` +
           `peak RSS ${peakMb.toFixed(0)} MB (goal < ${STORE_GOALS.peakRssMb} MB) ${peakMb < STORE_GOALS.peakRssMb ? 'PASS' : 'FAIL'}`,
@@ -145,6 +147,12 @@ export async function filesStoreMain(argv: string[], output: BenchOutput): Promi
 
 function cpuSeconds(usage: NodeJS.CpuUsage): number {
   return (usage.user + usage.system) / 1e6;
+}
+
+function storeSplit(before: NodeJS.CpuUsage, after: NodeJS.CpuUsage): string {
+  const user = (after.user - before.user) / 1e6;
+  const system = (after.system - before.system) / 1e6;
+  return `${user.toFixed(1)} s user + ${system.toFixed(1)} s system`;
 }
 
 function cpuBetween(before: NodeJS.CpuUsage, after: NodeJS.CpuUsage): number {
