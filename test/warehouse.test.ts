@@ -1355,6 +1355,34 @@ for (const harness of dialects) {
         );
         expect(status[2]).toMatchObject({ rows: 1, newestUpdatedAt: null, cursor: null });
       });
+
+      it('counts over a hundred tables in a few statements, and reads a text updated_at by its time', async () => {
+        const names = Array.from(
+          { length: 105 },
+          (_, index) => `t${String(index).padStart(3, '0')}`,
+        );
+        const textColumns: ColumnSpec[] = [{ name: 'updated_at', type: 'text' }];
+        for (const name of names) await createTable(warehouse, name, textColumns);
+        // The last table, past the first statement's hundred: one row deleted, times in two forms.
+        const rows = [
+          { id: 1, updated_at: '2026-11-20T10:00:00.500000Z' },
+          { id: 2, updated_at: '2026-11-20 09:00:00+00:00' },
+          { id: 3, updated_at: '2026-11-21T10:00:00Z' },
+        ];
+        const last = { resource: 't104', columns: textColumns };
+        const run1 = await warehouse.bookkeeping.startRun('full_refresh', null);
+        await warehouse.writePage(page({ ...last, runId: run1, rows }));
+        const run2 = await warehouse.bookkeeping.startRun('full_refresh', null);
+        await warehouse.writePage(page({ ...last, runId: run2, rows: rows.slice(0, 2) }));
+        expect(await warehouse.markMissingAsDeleted('t104', run2, 'mark', false)).toBe(1);
+
+        const status = await warehouse.status();
+        expect(status.map((entry) => entry.resource)).toEqual(names);
+        expect(status[0]).toMatchObject({ rows: 0, rowsDeleted: 0, newestUpdatedAt: null });
+        expect(status[104]).toMatchObject({ rows: 2, rowsDeleted: 1 });
+        // The deleted row counts too: the newest time the table holds.
+        expect(Date.parse(status[104]!.newestUpdatedAt!)).toBe(Date.parse('2026-11-21T10:00:00Z'));
+      });
     });
 
     describe('readColumn and updateColumn', () => {

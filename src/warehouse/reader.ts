@@ -39,8 +39,13 @@ export interface SqlRows {
 export interface TableFacts {
   /** The tables that exist (one query, however many resources). */
   existingTables(): Promise<Set<string>>;
-  /** Newest `updated_at` of the table as ISO text, or null when it has none. */
-  newestUpdatedAt(table: string): Promise<string | null>;
+  /**
+   * A scalar subquery giving the table's newest `updated_at`, stored as `columnType` (the type
+   * `_ocs_columns` records), or undefined when the dialect cannot read that type as a time.
+   */
+  newestUpdatedAtQuery(table: string, columnType: string): string | undefined;
+  /** What that subquery gave, as ISO text (null when the table has none). */
+  updatedAtText(value: unknown): string | null;
 }
 
 export interface RunRecord {
@@ -161,6 +166,9 @@ async function hasChoiceColumns(rows: SqlRows): Promise<boolean> {
   return found.length > 0;
 }
 
+/** Tables counted in one statement (SQLite allows 500 parts in a compound SELECT). */
+const TABLES_PER_COUNT_QUERY = 100;
+
 /** Every resource with a state row or a table, with its row counts (history tables excluded). */
 export async function readResourceStatuses(
   rows: SqlRows,
@@ -180,29 +188,42 @@ export async function readResourceStatuses(
     ...new Set([...states.keys(), ...tables.map((row) => String(row.table_name))]),
   ].sort();
   const existing = await facts.existingTables();
-  const withUpdatedAt = new Set(
-    (await rows.all("SELECT table_name FROM _ocs_columns WHERE column_name = 'updated_at'")).map(
-      (row) => String(row.table_name),
-    ),
+  const updatedAtTypes = new Map(
+    (
+      await rows.all(
+        "SELECT table_name, column_type FROM _ocs_columns WHERE column_name = 'updated_at'",
+      )
+    ).map((row) => [String(row.table_name), String(row.column_type)]),
   );
+  // Every table's counts in a few statements, not three queries a table: on PostgreSQL each
+  // query is a round trip, and the daemon reads these after every run.
+  const counted = names.filter((name) => existing.has(name));
+  const counts = new Map<string, Record<string, unknown>>();
+  for (let start = 0; start < counted.length; start += TABLES_PER_COUNT_QUERY) {
+    const parts = counted.slice(start, start + TABLES_PER_COUNT_QUERY).map((name) => {
+      const type = updatedAtTypes.get(name);
+      const newest = type === undefined ? undefined : facts.newestUpdatedAtQuery(name, type);
+      // Resource names are checked identifiers (^[a-z][a-z0-9_]*$), safe to quote.
+      return (
+        `SELECT '${name}' AS resource, count(*) - count("_deleted_at") AS live, ` +
+        `count("_deleted_at") AS deleted${outOfScope}, ${newest ? `(${newest})` : 'NULL'} AS newest FROM "${name}"`
+      );
+    });
+    for (const row of await rows.all(parts.join(' UNION ALL '))) {
+      counts.set(String(row.resource), row);
+    }
+  }
   const result: ResourceStatus[] = [];
   for (const name of names) {
     const state = states.get(name) ?? emptyResourceState(name);
-    let live = 0;
-    let deleted = 0;
-    let rowsOutOfScope = 0;
-    let newestUpdatedAt: string | null = null;
-    if (existing.has(name)) {
-      // Resource names are checked identifiers (^[a-z][a-z0-9_]*$), safe to quote.
-      const [counts] = await rows.all(
-        `SELECT count(*) - count("_deleted_at") AS live, count("_deleted_at") AS deleted${outOfScope} FROM "${name}"`,
-      );
-      live = toCount(counts?.live);
-      deleted = toCount(counts?.deleted);
-      rowsOutOfScope = toCount(counts?.out_of_scope);
-      if (withUpdatedAt.has(name)) newestUpdatedAt = await facts.newestUpdatedAt(name);
-    }
-    result.push({ ...state, rows: live, rowsDeleted: deleted, rowsOutOfScope, newestUpdatedAt });
+    const row = counts.get(name);
+    result.push({
+      ...state,
+      rows: toCount(row?.live),
+      rowsDeleted: toCount(row?.deleted),
+      rowsOutOfScope: toCount(row?.out_of_scope),
+      newestUpdatedAt: row === undefined ? null : facts.updatedAtText(row.newest),
+    });
   }
   return result;
 }

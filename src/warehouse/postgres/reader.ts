@@ -41,25 +41,20 @@ export function postgresTableFacts(client: Queryable, schema: string): TableFact
           )
         ).map((row) => String(row.name)),
       ),
-    newestUpdatedAt: async (table) => {
-      const [column] = await rows.all(
-        "SELECT column_type FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",
-        [table],
-      );
-      const type = column?.column_type as ColumnType | undefined;
+    newestUpdatedAtQuery: (table, columnType) => {
+      const type = columnType as ColumnType;
       const expression =
         type === 'datetime' || type === 'date'
           ? readExpression('updated_at', type)
           : type === 'text'
             ? '"updated_at"'
             : undefined;
-      if (!expression) return null;
       // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-      const [row] = await rows.all(
-        `SELECT ${expression} AS value FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`,
-      );
-      return (row?.value as string | null | undefined) ?? null;
+      return expression === undefined
+        ? undefined
+        : `SELECT ${expression} FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`;
     },
+    updatedAtText: (value) => (typeof value === 'string' ? value : null),
   };
 }
 

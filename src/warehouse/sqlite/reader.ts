@@ -33,26 +33,17 @@ export function sqliteTableFacts(db: Database.Database): TableFacts {
           }>
         ).map((row) => row.name),
       ),
-    newestUpdatedAt: async (table) => {
+    newestUpdatedAtQuery: (table, columnType) => {
       // A datetime column sorts as text (one fixed-width form), so its index answers; a column
       // widened to text holds the server's varying forms, which strftime normalises.
-      const column = db
-        .prepare(
-          "SELECT column_type FROM _ocs_columns WHERE table_name = ? AND column_name = 'updated_at'",
-        )
-        .get(table) as { column_type: string } | undefined;
       const order =
-        column?.column_type === 'datetime'
+        columnType === 'datetime'
           ? '"updated_at" DESC'
           : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
-      const row = db
-        .prepare(
-          `SELECT "updated_at" AS value FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY ${order} LIMIT 1`,
-        )
-        .get() as { value: unknown } | undefined;
-      // Shown in the server's form, whichever form the column holds.
-      return typeof row?.value === 'string' ? serverForm(row.value) : null;
+      return `SELECT "updated_at" FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY ${order} LIMIT 1`;
     },
+    // Shown in the server's form, whichever form the column holds.
+    updatedAtText: (value) => (typeof value === 'string' ? serverForm(value) : null),
   };
 }
 
