@@ -262,6 +262,9 @@ describe('benchmark smoke run', () => {
     expect(out).toMatch(/AWS SDK \(lib-storage\) upload: [\d.]+ s, \d+ MiB\/s, peak RSS \d+ MB/);
     expect(out).toMatch(/ocs-sync sync into the bucket: [\d.]+ s, \d+ MiB\/s, peak RSS \d+ MB/);
     expect(out).toMatch(
+      /s3rver, for the same requests and bytes: [\d.]+ s user \+ [\d.]+ s system in the SDK's stage, [\d.]+ s user \+ [\d.]+ s system in ocs-sync's/,
+    );
+    expect(out).toMatch(
       /ratio ocs-sync \/ SDK: [\d.]+ \(goal >= 0\.9\) (PASS|FAIL); peak RSS \d+ MB \(goal < 256 MB\) (PASS|FAIL)/,
     );
   });
