@@ -40,11 +40,13 @@ export interface TableFacts {
   /** The tables that exist (one query, however many resources). */
   existingTables(): Promise<Set<string>>;
   /**
-   * A scalar subquery giving the table's newest `updated_at`, stored as `columnType` (the type
-   * `_ocs_columns` records), or undefined when the dialect cannot read that type as a time.
+   * An expression of the table's counting `SELECT … FROM table` giving its newest `updated_at`,
+   * stored as `columnType` (the type `_ocs_columns` records): an aggregate where it can be, so
+   * the one read of the table that counts its rows finds it too. Undefined when the dialect
+   * cannot read that type as a time.
    */
-  newestUpdatedAtQuery(table: string, columnType: string): string | undefined;
-  /** What that subquery gave, as ISO text (null when the table has none). */
+  newestUpdatedAtSql(table: string, columnType: string): string | undefined;
+  /** What that expression gave, as ISO text (null when the table has none). */
   updatedAtText(value: unknown): string | null;
 }
 
@@ -202,11 +204,11 @@ export async function readResourceStatuses(
   for (let start = 0; start < counted.length; start += TABLES_PER_COUNT_QUERY) {
     const parts = counted.slice(start, start + TABLES_PER_COUNT_QUERY).map((name) => {
       const type = updatedAtTypes.get(name);
-      const newest = type === undefined ? undefined : facts.newestUpdatedAtQuery(name, type);
+      const newest = type === undefined ? undefined : facts.newestUpdatedAtSql(name, type);
       // Resource names are checked identifiers (^[a-z][a-z0-9_]*$), safe to quote.
       return (
         `SELECT '${name}' AS resource, count(*) - count("_deleted_at") AS live, ` +
-        `count("_deleted_at") AS deleted${outOfScope}, ${newest ? `(${newest})` : 'NULL'} AS newest FROM "${name}"`
+        `count("_deleted_at") AS deleted${outOfScope}, ${newest ?? 'NULL'} AS newest FROM "${name}"`
       );
     });
     for (const row of await rows.all(parts.join(' UNION ALL '))) {

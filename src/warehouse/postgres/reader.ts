@@ -12,7 +12,7 @@ import {
   safeMessage,
   type Queryable,
 } from './connection.js';
-import { readExpression } from './values.js';
+import { readSql } from './values.js';
 import { WarehouseReader, type SqlRows, type TableFacts } from '../reader.js';
 
 /** `?` placeholders become `$1, $2, …` (our SQL never has a `?` inside a string). */
@@ -41,19 +41,11 @@ export function postgresTableFacts(client: Queryable, schema: string): TableFact
           )
         ).map((row) => String(row.name)),
       ),
-    newestUpdatedAtQuery: (table, columnType) => {
-      const type = columnType as ColumnType;
-      const expression =
-        type === 'datetime' || type === 'date'
-          ? readExpression('updated_at', type)
-          : type === 'text'
-            ? '"updated_at"'
-            : undefined;
-      // Ordered by the stored value (a time for timestamptz), shown as ISO text.
-      return expression === undefined
-        ? undefined
-        : `SELECT ${expression} FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY "updated_at" DESC LIMIT 1`;
-    },
+    // The newest by the stored value (a time for timestamptz), shown as ISO text.
+    newestUpdatedAtSql: (_table, columnType) =>
+      columnType === 'datetime' || columnType === 'date' || columnType === 'text'
+        ? readSql('max("updated_at")', columnType as ColumnType)
+        : undefined,
     updatedAtText: (value) => (typeof value === 'string' ? value : null),
   };
 }

@@ -55,7 +55,11 @@ export function isoTextSql(expression: string): string {
 
 /** How a stored column of `type` is selected so that decodeValue reads it exactly. */
 export function readExpression(column: string, type: ColumnType): string {
-  const ref = q(column);
+  return readSql(q(column), type);
+}
+
+/** readExpression of any expression of the column's type (an aggregate of it, say). */
+export function readSql(ref: string, type: ColumnType): string {
   switch (type) {
     case 'integer':
     case 'number':

@@ -33,15 +33,13 @@ export function sqliteTableFacts(db: Database.Database): TableFacts {
           }>
         ).map((row) => row.name),
       ),
-    newestUpdatedAtQuery: (table, columnType) => {
-      // A datetime column sorts as text (one fixed-width form), so its index answers; a column
-      // widened to text holds the server's varying forms, which strftime normalises.
-      const order =
-        columnType === 'datetime'
-          ? '"updated_at" DESC'
-          : `strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC`;
-      return `SELECT "updated_at" FROM "${table}" WHERE "updated_at" IS NOT NULL ORDER BY ${order} LIMIT 1`;
-    },
+    newestUpdatedAtSql: (table, columnType) =>
+      // A datetime column sorts as text (one fixed-width form): its max is the newest. A column
+      // widened to text holds the server's varying forms, which strftime normalises for the order.
+      columnType === 'datetime'
+        ? 'max("updated_at")'
+        : `(SELECT "updated_at" FROM "${table}" WHERE "updated_at" IS NOT NULL ` +
+          `ORDER BY strftime('%Y-%m-%dT%H:%M:%f', "updated_at") DESC, "updated_at" DESC LIMIT 1)`,
     // Shown in the server's form, whichever form the column holds.
     updatedAtText: (value) => (typeof value === 'string' ? serverForm(value) : null),
   };
