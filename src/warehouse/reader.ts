@@ -6,6 +6,7 @@
  */
 import type {
   ChatbotChoiceRecord,
+  ColumnType,
   FileTotals,
   SignedCheckpoint,
   VerificationRecord,
@@ -45,7 +46,7 @@ export interface TableFacts {
    * the one read of the table that counts its rows finds it too. Undefined when the dialect
    * cannot read that type as a time.
    */
-  newestUpdatedAtSql(table: string, columnType: string): string | undefined;
+  newestUpdatedAtSql(table: string, columnType: ColumnType): string | undefined;
   /** What that expression gave, as ISO text (null when the table has none). */
   updatedAtText(value: unknown): string | null;
 }
@@ -195,7 +196,7 @@ export async function readResourceStatuses(
       await rows.all(
         "SELECT table_name, column_type FROM _ocs_columns WHERE column_name = 'updated_at'",
       )
-    ).map((row) => [String(row.table_name), String(row.column_type)]),
+    ).map((row) => [String(row.table_name), row.column_type as ColumnType]),
   );
   // Every table's counts in a few statements, not three queries a table: on PostgreSQL each
   // query is a round trip, and the daemon reads these after every run.

@@ -2,7 +2,6 @@
 import pg from 'pg';
 import { WarehouseError } from '../../errors.js';
 import type { WarehouseProbe } from '../probe.js';
-import type { ColumnType } from '../../interfaces.js';
 import {
   advisoryLockKey,
   connectionHint,
@@ -44,7 +43,7 @@ export function postgresTableFacts(client: Queryable, schema: string): TableFact
     // The newest by the stored value (a time for timestamptz), shown as ISO text.
     newestUpdatedAtSql: (_table, columnType) =>
       columnType === 'datetime' || columnType === 'date' || columnType === 'text'
-        ? readSql('max("updated_at")', columnType as ColumnType)
+        ? readSql('max("updated_at")', columnType)
         : undefined,
     updatedAtText: (value) => (typeof value === 'string' ? value : null),
   };
